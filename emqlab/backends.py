@@ -1,0 +1,208 @@
+"""Connections: fakeredis (the embedded default) or a live Redis server, and the rules that keep a live
+server safe.
+
+* ``connect()`` — a fresh in-process fakeredis server with Lua ready: fakeredis runs scripts in its own
+  ``lupa`` Lua 5.1 runtime, which lacks Redis's ``cmsgpack`` and ``bit`` modules (``PROTOCOL.md`` §9.1);
+  emqlab's pure-Lua ``lua/lib/cmsgpack.lua`` and ``lua/lib/bit.lua`` are put on ``LUA_PATH`` and loaded
+  through fakeredis's ``lua_modules`` option, so ``EVALSHA`` runs the queue scripts unchanged.
+* ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
+  ``redis://127.0.0.1:6379/0``.
+
+Live safety (:class:`Namespace`): a run writes and deletes only keys under its own queue's base
+(``emq:{<queue>}:``), refuses to start where such keys already exist, and its clean-up deletes only those.
+Nothing here ever sends FLUSHDB or FLUSHALL to a server emqlab did not start.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import redis
+
+from .keys import QueueKeys
+from .registry import lua_dir
+
+DEFAULT_LIVE_URL = "redis://127.0.0.1:6379/0"
+FAKE = "fakeredis"
+
+
+class BackendError(Exception):
+    """A backend could not be reached or used; the message is one line meant for a terminal."""
+
+
+class KeysExist(BackendError):
+    """The run's keys already exist on the server: emqlab refuses to touch them."""
+
+
+def live_url() -> str:
+    """``$EMQLAB_REDIS_URL`` or the default live server ``redis://127.0.0.1:6379/0``."""
+    return os.environ.get("EMQLAB_REDIS_URL") or DEFAULT_LIVE_URL
+
+
+def _ensure_lua_path() -> None:
+    # Lua reads LUA_PATH when a runtime opens its package library; fakeredis creates its runtime lazily at
+    # the first EVAL, after this has run. ";;" keeps Lua's default search path after ours.
+    lib = str(lua_dir() / "lib")
+    entry = f"{lib}/?.lua"
+    current = os.environ.get("LUA_PATH", "")
+    if entry not in current.split(";"):
+        os.environ["LUA_PATH"] = f"{entry};{current}" if current else f"{entry};;"
+
+
+def is_fake(conn: redis.Redis) -> bool:
+    """True for a fakeredis client."""
+    return type(conn).__module__.startswith("fakeredis")
+
+
+def describe(conn: redis.Redis) -> str:
+    """``fakeredis`` or the live server's ``redis://host:port/db`` (no password)."""
+    if is_fake(conn):
+        return FAKE
+    kw = conn.connection_pool.connection_kwargs
+    if "path" in kw:
+        return f"unix://{kw['path']}"
+    return f"redis://{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+
+
+def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
+    """A redis-py client: fakeredis when ``url`` is ``None``/``"fakeredis"``, else the live server at ``url``
+    (``"live"`` = :func:`live_url`). Replies are bytes (no decoding).
+
+    Raises :class:`BackendError` with a one-line message for a malformed URL, an unreachable server, a
+    failed AUTH, or a server without scripting.
+    """
+    if url is None or url == FAKE or url == "fake":
+        return _connect_fake()
+    if url == "live":
+        url = live_url()
+    return _connect_live(url, ping=ping)
+
+
+def _connect_fake() -> redis.Redis:
+    import fakeredis
+
+    _ensure_lua_path()
+    server = fakeredis.FakeServer()
+    return fakeredis.FakeRedis(server=server, lua_modules={"cmsgpack", "bit"}, protocol=2)
+
+
+def _connect_live(url: str, *, ping: bool) -> redis.Redis:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise BackendError(
+            f"malformed Redis URL {url!r}: expected redis://[[user]:password@]host[:port][/db], "
+            "rediss://… or unix:///path/to/socket"
+        )
+    try:
+        conn = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10, protocol=2)
+    except ValueError as e:
+        raise BackendError(f"malformed Redis URL {url!r}: {e}") from None
+    if ping:
+        safe = _redact(url)
+        try:
+            conn.ping()
+        except redis.exceptions.AuthenticationError as e:
+            raise BackendError(f"authentication failed at {safe}: {e}") from None
+        except redis.exceptions.ResponseError as e:
+            if "NOAUTH" in str(e) or "WRONGPASS" in str(e):
+                raise BackendError(f"authentication failed at {safe}: {e}") from None
+            raise BackendError(f"Redis at {safe} refused PING: {e}") from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+            raise BackendError(f"cannot reach Redis at {safe}: {e}") from None
+    return conn
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+def raw_client(conn: redis.Redis) -> redis.Redis:
+    """A client on ``conn``'s connection pool that returns replies exactly as parsed from RESP2 (no
+    response callbacks: ``HGETALL`` stays a flat list, ``SET`` stays ``b"OK"``). The Lua host needs raw
+    replies to apply Redis's reply → Lua conversion rules."""
+    raw = type(conn)(connection_pool=conn.connection_pool) if not is_fake(conn) else _fake_raw(conn)
+    raw.response_callbacks = {}  # type: ignore[assignment]
+    return raw
+
+
+def _fake_raw(conn: redis.Redis) -> redis.Redis:
+    import fakeredis
+
+    server = conn.connection_pool.connection_kwargs["server"]
+    return fakeredis.FakeRedis(server=server, lua_modules={"cmsgpack", "bit"}, protocol=2)
+
+
+# -- live safety ------------------------------------------------------------------------------------------
+
+
+def scan_keys(conn: redis.Redis, pattern: str, count: int = 500) -> Iterator[bytes]:
+    """Every key matching ``pattern`` (SCAN, never KEYS)."""
+    yield from conn.scan_iter(match=pattern, count=count)
+
+
+@dataclass
+class Namespace:
+    """The keys one run owns: every key of queue ``keys`` (``emq:{<queue>}:*``).
+
+    ``claim()`` refuses (:class:`KeysExist`) when any such key exists already; ``reset()`` and ``release()``
+    delete only such keys. On a fakeredis server that this process created, ``reset()`` may flush it.
+    """
+
+    conn: redis.Redis
+    keys: QueueKeys
+
+    def existing(self, limit: int = 5) -> list[bytes]:
+        found: list[bytes] = []
+        for k in scan_keys(self.conn, self.keys.pattern):
+            found.append(k)
+            if len(found) >= limit:
+                break
+        return found
+
+    def claim(self) -> Namespace:
+        found = self.existing()
+        if found:
+            shown = ", ".join(k.decode("utf-8", "replace") for k in found[:3])
+            raise KeysExist(
+                f"refusing to run on {describe(self.conn)}: keys under {self.keys.base} already exist "
+                f"({shown}{', …' if len(found) > 3 else ''}); pick another queue name (--queue) or delete them"
+            )
+        return self
+
+    def reset(self) -> int:
+        """Delete every key of the namespace; returns how many were deleted."""
+        if is_fake(self.conn):
+            n = int(self.conn.dbsize())
+            if n:
+                # A fakeredis server belongs to this process; still, only flush when every key is ours.
+                ours = sum(1 for _ in scan_keys(self.conn, self.keys.pattern))
+                if ours == n:
+                    self.conn.flushdb()
+                    return n
+        deleted = 0
+        batch: list[bytes] = []
+        for k in scan_keys(self.conn, self.keys.pattern):
+            if not k.startswith(self.keys.base.encode()):  # belt and braces: SCAN glob vs our base
+                continue
+            batch.append(k)
+            if len(batch) >= 500:
+                deleted += int(self.conn.delete(*batch))
+                batch.clear()
+        if batch:
+            deleted += int(self.conn.delete(*batch))
+        return deleted
+
+    release = reset
+
+
+def unique_queue(base: str = "q") -> str:
+    """A queue name for one run on a live server: ``<base>-<8 hex>``."""
+    return f"{base}-{secrets.token_hex(4)}"

@@ -1,0 +1,150 @@
+"""Every Redis key of one queue, named as the BullMQ protocol names them.
+
+Keys are ``<prefix>:{<queue>}:<suffix>``; the queue name carries a Redis Cluster hash tag so that every key a
+script touches lives in one slot (Redis docs, "Cluster specification: hash tags"; ``PROTOCOL.md`` §5). The
+key *order* each script expects is the protocol's contract; the ``*_keys`` methods below return exactly that
+order (``PROTOCOL.md`` §1.1 for moveToFinished-14, §2 for moveToActive-11, §3 for the sweep, §4 for the
+rest).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Target = Literal["completed", "failed"]
+
+#: The queue-level key suffixes, in no particular order (``PROTOCOL.md`` §4.3).
+QUEUE_KEY_NAMES: tuple[str, ...] = (
+    "wait",
+    "active",
+    "paused",
+    "prioritized",
+    "delayed",
+    "completed",
+    "failed",
+    "waiting-children",
+    "stalled",
+    "stalled-check",
+    "limiter",
+    "meta",
+    "id",
+    "pc",
+    "events",
+    "marker",
+    "repeat",
+    "metrics:completed",
+    "metrics:failed",
+)
+
+#: The lists/sets a job id can be placed in (used by the anomaly checks).
+PLACEMENTS: tuple[str, ...] = ("wait", "active", "prioritized", "delayed", "paused", "completed", "failed")
+
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The keys of queue ``name`` under ``prefix`` (default ``emq``, as EchoMQ names them).
+
+    >>> k = QueueKeys("orders")
+    >>> k.wait
+    'emq:{orders}:wait'
+    >>> k.lock("7")
+    'emq:{orders}:7:lock'
+
+    Raises ``ValueError`` for a queue name that is empty or holds characters other than letters, digits,
+    ``_ . -`` (braces would break the hash tag, colons the key layout).
+    """
+
+    name: str = "q"
+    prefix: str = "emq"
+
+    def __post_init__(self) -> None:
+        if not _QUEUE_NAME.match(self.name):
+            raise ValueError(f"queue name {self.name!r}: use letters, digits, '_', '.', '-' only")
+        if not self.prefix or any(c in self.prefix for c in "{}: "):
+            raise ValueError(f"key prefix {self.prefix!r}: must be non-empty without '{{', '}}', ':' or spaces")
+
+    # -- the base -------------------------------------------------------------------------------------
+    @property
+    def base(self) -> str:
+        """``<prefix>:{<queue>}:`` — the "keys prefix" ARGV of the scripts, with its trailing colon."""
+        return f"{self.prefix}:{{{self.name}}}:"
+
+    def key(self, suffix: str) -> str:
+        return self.base + suffix
+
+    def __getattr__(self, item: str) -> str:
+        # wait, active, … and metrics keys via attribute access (``k.wait``); dashes become underscores.
+        suffix = item.replace("_", "-")
+        if suffix in QUEUE_KEY_NAMES:
+            return self.key(suffix)
+        raise AttributeError(item)
+
+    def job(self, job_id: str | int) -> str:
+        """The job hash ``<base><id>``."""
+        return f"{self.base}{job_id}"
+
+    def lock(self, job_id: str | int) -> str:
+        """The job's lock ``<base><id>:lock`` (STRING token with a PX TTL)."""
+        return f"{self.base}{job_id}:lock"
+
+    def metrics(self, target: Target) -> str:
+        return self.key(f"metrics:{target}")
+
+    def relative(self, key: str | bytes) -> str:
+        """A key without the queue's base (``emq:{q}:wait`` → ``wait``); other keys are returned whole."""
+        if isinstance(key, bytes):
+            key = key.decode("utf-8", "replace")
+        return key[len(self.base):] if key.startswith(self.base) else key
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN MATCH pattern for every key of this queue (braces escaped for glob matching)."""
+        return f"{self.prefix}:\\{{{self.name}\\}}:*"
+
+    # -- per-script key lists, in the protocol's order ---------------------------------------------------
+    def move_to_finished_keys(self, job_id: str | int, target: Target) -> list[str]:
+        """moveToFinished-14's KEYS (``PROTOCOL.md`` §1.1): wait, active, prioritized, events, stalled,
+        limiter, delayed, paused, meta, pc, completed|failed, job hash, metrics:<target>, marker."""
+        if target not in ("completed", "failed"):
+            raise ValueError(f"target must be 'completed' or 'failed', not {target!r}")
+        return [
+            self.wait, self.active, self.prioritized, self.events, self.stalled, self.limiter,
+            self.delayed, self.paused, self.meta, self.pc, self.key(target), self.job(job_id),
+            self.metrics(target), self.marker,
+        ]
+
+    def move_to_active_keys(self) -> list[str]:
+        """moveToActive-11's KEYS (``PROTOCOL.md`` §2): wait, active, prioritized, events, stalled, limiter,
+        delayed, paused, meta, pc, marker."""
+        return [
+            self.wait, self.active, self.prioritized, self.events, self.stalled, self.limiter,
+            self.delayed, self.paused, self.meta, self.pc, self.marker,
+        ]
+
+    def move_stalled_jobs_to_wait_keys(self) -> list[str]:
+        """moveStalledJobsToWait-8's KEYS (``PROTOCOL.md`` §3.2, the lazy v5.53 shape EchoMQ names):
+        stalled, wait, active, stalled-check, meta, paused, marker, events."""
+        return [
+            self.stalled, self.wait, self.active, self.stalled_check, self.meta, self.paused,
+            self.marker, self.events,
+        ]
+
+    def add_standard_job_keys(self) -> list[str]:
+        """addStandardJob-9's KEYS (``PROTOCOL.md`` §4.2): wait, paused, meta, id, completed, delayed,
+        active, events, marker."""
+        return [
+            self.wait, self.paused, self.meta, self.id, self.completed, self.delayed, self.active,
+            self.events, self.marker,
+        ]
+
+    def extend_lock_keys(self, job_id: str | int) -> list[str]:
+        """extendLock-2's KEYS (``PROTOCOL.md`` §4.1): the job's lock, stalled."""
+        return [self.lock(job_id), self.stalled]
+
+    def release_lock_keys(self, job_id: str | int) -> list[str]:
+        """releaseLock-1's KEYS: the job's lock."""
+        return [self.lock(job_id)]

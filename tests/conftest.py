@@ -1,0 +1,111 @@
+"""Shared fixtures: both backends, a queue namespace per test, and the foreign-keys guard.
+
+Live-Redis tests use ``$EMQLAB_REDIS_URL`` or ``redis://127.0.0.1:6379/0``. Without a server they skip with
+the reason, except in CI (``CI=true``), where a missing server is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from emqlab.backends import BackendError, Namespace, connect, live_url, unique_queue
+from emqlab.keys import QueueKeys
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+BACKENDS = ["fake", "live"]
+
+_live_error: str | None = None
+_live_conn: redis.Redis | None = None
+
+
+def live_conn() -> redis.Redis:
+    """The live server's client, or skip (fail in CI) with the reason."""
+    global _live_conn, _live_error
+    if _live_conn is None and _live_error is None:
+        try:
+            _live_conn = connect("live")
+        except BackendError as e:
+            _live_error = str(e)
+    if _live_conn is None:
+        msg = f"live Redis not available ({_live_error}); set EMQLAB_REDIS_URL or start redis-server"
+        if IN_CI:
+            pytest.fail(f"CI=true requires the live Redis: {msg}")
+        pytest.skip(msg)
+    return _live_conn
+
+
+def backend_conn(kind: str) -> redis.Redis:
+    return connect() if kind == "fake" else live_conn()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend name, ``fake`` or ``live``; tests parametrized over both."""
+    if request.param == "live":
+        live_conn()
+    return str(request.param)
+
+
+@pytest.fixture
+def conn(backend: str) -> redis.Redis:
+    """A client on the test's backend (a fresh fakeredis server per test)."""
+    return backend_conn(backend)
+
+
+@pytest.fixture
+def qkeys(conn: redis.Redis, backend: str) -> Iterator[QueueKeys]:
+    """A queue whose keys belong to this test alone: claimed before (refused if present), deleted after."""
+    keys = QueueKeys(unique_queue("t") if backend == "live" else "q")
+    ns = Namespace(conn, keys).claim()
+    try:
+        yield keys
+    finally:
+        ns.release()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def foreign_keys_untouched() -> Iterator[None]:
+    """Keys of other prefixes on the live server survive the whole test run untouched (issue 2)."""
+    try:
+        conn = connect("live")
+    except BackendError:
+        yield
+        return
+    tag = secrets.token_hex(4)
+    foreign = {
+        f"foreign-{tag}:string": ("string", b"keep me"),
+        f"bull:{{q}}:{tag}:wait": ("list", [b"1", b"2"]),
+        f"emq:{{other-{tag}}}:wait": ("list", [b"9"]),
+        f"foreign-{tag}:hash": ("hash", {b"a": b"1"}),
+    }
+    for k, (kind, value) in foreign.items():
+        if kind == "string":
+            conn.set(k, value, ex=3600)
+        elif kind == "list":
+            conn.rpush(k, *value)
+            conn.expire(k, 3600)
+        else:
+            conn.hset(k, mapping=value)
+            conn.expire(k, 3600)
+    yield
+    problems = []
+    for k, (kind, value) in foreign.items():
+        if kind == "string":
+            got = conn.get(k)
+        elif kind == "list":
+            got = conn.lrange(k, 0, -1)
+        else:
+            got = conn.hgetall(k)
+        if got != value:
+            problems.append(f"{k}: {got!r} != {value!r}")
+    conn.delete(*foreign)
+    assert not problems, "the test run touched foreign keys on the live server: " + "; ".join(problems)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"emqlab live Redis: {live_url()} (CI={'true' if IN_CI else 'false'})"
