@@ -391,12 +391,13 @@ class LuaHost:
         co = self._start(bc, self._table_from([_b(k) for k in keys]), self._table_from([_b(a) for a in args]))
         return ScriptRun(self, co, hashlib.sha1(text).hexdigest())
 
-    def run(self, conn: redis.Redis, script: Script | bytes | str, keys: Sequence[Any],
+    def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
             args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None) -> Any:
-        """Run ``script`` to its end against ``conn`` (a :func:`emqlab.backends.raw_client`), one command per
-        round trip. Returns what ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise."""
+        """Run ``script`` to its end, one command per round trip, against ``conn``: a
+        :func:`emqlab.backends.command_executor` or a :func:`emqlab.backends.raw_client`. Returns what
+        ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise."""
         run = self.start(script, keys, args)
-        execute = conn.execute_command
+        execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
         while run.pending is not None:
             cmd = run.pending
             try:
@@ -511,7 +512,7 @@ def _error_text(e: BaseException) -> bytes:
 
 
 def _reply_to_lua(host: LuaHost, cmd: Command, reply: Any) -> Any:
-    if isinstance(reply, bytes):
+    if type(reply) is bytes:
         if cmd[0].upper() in STATUS_REPLY_COMMANDS and not _is_get_variant(cmd):
             return host._table_from({b"ok": reply})
         return reply
@@ -533,6 +534,8 @@ def _nested_to_lua(host: LuaHost, x: Any) -> Any:
         return False
     if isinstance(x, list):
         return host._table_from([_nested_to_lua(host, y) for y in x])
+    if isinstance(x, Status):
+        return host._table_from({b"ok": x.value})
     if isinstance(x, BaseException):
         return host._table_from({b"err": _error_text(x)})
     return x

@@ -186,10 +186,13 @@ local attemptsMade = tonumber(job[1]) or 0
 local deferredFailure = job[2]
 local priority = tonumber(job[3]) or 0
 local eventCapField = call("HGET", KEYS[9], "opts.maxLenEvents")
+-- Whether the queue is held (paused, or at global concurrency) once this job
+-- has left `active`: a retry to `wait` wakes workers only when it is not.
+local heldAfterLeaving = queueHeld(KEYS[9], KEYS[2], -1)
 
 --==========================================================================--
---  2. DECIDE -- where the job goes. Pure computation, no Redis calls        --
---     except the held check a retry to `wait` needs.                        --
+--  2. DECIDE -- where the job goes. Pure computation on what READ saw:     --
+--     no Redis calls.                                                       --
 --==========================================================================--
 
 local attemptNumber = attemptsMade + 1
@@ -207,11 +210,6 @@ else
 end
 local isFinal = outcome == "completed" or outcome == "failed"
 local retryAt = now + int(backoff)
-local heldAfterLeaving = false
-if outcome == "retry-wait" then
-  -- Held = paused or at global concurrency once this job has left `active`.
-  heldAfterLeaving = queueHeld(KEYS[9], KEYS[2], -1)
-end
 
 --==========================================================================--
 --  3. WRITE -- in protocol order (lock, stalled, active, target). These     --

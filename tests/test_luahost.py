@@ -9,7 +9,7 @@ import secrets
 import pytest
 import redis
 
-from emqlab.backends import connect, is_fake, raw_client, unique_queue
+from emqlab.backends import command_executor, connect, is_fake, raw_client, unique_queue
 from emqlab.luahost import LuaHost, LuaScriptError
 from emqlab.registry import KeyCountMismatch, Script, ScriptSet
 from tests.conftest import live_conn
@@ -133,7 +133,10 @@ def test_host_matches_evalsha(case: str, conn: redis.Redis, qkeys, host: LuaHost
     args = ARGV_FOR.get(case, [])
     keys_a = [qkeys.key(f"a:{k}") for k in key_names]
     keys_b = [qkeys.key(f"b:{k}") for k in key_names]
-    via_host = outcome_of(lambda: host.run(raw_client(conn), src, keys_b, args))
+    keys_c = [qkeys.key(f"c:{k}") for k in key_names]
+    via_host = outcome_of(lambda: host.run(command_executor(conn), src, keys_b, args))
+    via_redispy = outcome_of(lambda: host.run(raw_client(conn), src, keys_c, args))
+    assert normalize(via_redispy) == normalize(via_host), "the redis-py executor and the direct one disagree"
     if is_fake(conn) and case in FAKE_EVAL_DIFFERS:
         # the host still behaves as Redis does: compare it with the live server (keys of a fresh queue)
         live = live_conn()

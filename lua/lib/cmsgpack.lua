@@ -59,7 +59,7 @@ local byte, char, sub, format = string.byte, string.char, string.sub, string.for
 local floor, frexp, ldexp, huge = math.floor, math.frexp, math.ldexp, math.huge
 local concat = table.concat
 local type, next, select, tostring, tonumber = type, next, select, tostring, tonumber
-local error, pcall, rawget = error, pcall, rawget
+local error, pcall = error, pcall
 local unpack = unpack or table.unpack -- luacheck: ignore (5.1 global)
 
 local TWO32 = 4294967296          -- 2^32
@@ -253,11 +253,19 @@ local function encode_table(buf, n, t, level)
   level = level + 1
   if is_array then
     for i = 1, count do
-      n = encode_value(buf, n, rawget(t, i), level)
+      -- every key 1..count exists, so t[i] never reaches an __index
+      n = encode_value(buf, n, t[i], level)
     end
   else
     for k, v in next, t do
-      n = encode_value(buf, n, k, level)
+      if type(k) == "string" and #k < 32 then
+        -- fast path for the usual short string key
+        buf[n + 1] = CHR[0xa0 + #k]
+        buf[n + 2] = k
+        n = n + 2
+      else
+        n = encode_value(buf, n, k, level)
+      end
       n = encode_value(buf, n, v, level)
     end
   end
@@ -269,6 +277,10 @@ encode_value = function(buf, n, v, level)
   if tv == "string" then
     return encode_string(buf, n, v)
   elseif tv == "number" then
+    if v < 128 and v >= 0 and v == floor(v) then -- positive fixint
+      buf[n + 1] = CHR[v]
+      return n + 1
+    end
     return encode_number(buf, n, v)
   elseif tv == "table" then
     if level < MAX_NESTING then return encode_table(buf, n, v, level) end
@@ -281,13 +293,20 @@ encode_value = function(buf, n, v, level)
   return n + 1
 end
 
+local shared_buf, buf_busy = {}, false
+
 --- Encode every argument and return the concatenated MessagePack bytes.
 function M.pack(...)
   local nargs = select("#", ...)
   if nargs == 0 then
     error("bad argument #0 to 'pack' (MessagePack pack needs input.)", 2)
   end
-  local buf, n = {}, 0
+  -- Growing a fresh buffer table costs several rehashes, so one buffer is
+  -- reused between calls (a fresh one is taken if pack is ever re-entered,
+  -- e.g. from a __gc metamethod).
+  local buf = shared_buf
+  if buf_busy then buf = {} else buf_busy = true end
+  local n = 0
   if nargs == 1 then
     n = encode_value(buf, n, (...), 0)
   else
@@ -296,7 +315,16 @@ function M.pack(...)
       n = encode_value(buf, n, args[i], 0)
     end
   end
-  return concat(buf, "", 1, n)
+  local out = concat(buf, "", 1, n)
+  if buf == shared_buf then
+    if n > 4096 then
+      shared_buf = {} -- do not keep a huge buffer alive
+    else
+      for i = 1, n do buf[i] = nil end
+    end
+    buf_busy = false
+  end
+  return out
 end
 
 --------------------------------------------------------------------------
@@ -326,9 +354,17 @@ end
 local function decode_map(s, pos, count, used)
   used = used + 1 -- the new table
   local t = {}
-  local k, v
+  local k, v, b, last
   for _ = 1, count do
-    k, pos = decode(s, pos, used)
+    b = byte(s, pos)
+    if b and b >= 0xa0 and b < 0xc0 and used < MAX_STACK then
+      -- fast path for the usual fixstr key (same checks as decode)
+      last = pos + b - 0xa0
+      if last > #s then error(ERR_MISSING, 0) end
+      k, pos = sub(s, pos + 1, last), last + 1
+    else
+      k, pos = decode(s, pos, used)
+    end
     v, pos = decode(s, pos, used + 1) -- + the key
     if k == nil then error(ERR_KEY_NIL, 0) end
     if k ~= k then error(ERR_KEY_NAN, 0) end
@@ -415,7 +451,11 @@ decode = function(s, pos, used)
   if b < 0x80 then return b, pos + 1 end                  -- positive fixint
   if b >= 0xe0 then return b - 256, pos + 1 end           -- negative fixint
   if b >= 0xa0 then
-    if b < 0xc0 then return read_string(s, pos + 1, b - 0xa0) end -- fixstr
+    if b < 0xc0 then                                      -- fixstr
+      local last = pos + b - 0xa0
+      if last > #s then error(ERR_MISSING, 0) end
+      return sub(s, pos + 1, last), last + 1
+    end
   elseif b >= 0x90 then
     return decode_array(s, pos + 1, b - 0x90, used)       -- fixarray
   else
@@ -573,11 +613,16 @@ function M.unpack(...)
   local err
   s, err = check_string("unpack", nargs, s)
   if s == nil then error(err, 2) end
-  local out = {}
+  if s == "" then return end
   -- Redis keeps all of unpack's arguments on its stack while decoding.
-  local ok, n = pcall(decode_stream, s, 0, nil, out, 1, nargs)
+  local ok, v, pos = pcall(decode, s, 1, nargs)
+  if not ok then raise(v) end
+  if pos > #s then return v end -- the usual single object
+  local out = { v }
+  local n
+  ok, n = pcall(decode_stream, s, pos - 1, nil, out, 2, nargs + 1)
   if not ok then raise(n) end
-  return return_all(out, n)
+  return return_all(out, n + 1)
 end
 
 --- Decode one object at 0-based byte `offset` (default 0).
