@@ -1,0 +1,402 @@
+"""Scenarios as data: a YAML file states the initial queue state, the actors and their modes, the lesson and
+its public source, and the expected outcome per finish mode.
+
+The loader checks every field and reports the first problem as one line naming the file, the line and the
+field: ``two-workers.yaml:14: actors[1].kind: unknown actor kind 'wroker' (one of: worker, sweep, lease,
+producer, canceller)``. The shipped scenarios live in ``emqlab/scenarios/*.yaml``; ``emqlab scenarios``
+lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MODES = ("atomic", "split", "finish-then-fetch")
+ANOMALY_KINDS = (
+    "double-placement",
+    "lost-job",
+    "stolen-lock",
+    "duplicate-execution",
+    "metrics-drift",
+    "attempts-overrun",
+)
+ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller")
+PLACEMENT_FIELDS = ("wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled")
+
+
+class ScenarioError(ValueError):
+    """A scenario file is malformed; ``str(e)`` is one line: ``<file>:<line>: <field>: <problem>``."""
+
+
+@dataclass
+class JobSpec:
+    id: str
+    name: str = "job"
+    data: Any = field(default_factory=dict)
+    attempts: int = 0
+    backoff: int = 0
+    priority: int = 0
+    delay: int = 0
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ActorSpec:
+    id: str
+    kind: str
+    # worker
+    holds: str | None = None
+    jobs: int = 1
+    finish: str = "completed"
+    value: Any = "done"
+    mode: str | None = None
+    fetch_next: bool = True
+    fetch_attempts: int = 1
+    keep_jobs: Any = None
+    attempts: int | None = None
+    renewals: int = 0
+    # sweep
+    max_stalled: int = 1
+    runs: int = 1
+    # lease / producer / canceller
+    job: str | None = None
+    of: str | None = None
+    line: int = 0
+
+    @property
+    def letter(self) -> str:
+        return self.id
+
+
+@dataclass
+class Expectation:
+    anomalies: list[str]
+    codes: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class Scenario:
+    """A parsed scenario. ``state`` maps placement names to job ids (``delayed``/``prioritized`` map ids to
+    scores), ``locks`` maps job ids to the actor holding them."""
+
+    name: str
+    title: str
+    lesson: str
+    source: list[str]
+    anomaly: str
+    queue: str
+    jobs: dict[str, JobSpec]
+    state: dict[str, Any]
+    locks: dict[str, str]
+    meta: dict[str, str]
+    metrics: bool
+    actors: list[ActorSpec]
+    expect: dict[str, Expectation]
+    modes: list[str]
+    path: str = ""
+
+    def actor(self, actor_id: str) -> ActorSpec:
+        for a in self.actors:
+            if a.id == actor_id:
+                return a
+        raise KeyError(actor_id)
+
+
+# -- loading -------------------------------------------------------------------------------------------
+
+
+class _Node:
+    """A YAML node with its line, for error messages."""
+
+    def __init__(self, node: yaml.Node, path: str, where: str) -> None:
+        self.node = node
+        self.path = path
+        self.where = where
+
+    @property
+    def line(self) -> int:
+        return self.node.start_mark.line + 1
+
+    def fail(self, msg: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}:{self.line}: {self.where}: {msg}")
+
+    def mapping(self, allowed: tuple[str, ...] | None = None) -> dict[str, _Node]:
+        if not isinstance(self.node, yaml.MappingNode):
+            raise self.fail(f"expected a mapping, got {_kind(self.node)}")
+        out: dict[str, _Node] = {}
+        for k, v in self.node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is None:
+                raise _Node(k, self.path, self.where).fail("keys must be plain scalars")
+            sub = f"{self.where}.{key}" if self.where else key
+            if allowed is not None and key not in allowed:
+                raise _Node(k, self.path, sub).fail(f"unknown key (allowed: {', '.join(allowed)})")
+            if key in out:
+                raise _Node(k, self.path, sub).fail("duplicate key")
+            out[key] = _Node(v, self.path, sub)
+        return out
+
+    def sequence(self) -> list[_Node]:
+        if not isinstance(self.node, yaml.SequenceNode):
+            raise self.fail(f"expected a list, got {_kind(self.node)}")
+        return [_Node(v, self.path, f"{self.where}[{i}]") for i, v in enumerate(self.node.value)]
+
+    def scalar(self) -> Any:
+        if not isinstance(self.node, yaml.ScalarNode):
+            raise self.fail(f"expected a single value, got {_kind(self.node)}")
+        return yaml.safe_load(yaml.serialize(self.node))
+
+    def text(self) -> str:
+        v = self.scalar()
+        if isinstance(v, bool) or v is None or isinstance(v, list | dict):
+            raise self.fail(f"expected text, got {v!r}")
+        return str(v)
+
+    def integer(self, minimum: int | None = None) -> int:
+        v = self.scalar()
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(f"expected an integer, got {v!r}")
+        if minimum is not None and v < minimum:
+            raise self.fail(f"must be >= {minimum}, got {v}")
+        return v
+
+    def boolean(self) -> bool:
+        v = self.scalar()
+        if not isinstance(v, bool):
+            raise self.fail(f"expected true or false, got {v!r}")
+        return v
+
+    def choice(self, options: tuple[str, ...], what: str) -> str:
+        v = self.text()
+        if v not in options:
+            raise self.fail(f"unknown {what} {v!r} (one of: {', '.join(options)})")
+        return v
+
+    def any(self) -> Any:
+        return yaml.safe_load(yaml.serialize(self.node))
+
+    def ids(self) -> list[str]:
+        return [n.text() for n in self.sequence()]
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    return f"{node.value!r}"
+
+
+TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "actors", "expect", "modes")
+JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields")
+STATE_KEYS = (*PLACEMENT_FIELDS, "locks", "meta", "metrics")
+ACTOR_KEYS: dict[str, tuple[str, ...]] = {
+    "worker": ("id", "kind", "holds", "jobs", "finish", "value", "mode", "fetch_next", "fetch_attempts",
+               "keep_jobs", "attempts", "renewals"),
+    "sweep": ("id", "kind", "mode", "max_stalled", "runs"),
+    "lease": ("id", "kind", "job", "of"),
+    "producer": ("id", "kind", "job"),
+    "canceller": ("id", "kind", "job", "mode", "value"),
+}
+
+
+def load(source: str | Path) -> Scenario:
+    """Load a scenario from a file path, or a shipped scenario by name. Raises :class:`ScenarioError`."""
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        shipped = shipped_path(str(source))
+        if shipped is None:
+            raise ScenarioError(
+                f"no scenario named {source!r} (shipped: {', '.join(shipped_names())}); "
+                "or give a path to a .yaml file"
+            )
+        path = shipped
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ScenarioError(f"{source}: cannot read: {e.strerror or e}") from None
+    return loads(text, str(path.name if path.parent == _shipped_dir() else path))
+
+
+def loads(text: str, path: str = "<scenario>") -> Scenario:
+    """Parse scenario YAML ``text``; ``path`` names it in error messages."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        problem = getattr(e, "problem", None) or str(e)
+        raise ScenarioError(f"{path}:{line}: YAML syntax: {problem}") from None
+    if root is None:
+        raise ScenarioError(f"{path}:1: the file is empty")
+    top = _Node(root, path, "").mapping(TOP_KEYS)
+    for required in ("name", "actors"):
+        if required not in top:
+            raise ScenarioError(f"{path}:1: {required}: missing (required)")
+
+    jobs: dict[str, JobSpec] = {}
+    if "jobs" in top:
+        for jid, node in top["jobs"].mapping().items():
+            m = node.mapping(JOB_KEYS) if not isinstance(node.node, yaml.ScalarNode) or node.node.value else {}
+            spec = JobSpec(id=jid)
+            if "name" in m:
+                spec.name = m["name"].text()
+            if "data" in m:
+                spec.data = m["data"].any()
+            for k in ("attempts", "backoff", "priority", "delay"):
+                if k in m:
+                    setattr(spec, k, m[k].integer(0))
+            if "fields" in m:
+                spec.fields = {k: v.text() for k, v in m["fields"].mapping().items()}
+            jobs[jid] = spec
+
+    actors: list[ActorSpec] = []
+    for node in top["actors"].sequence():
+        m = node.mapping()
+        if "kind" not in m:
+            raise node.fail("kind: missing (one of: " + ", ".join(ACTOR_KINDS) + ")")
+        kind = m["kind"].choice(ACTOR_KINDS, "actor kind")
+        m = node.mapping(ACTOR_KEYS[kind])
+        if "id" not in m:
+            raise node.fail("id: missing (e.g. W1)")
+        spec = ActorSpec(id=m["id"].text(), kind=kind, line=node.line)
+        if not spec.id.isalnum() or not spec.id[0].isalpha():
+            raise m["id"].fail(f"actor ids are letters and digits starting with a letter, got {spec.id!r}")
+        if any(a.id.upper() == spec.id.upper() for a in actors):
+            raise m["id"].fail(f"duplicate actor id {spec.id!r}")
+        _fill_actor(spec, m, jobs)
+        actors.append(spec)
+    actor_ids = {a.id for a in actors}
+    for a in actors:
+        if a.kind == "lease" and a.of is not None and a.of not in actor_ids:
+            raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.of: unknown actor {a.of!r}")
+
+    state: dict[str, Any] = {}
+    locks: dict[str, str] = {}
+    meta: dict[str, str] = {}
+    metrics = False
+    if "state" in top:
+        sm = top["state"].mapping(STATE_KEYS)
+        for name in PLACEMENT_FIELDS:
+            if name not in sm:
+                continue
+            if name in ("delayed", "prioritized", "completed", "failed") and isinstance(sm[name].node, yaml.MappingNode):
+                state[name] = {jid: float(v.scalar()) for jid, v in sm[name].mapping().items()}
+            else:
+                state[name] = sm[name].ids()
+            for jid in state[name]:
+                if jid not in jobs:
+                    raise sm[name].fail(f"unknown job {jid!r} (declare it under jobs:)")
+        if "locks" in sm:
+            for jid, owner in sm["locks"].mapping().items():
+                who = owner.text()
+                if who not in actor_ids:
+                    raise owner.fail(f"unknown actor {who!r} (actors: {', '.join(sorted(actor_ids))})")
+                if jid not in jobs:
+                    raise owner.fail(f"unknown job {jid!r}")
+                locks[jid] = who
+        if "meta" in sm:
+            meta = {k: v.text() for k, v in sm["meta"].mapping().items()}
+        if "metrics" in sm:
+            metrics = sm["metrics"].boolean()
+
+    for a in actors:
+        for ref in (a.holds, a.job):
+            if ref is not None and ref not in jobs:
+                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}: unknown job {ref!r} (declare it under jobs:)")
+
+    modes = list(MODES)
+    if "modes" in top:
+        modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
+
+    expect: dict[str, Expectation] = {}
+    if "expect" in top:
+        for mode, node in top["expect"].mapping(MODES).items():
+            if isinstance(node.node, yaml.SequenceNode):
+                expect[mode] = Expectation([n.choice(ANOMALY_KINDS, "anomaly") for n in node.sequence()])
+            else:
+                em = node.mapping(("anomalies", "codes"))
+                anomalies = [n.choice(ANOMALY_KINDS, "anomaly") for n in em["anomalies"].sequence()] \
+                    if "anomalies" in em else []
+                codes: dict[str, list[int]] = {}
+                if "codes" in em:
+                    for who, cn in em["codes"].mapping().items():
+                        if who not in actor_ids:
+                            raise cn.fail(f"unknown actor {who!r}")
+                        codes[who] = [c.integer() for c in cn.sequence()]
+                expect[mode] = Expectation(anomalies, codes)
+
+    source = []
+    if "source" in top:
+        node = top["source"]
+        source = node.ids() if isinstance(node.node, yaml.SequenceNode) else [node.text()]
+    anomaly = top["anomaly"].choice(("none", *ANOMALY_KINDS), "anomaly") if "anomaly" in top else "none"
+    queue = top["queue"].text() if "queue" in top else "q"
+    return Scenario(
+        name=top["name"].text(),
+        title=top["title"].text() if "title" in top else top["name"].text(),
+        lesson=" ".join(top["lesson"].text().split()) if "lesson" in top else "",
+        source=source,
+        anomaly=anomaly,
+        queue=queue,
+        jobs=jobs,
+        state=state,
+        locks=locks,
+        meta=meta,
+        metrics=metrics,
+        actors=actors,
+        expect=expect,
+        modes=modes,
+        path=path,
+    )
+
+
+def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec]) -> None:
+    setters: dict[str, Callable[[_Node], Any]] = {
+        "holds": lambda n: None if n.scalar() is None else n.text(),
+        "jobs": lambda n: n.integer(1),
+        "finish": lambda n: n.choice(("completed", "failed"), "finish target"),
+        "value": lambda n: n.any(),
+        "mode": lambda n: n.choice(MODES if spec.kind == "worker" else ("atomic", "split"), "mode"),
+        "fetch_next": lambda n: n.boolean(),
+        "fetch_attempts": lambda n: n.integer(1),
+        "keep_jobs": lambda n: n.any(),
+        "attempts": lambda n: n.integer(0),
+        "renewals": lambda n: n.integer(0),
+        "max_stalled": lambda n: n.integer(0),
+        "runs": lambda n: n.integer(1),
+        "job": lambda n: n.text(),
+        "of": lambda n: n.text(),
+    }
+    for key, node in m.items():
+        if key in ("id", "kind"):
+            continue
+        setattr(spec, key, setters[key](node))
+    if spec.kind in ("lease", "producer", "canceller") and spec.job is None:
+        raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.job: missing (required for a {spec.kind})")
+
+
+# -- the shipped library ------------------------------------------------------------------------------------
+
+
+def _shipped_dir() -> Path:
+    return Path(__file__).resolve().parent / "scenarios"
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in _shipped_dir().glob("*.yaml"))
+
+
+def shipped_path(name: str) -> Path | None:
+    p = _shipped_dir() / f"{name}.yaml"
+    return p if p.is_file() else None
+
+
+def shipped() -> list[Scenario]:
+    """Every shipped scenario, sorted by name."""
+    return [load(n) for n in shipped_names()]

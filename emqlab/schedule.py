@@ -1,0 +1,448 @@
+"""The deterministic scheduler: a :class:`Runner` executes a scenario's actors one step at a time, in the
+order a schedule says, against fakeredis or a live Redis, and records the history.
+
+A **schedule** is the sequence of actors chosen at each scheduling point. Its string form is versioned,
+short and legible: ``v1:W1*3.S1.W1*12`` (actor ids joined by dots, ``*n`` repeats), case- and
+whitespace-insensitive. Replaying a schedule string gives the same history on fakeredis and on a live
+server: every timestamp comes from a virtual clock (step *k* runs at ``T0 + k`` ms), every lock token is
+deterministic (``W1:1`` = W1's first acquisition), and time-driven events (a lock lapsing, the stalled
+interval passing) are explicit steps or clock effects, never wall-clock TTLs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from . import actors as actor_mod
+from .backends import Namespace, command_executor, is_fake, unique_queue
+from .history import Execution, History, Step
+from .keys import QueueKeys
+from .luahost import LuaHost, Status
+from .registry import ScriptSet, default_scripts
+from .scenario import Scenario
+
+SCHEDULE_VERSION = "v1"
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the virtual clock's origin (ms)
+LOCK_MS = 30000
+
+
+class ScheduleError(ValueError):
+    """A schedule string is malformed or does not fit the scenario; the message is one line."""
+
+
+# -- schedule strings ----------------------------------------------------------------------------------------
+
+
+def format_schedule(choices: Sequence[str]) -> str:
+    """``["W1", "W1", "S1"]`` → ``"v1:W1*2.S1"``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(choices):
+        j = i
+        while j < len(choices) and choices[j] == choices[i]:
+            j += 1
+        n = j - i
+        parts.append(choices[i] if n == 1 else f"{choices[i]}*{n}")
+        i = j
+    return f"{SCHEDULE_VERSION}:" + ".".join(parts)
+
+
+_PART = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\*(\d+))?$")
+
+
+def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[str]:
+    """Parse a schedule string (see :func:`format_schedule`). Whitespace and case are ignored; ``actor_ids``
+    (when given) maps ids case-insensitively and rejects unknown ones. Raises :class:`ScheduleError`."""
+    compact = "".join(text.split())
+    if ":" not in compact:
+        raise ScheduleError(f"bad schedule {text!r}: expected '{SCHEDULE_VERSION}:' then actor ids, e.g. v1:W1*3.S1.W1")
+    version, _, body = compact.partition(":")
+    if version.lower() != SCHEDULE_VERSION:
+        raise ScheduleError(f"bad schedule {text!r}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
+    if not body:
+        return []
+    by_upper = {a.upper(): a for a in actor_ids} if actor_ids is not None else None
+    out: list[str] = []
+    for n, part in enumerate(body.split("."), start=1):
+        m = _PART.match(part)
+        if not m:
+            raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} is not ACTOR or ACTOR*COUNT")
+        actor, count = m.group(1), int(m.group(2) or 1)
+        if count < 1:
+            raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} repeats {count} times")
+        if by_upper is not None:
+            if actor.upper() not in by_upper:
+                raise ScheduleError(
+                    f"bad schedule {text!r}: part {n}: unknown actor {actor!r} (actors: {', '.join(actor_ids or [])})")
+            actor = by_upper[actor.upper()]
+        out.extend([actor] * count)
+    return out
+
+
+def preemptions(choices: Sequence[str], enabled_at: Sequence[Sequence[str]]) -> int:
+    """Context switches away from an actor that could still have run (CHESS's preemption count)."""
+    count = 0
+    for i in range(1, len(choices)):
+        if choices[i] != choices[i - 1] and choices[i - 1] in enabled_at[i]:
+            count += 1
+    return count
+
+
+# -- the runner ------------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs one scenario in one finish mode, one step at a time.
+
+    ``conn`` is the backend (default: a new fakeredis server). On a live server the queue gets a unique
+    name (``q-1a2b3c4d``) unless ``queue`` is given; the run claims the queue's namespace (refusing if its
+    keys exist) and :meth:`close` deletes them. ``scripts`` selects the script set (emqlab's by default;
+    BullMQ's shipped set to replay the upstream scripts). ``effects=False`` skips the per-step state reads
+    that the anomaly checks' "because" sentences use (faster, for counting only).
+    """
+
+    def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
+                 scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True) -> None:
+        from .backends import connect
+
+        self.scenario = scenario
+        self.mode = mode
+        self.conn = conn if conn is not None else connect()
+        if queue is None:
+            queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
+        self.keys = QueueKeys(queue)
+        self.namespace = Namespace(self.conn, self.keys).claim()
+        self.scripts = scripts or default_scripts()
+        self.exec = command_executor(self.conn)
+        self.host = LuaHost()
+        self.effects = effects
+        self.job_ids = list(scenario.jobs)
+        self._closed = False
+        self.reset()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to the scenario's initial state: delete the namespace, write the initial keys, restart
+        every actor."""
+        self.namespace.reset()
+        self._write_initial_state()
+        self.index = 0
+        self.choices: list[str] = []
+        self.enabled_at: list[list[str]] = []
+        self.steps: list[Step] = []
+        self.executions: list[Execution] = []
+        self.results: dict[str, list[str]] = {a.id: [] for a in self.scenario.actors}
+        self._tokens: dict[str, int] = {}
+        self.actor_steps: dict[str, int] = {a.id: 0 for a in self.scenario.actors}
+        self.pending: dict[str, actor_mod.Op] = {}
+        self._gens: dict[str, actor_mod.ActorGen] = {}
+        self._watch_state = self._watch() if self.effects else None
+        for spec in self.scenario.actors:
+            gen = actor_mod.FACTORIES[spec.kind](self, spec)
+            try:
+                self.pending[spec.id] = next(gen)
+                self._gens[spec.id] = gen
+            except StopIteration:
+                pass
+
+    def close(self) -> None:
+        """Delete the run's keys (only those under its queue's base)."""
+        if not self._closed:
+            self.namespace.release()
+            self._closed = True
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what actors call ------------------------------------------------------------------------
+    def now(self) -> int:
+        """Virtual time in ms: step *k* runs at ``T0 + k``."""
+        return T0 + self.index
+
+    def script_text(self, name: str) -> bytes:
+        return self.scripts[name].text
+
+    def new_token(self, actor: str) -> str:
+        n = self._tokens.get(actor, 0) + 1
+        self._tokens[actor] = n
+        return f"{actor}:{n}"
+
+    def begin(self, actor: str, job: str, token: str) -> None:
+        self.executions.append(Execution(actor, job, token, self.index))
+
+    def end(self, actor: str, job: str, result: str, released: bool) -> None:
+        for e in reversed(self.executions):
+            if e.actor == actor and e.job == job and e.end is None:
+                e.end, e.result, e.released = self.index, result, released
+                return
+
+    def current_token(self, actor: str | None, job: str) -> str | None:
+        for e in reversed(self.executions):
+            if e.actor == actor and e.job == job:
+                return e.token
+        return None
+
+    def result(self, actor: str, text: str) -> None:
+        self.results[actor].append(text)
+
+    # -- stepping --------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> list[str]:
+        """Actors with a step left, in scenario order."""
+        return [a.id for a in self.scenario.actors if a.id in self.pending]
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def step(self, actor: str) -> Step:
+        """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none."""
+        op = self.pending.get(actor)
+        if op is None:
+            left = ", ".join(self.enabled) or "none"
+            raise ScheduleError(f"actor {actor} has no step left at step {self.index + 1} (actors with steps: {left})")
+        self.enabled_at.append(self.enabled)
+        self.choices.append(actor)
+        self.index += 1
+        now = self.now()
+        for cmd in op.pre:
+            self.exec(*cmd)
+        reply: Any
+        args: list[str]
+        keys: list[str]
+        if op.kind == "script":
+            assert op.build is not None
+            call = op.build(now)
+            try:
+                reply = self.scripts.execute(self.conn, call.name, call.keys, call.args)
+            except redis.exceptions.ResponseError as e:
+                reply = e
+            args = [self._show(a) for a in call.args]
+            keys = [self.keys.relative(k) for k in call.keys]
+            name = call.name
+        else:
+            command = op.lazy() if op.lazy is not None else op.command
+            assert command is not None
+            try:
+                reply = self.exec(*command)
+            except redis.exceptions.ResponseError as e:
+                reply = e
+            if op.kind == "clock":
+                name, args, keys = op.label, [op.section], [self.keys.relative(command[3])]
+            else:
+                name = command[0].decode().upper()
+                args = [self._show(a) for a in command[1:]]
+                keys = [a for a in args if a in self._key_names()]
+        self.actor_steps[actor] += 1
+        effects: list[str] = []
+        if self.effects:
+            after = self._watch()
+            effects = _diff(self._watch_state, after)
+            self._watch_state = after
+            if op.pre:
+                effects.insert(0, "(stalled interval elapsed)")
+        shown = _render(reply)
+        if name == "XADD" and isinstance(shown, str) and not shown.startswith("ERR"):
+            shown = "<entry id>"  # server time: differs between backends and runs
+        step = Step(self.index, actor, self.actor_steps[actor], op.kind, name, args, keys,
+                    shown, now, effects, op.section if op.kind == "command" else "")
+        self.steps.append(step)
+        gen = self._gens[actor]
+        try:
+            self.pending[actor] = gen.send(reply)
+        except StopIteration:
+            del self.pending[actor]
+        return step
+
+    def run(self, choices: Sequence[str] = (), *, choose: Callable[[Runner], str] | None = None,
+            max_steps: int = 10_000) -> History:
+        """Replay ``choices`` from the current state, then continue with ``choose`` (default: the first
+        enabled actor, i.e. no further preemption) until every actor is done. Returns the history."""
+        for c in choices:
+            self.step(c)
+        pick = choose or (lambda r: r.enabled[0])
+        while not self.done:
+            if self.index >= max_steps:
+                raise ScheduleError(f"the run did not end within {max_steps} steps")
+            self.step(pick(self))
+        return self.history()
+
+    # -- results ---------------------------------------------------------------------------------
+    @property
+    def schedule(self) -> str:
+        return format_schedule(self.choices)
+
+    @property
+    def preemptions(self) -> int:
+        return preemptions(self.choices, self.enabled_at)
+
+    def history(self) -> History:
+        """The history so far, with the final state and the anomalies found in it."""
+        from .anomalies import check
+
+        h = History(self.scenario.name, self.mode, self.schedule, list(self.steps),
+                    [Execution(**vars(e)) for e in self.executions], self.final_state(),
+                    results={k: list(v) for k, v in self.results.items()})
+        h.anomalies = [a.to_dict() for a in check(h, self.scenario)]
+        return h
+
+    def final_state(self) -> dict[str, Any]:
+        w = self._watch()
+        jobs: dict[str, Any] = {}
+        for jid in self.job_ids:
+            raw = self.conn.hgetall(self.keys.job(jid))
+            fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
+            jobs[jid] = {k: fields[k] for k in ("atm", "ats", "stc", "defa", "returnvalue", "failedReason",
+                                                 "finishedOn", "processedOn") if k in fields}
+            jobs[jid]["exists"] = bool(raw)
+        metrics = {}
+        for target in ("completed", "failed"):
+            c = self.conn.hget(self.keys.metrics(target), "count")
+            metrics[target] = int(c) if c is not None else None
+        return {"placements": {j: w["place"].get(j, []) for j in self.job_ids},
+                "locks": {j: w["locks"].get(j) for j in self.job_ids if w["locks"].get(j)},
+                "jobs": jobs, "metrics": metrics, "metrics_on": self.scenario.metrics}
+
+    # -- internals -------------------------------------------------------------------------------
+    def _key_names(self) -> set[str]:
+        names = {"wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled",
+                 "stalled-check", "meta", "events", "marker", "limiter", "pc", "id", "metrics:completed",
+                 "metrics:failed"}
+        for j in self.job_ids:
+            names.update({j, f"{j}:lock"})
+        return names
+
+    def _show(self, a: Any) -> str:
+        if isinstance(a, bytes):
+            try:
+                text = a.decode()
+            except UnicodeDecodeError:
+                return "<msgpack>"
+            if not text.isprintable():
+                return "<msgpack>"
+        else:
+            text = str(a)
+        return self.keys.relative(text) if text.startswith(self.keys.base) else text
+
+    def _write_initial_state(self) -> None:
+        sc = self.scenario
+        k = self.keys
+        pipe = self.conn.pipeline(transaction=True)
+        import json
+
+        active = set(sc.state.get("active", []))
+        for jid, j in sc.jobs.items():
+            if "producer" in {a.kind for a in sc.actors if a.job == jid}:
+                continue  # added by its producer during the run
+            opts = {"attempts": j.attempts} if j.attempts else {}
+            fields = {"name": j.name, "data": json.dumps(j.data, separators=(",", ":")),
+                      "opts": json.dumps(opts, separators=(",", ":")), "timestamp": str(T0 - 1000),
+                      "delay": str(j.delay), "priority": str(j.priority), **j.fields}
+            if jid in active:
+                fields.setdefault("processedOn", str(T0 - 500))
+                fields.setdefault("ats", "1")
+            pipe.hset(k.job(jid), mapping=fields)
+        wait = sc.state.get("wait", [])
+        if wait:  # the first listed is the next to be taken: it sits at the right end
+            pipe.rpush(k.wait, *reversed(wait))
+        for name in ("active", "paused"):
+            if sc.state.get(name):
+                pipe.rpush(k.key(name), *sc.state[name])
+        if sc.state.get("stalled"):
+            pipe.sadd(k.stalled, *sc.state["stalled"])
+        for name in ("completed", "failed", "delayed", "prioritized"):
+            v = sc.state.get(name)
+            if not v:
+                continue
+            if isinstance(v, dict):
+                scores = v
+            else:
+                scores = {jid: i for i, jid in enumerate(v)}
+            mapping: dict[str, float] = {}
+            for jid, s in scores.items():
+                if name == "delayed":
+                    mapping[jid] = float((T0 + int(s)) * 0x1000)
+                elif name == "prioritized":
+                    mapping[jid] = float(int(s) * 2**32 + list(scores).index(jid))
+                else:
+                    mapping[jid] = float(T0 - 100 + int(s))
+            pipe.zadd(k.key(name), mapping)
+        for jid, owner in sc.locks.items():
+            pipe.set(k.lock(jid), f"{owner}:1", px=LOCK_MS * 100)
+        if sc.meta:
+            pipe.hset(k.meta, mapping=sc.meta)
+        numeric = [int(j) for j in sc.jobs if j.isdigit()]
+        if numeric:
+            pipe.set(k.id, max(numeric))
+        pipe.execute()
+
+    def _watch(self) -> dict[str, Any]:
+        ex = self.exec
+        k = self.keys
+        place: dict[str, list[str]] = {}
+        for name in ("wait", "active", "paused"):
+            for m in ex(b"LRANGE", k.key(name).encode(), b"0", b"-1") or []:
+                place.setdefault(m.decode(), []).append(name)
+        for name in ("prioritized", "delayed", "completed", "failed"):
+            for m in ex(b"ZRANGE", k.key(name).encode(), b"0", b"-1") or []:
+                place.setdefault(m.decode(), []).append(name)
+        stalled = sorted(m.decode() for m in ex(b"SMEMBERS", k.stalled.encode()) or [])
+        locks: dict[str, str | None] = {}
+        hashes: dict[str, bool] = {}
+        for j in self.job_ids:
+            v = ex(b"GET", k.lock(j).encode())
+            locks[j] = v.decode() if isinstance(v, bytes) else None
+            hashes[j] = bool(ex(b"EXISTS", k.job(j).encode()))
+        return {"place": place, "stalled": stalled, "locks": locks, "hashes": hashes}
+
+
+def _diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:
+    if before is None:
+        return []
+    out: list[str] = []
+    jobs = sorted(set(before["place"]) | set(after["place"]) | set(before["locks"]) | set(after["locks"]),
+                  key=lambda j: (len(j), j))
+    for j in jobs:
+        b, a = before["place"].get(j, []), after["place"].get(j, [])
+        for name in b:
+            if b.count(name) > a.count(name):
+                out.append(f"{j} -{name}")
+        for name in a:
+            if a.count(name) > b.count(name):
+                out.append(f"{j} +{name}")
+        if j in before["stalled"] and j not in after["stalled"]:
+            out.append(f"{j} -stalled")
+        if j not in before["stalled"] and j in after["stalled"]:
+            out.append(f"{j} +stalled")
+        lb, la = before["locks"].get(j), after["locks"].get(j)
+        if lb != la:
+            out.append(f"{j}:lock {lb or '-'} -> {la or '-'}")
+        hb, ha = before["hashes"].get(j), after["hashes"].get(j)
+        if hb and not ha:
+            out.append(f"{j} hash -")
+        elif ha and not hb:
+            out.append(f"{j} hash +")
+    return out
+
+
+def _render(reply: Any) -> Any:
+    if isinstance(reply, bytes):
+        try:
+            return reply.decode()
+        except UnicodeDecodeError:
+            return repr(reply)
+    if isinstance(reply, Status):
+        return reply.value.decode()
+    if isinstance(reply, BaseException):
+        msg = str(reply).split(" script:")[0]
+        return msg if msg.split(" ", 1)[0].isupper() else f"ERR {msg}"
+    if isinstance(reply, list):
+        return [_render(x) for x in reply]
+    return reply
