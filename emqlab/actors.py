@@ -50,6 +50,9 @@ class Op:
     pre: list[Command] = field(default_factory=list)
     section: str = ""
     lazy: Callable[[], Command] | None = None
+    #: client-side time (virtual ms) the actor spends before sending this op: processing a job, waiting for
+    #: the next sweep period. Ignored by logical exploration; the timed runs (emqlab.timing) use it.
+    delay_ms: float = 0.0
 
     @property
     def round_trip(self) -> bool:

@@ -25,14 +25,11 @@ from typing import Any
 from .actors import Op
 from .history import History
 from .scenario import Scenario
+from .schedule import READ_ONLY as _READ_ONLY
 from .schedule import Runner, ScheduleError, format_schedule, parse_schedule
 
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
 
-_READ_ONLY = frozenset(
-    b"GET EXISTS LPOS LRANGE LLEN LINDEX HGET HMGET HGETALL HEXISTS HLEN SMEMBERS SCARD SISMEMBER ZCARD "
-    b"ZSCORE ZRANGE ZRANGEBYSCORE ZREVRANGE ZREVRANGEBYSCORE ZRANK PTTL TTL TYPE XRANGE XLEN STRLEN".split()
-)
 _ALL_KEYS = "*"
 
 

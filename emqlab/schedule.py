@@ -30,6 +30,13 @@ T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the virtual clock's origin (ms)
 LOCK_MS = 30000
 
 
+#: Commands that never change the data set (so a step made of one needs no state read afterwards).
+READ_ONLY = frozenset(
+    b"GET EXISTS LPOS LRANGE LLEN LINDEX HGET HMGET HGETALL HEXISTS HLEN SMEMBERS SCARD SISMEMBER ZCARD "
+    b"ZSCORE ZRANGE ZRANGEBYSCORE ZREVRANGE ZREVRANGEBYSCORE ZRANK PTTL TTL TYPE XRANGE XLEN STRLEN".split()
+)
+
+
 class ScheduleError(ValueError):
     """A schedule string is malformed or does not fit the scenario; the message is one line."""
 
@@ -106,7 +113,8 @@ class Runner:
     """
 
     def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
-                 scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True) -> None:
+                 scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True,
+                 clock: Callable[[], int] | None = None) -> None:
         from .backends import connect
 
         self.scenario = scenario
@@ -120,6 +128,7 @@ class Runner:
         self.exec = command_executor(self.conn)
         self.host = LuaHost()
         self.effects = effects
+        self.clock = clock
         self.job_ids = list(scenario.jobs)
         self._closed = False
         self.reset()
@@ -163,7 +172,9 @@ class Runner:
 
     # -- what actors call ------------------------------------------------------------------------
     def now(self) -> int:
-        """Virtual time in ms: step *k* runs at ``T0 + k``."""
+        """Virtual time in ms: step *k* runs at ``T0 + k``, unless a ``clock`` was given (timed runs)."""
+        if self.clock is not None:
+            return self.clock()
         return T0 + self.index
 
     def script_text(self, name: str) -> bytes:
@@ -242,7 +253,8 @@ class Runner:
                 keys = [a for a in args if a in self._key_names()]
         self.actor_steps[actor] += 1
         effects: list[str] = []
-        if self.effects:
+        read_only = op.kind == "command" and op.command is not None and op.command[0].upper() in READ_ONLY
+        if self.effects and not read_only:
             after = self._watch()
             effects = _diff(self._watch_state, after)
             self._watch_state = after

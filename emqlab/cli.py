@@ -1,0 +1,349 @@
+"""The ``emqlab`` command line.
+
+    emqlab simulate --split              explore a split finish racing the recovery sweep
+    emqlab simulate --atomic             the same with one EVALSHA per finish: no anomaly
+    emqlab replay 'v1:W1*9.S1.W1*12' --split
+    emqlab scenarios                     the scenario library
+    emqlab scripts                       the Lua scripts, their KEYS count and SHA1
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .backends import BackendError
+from .registry import ScriptError, ScriptSet
+from .scenario import MODES, ScenarioError
+from .schedule import ScheduleError
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False)
+
+EXIT_ANOMALY = 1
+EXIT_ERROR = 2
+
+EXPECTED_ERRORS = (ScenarioError, ScheduleError, BackendError, ScriptError, ValueError)
+
+
+def _fail(msg: str) -> None:
+    err_console.print(f"[bold red]error:[/] {msg}")
+    sys.exit(EXIT_ERROR)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    import redis
+
+    try:
+        yield
+    except EXPECTED_ERRORS as e:
+        _fail(str(e))
+    except redis.exceptions.RedisError as e:
+        _fail(f"Redis: {e}")
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        order = ["simulate", "replay", "scenarios", "scripts", "sweep-rtt", "grade", "student"]
+        return [c for c in order if c in self.commands] + sorted(set(self.commands) - set(order))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="emqlab")
+def main() -> None:
+    """emqlab — why a job queue must finish a job in one atomic Redis script.
+
+    Runs the real queue scripts (lua/, BullMQ's protocol with emq:{queue}: keys) on fakeredis (default) or
+    a live Redis, explores the interleavings of a worker's finish with a recovery sweep, and names the
+    anomalies: a job in two lists, a stolen lock, a job run twice.
+
+    \b
+    Start here:
+      emqlab simulate --split      # finds the double placement, prints the witness and its replay
+      emqlab simulate --atomic     # one EVALSHA per finish: no anomaly in any interleaving
+      emqlab scenarios             # the scenario library (races from public bug reports)
+    """
+
+
+def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--finish-then-fetch", "mode", flag_value="finish-then-fetch",
+                     help="Atomic finish with fetch_next=0, then a separate moveToActive (two round trips).")(f)
+    f = click.option("--atomic", "mode", flag_value="atomic",
+                     help="Each finish is one EVALSHA of moveToFinished-14 (fetch_next=1).")(f)
+    f = click.option("--split", "mode", flag_value="split", default=True,
+                     help="Each finish is the same script run client-side, one round trip per redis.call"
+                          " (default).")(f)
+    return f
+
+
+def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every count).")(f)
+    f = click.option("--scripts", "script_set", type=click.Choice(["emqlab", "bullmq"]), default="emqlab",
+                     show_default=True,
+                     help="Which script set runs: emqlab's lua/ or BullMQ's shipped scripts (bullmq package).")(f)
+    f = click.option("--redis", "redis_url", metavar="URL", default=None,
+                     help="Run on a live Redis (redis://host:port/db, or 'live' for $EMQLAB_REDIS_URL /"
+                          " 127.0.0.1:6379) instead of fakeredis. Only keys under the run's own queue are"
+                          " written, and removed afterwards.")(f)
+    f = click.option("--scenario", "-s", "scenario_name", default="stalled-finish", show_default=True,
+                     metavar="NAME|FILE", help="A shipped scenario name (see `emqlab scenarios`) or a YAML file.")(f)
+    return f
+
+
+def _load(scenario_name: str, redis_url: str | None, script_set: str):  # type: ignore[no-untyped-def]
+    from .backends import connect
+    from .scenario import load
+
+    sc = load(scenario_name)
+    conn = connect(redis_url)
+    scripts = ScriptSet.bullmq() if script_set == "bullmq" else None
+    return sc, conn, scripts
+
+
+@main.command()
+@_mode_options
+@_common_options
+@click.option("--strategy", type=click.Choice(["exhaustive", "random", "pct"]), default="exhaustive",
+              show_default=True, help="How to choose interleavings.")
+@click.option("--runs", type=click.IntRange(1), default=200, show_default=True,
+              help="Runs for the random and pct strategies.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random and pct.")
+@click.option("--depth", type=click.IntRange(1), default=2, show_default=True,
+              help="PCT bug depth (number of priority-change points + 1).")
+@click.option("--preemptions", type=click.IntRange(0), default=None,
+              help="Exhaustive: explore only schedules with at most K preemptions.")
+@click.option("--no-reduce", is_flag=True, help="Exhaustive: run every interleaving (no partial-order reduction).")
+@click.option("--fail-on-anomaly", is_flag=True, help="Exit with status 1 when an anomaly is found.")
+def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: str, as_json: bool,
+             strategy: str, runs: int, seed: int, depth: int, preemptions: int | None, no_reduce: bool,
+             fail_on_anomaly: bool) -> None:
+    """Explore the interleavings of a scenario's actors and name the anomalies.
+
+    Each actor step is one round trip to Redis. A split finish gives the recovery sweep a gap between
+    every two commands; an atomic finish gives it none. The summary shows how many interleavings there
+    are, how many ran, which anomalies appeared in how many runs, and for each anomaly a minimal witness
+    as an annotated history with the one-line `emqlab replay` command that reproduces it.
+
+    \b
+    Examples:
+      emqlab simulate --split
+      emqlab simulate --atomic --scenario two-workers
+      emqlab simulate --split --strategy pct --runs 50 --seed 7
+      emqlab simulate --split --redis redis://127.0.0.1:6379/0 --json
+    """
+    from .explore import explore
+
+    with _errors():
+        sc, conn, scripts = _load(scenario_name, redis_url, script_set)
+        if mode not in sc.modes:
+            _fail(f"scenario {sc.name} does not define mode {mode} (modes: {', '.join(sc.modes)})")
+        rep = _with_progress(
+            lambda progress: explore(sc, mode, strategy=strategy, conn=conn, runs=runs, seed=seed, depth=depth,
+                                     preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
+                                     progress=progress),
+            total=runs if strategy in ("random", "pct") else None, quiet=as_json)
+    if as_json:
+        click.echo(json.dumps(rep.to_dict(), indent=2))
+    else:
+        _print_report(rep, sc, mode, scenario_name, redis_url, script_set)
+    if fail_on_anomaly and rep.anomaly_kinds:
+        sys.exit(EXIT_ANOMALY)
+
+
+def _with_progress(fn: Callable[[Callable[[int, int | None], None] | None], Any], total: int | None,
+                   quiet: bool) -> Any:
+    if quiet or not err_console.is_terminal:
+        return fn(None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [SpinnerColumn(), TextColumn("exploring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task("runs", total=total)
+
+        def progress(done: int, _total: int | None) -> None:
+            bar.update(task, completed=done)
+
+        return fn(progress)
+
+
+def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None, script_set: str) -> str:
+    parts = ["emqlab replay", f"'{schedule}'", f"--{mode}"]
+    if scenario_name != "stalled-finish":
+        parts += ["--scenario", scenario_name]
+    if redis_url:
+        parts += ["--redis", redis_url]
+    if script_set != "emqlab":
+        parts += ["--scripts", script_set]
+    return " ".join(parts)
+
+
+def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None, script_set: str) -> None:  # type: ignore[no-untyped-def]
+    console.print(f"[bold]emqlab simulate[/] · scenario [cyan]{sc.name}[/] · mode [cyan]{mode}[/] · "
+                  f"{rep.backend} · {rep.strategy}")
+    console.print(f"[dim]{sc.title}[/]")
+    steps = ", ".join(f"{a} {n} step{'s' if n != 1 else ''}" for a, n in rep.steps_per_actor.items())
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("interleavings")
+    t.add_column("count", justify="right")
+    t.add_row(f"raw (multinomial of {steps})", str(rep.raw_interleavings))
+    t.add_row("explored" + ("" if rep.complete else " (stopped early)"), str(rep.explored))
+    if rep.pruned:
+        t.add_row("pruned (sleep sets)", str(rep.pruned))
+    t.add_row("distinct final states", str(rep.distinct_outcomes))
+    t.add_row("runs per second", f"{rep.runs_per_second:.0f}")
+    console.print(t)
+    console.print()
+    if not rep.anomaly_kinds:
+        console.print(f"[bold green]no anomaly[/] in {rep.explored} run(s).")
+    else:
+        a = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        a.add_column("anomaly")
+        a.add_column("runs", justify="right")
+        a.add_column("share", justify="right")
+        a.add_column("min preemptions", justify="right")
+        for kind in rep.anomaly_kinds:
+            n = rep.runs_with[kind]
+            a.add_row(f"[red]{kind}[/]", str(n), f"{n / max(1, rep.explored):.1%}", str(rep.min_preemptions[kind]))
+        console.print(a)
+    finishes = {actor: res for actor, res in rep.results.items() if any(k.startswith(("finish", "cancel")) for k in res)}
+    if finishes:
+        console.print()
+        console.print("[bold]finish results[/] (return code → runs): " + "; ".join(
+            f"{actor}: " + ", ".join(f"{k.split(':')[-1]}×{n}" for k, n in res.items()
+                                     if k.startswith(("finish", "cancel")))
+            for actor, res in finishes.items()))
+    for kind in rep.anomaly_kinds:
+        h = rep.witnesses[kind]
+        found = [x for x in h.anomalies if x["kind"] == kind]
+        marks = {}
+        for x in found:
+            for s in x["steps"]:
+                marks.setdefault(s, kind)
+        console.print()
+        console.print(f"[bold]witness[/] for [red]{kind}[/] ({len(h.steps)} steps, "
+                      f"{rep.min_preemptions[kind]} preemption(s)):")
+        console.print(h.annotated(marks=marks), markup=False)
+        for x in found:
+            console.print(f"[bold]why:[/] {x['because']}", markup=True)
+        console.print(f"[bold]replay:[/] {_replay_cmd(h.schedule, scenario_name, mode, redis_url, script_set)}",
+                      markup=True)
+    if sc.lesson:
+        console.print()
+        console.print(f"[dim]lesson: {sc.lesson}[/]")
+
+
+@main.command()
+@click.argument("schedule")
+@_mode_options
+@_common_options
+def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, script_set: str,
+           as_json: bool) -> None:
+    """Replay one schedule and print its annotated history.
+
+    SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
+    *N for repeats (v1:W1*9.S1.W1*12). Whitespace and case do not matter. If it ends before every actor
+    is done, the run continues without further preemption.
+
+    \b
+    Examples:
+      emqlab replay 'v1:W1*9.S1.W1*12' --split
+      emqlab replay 'v1:W1*9.S1' --split --redis live
+    """
+    from .explore import explore
+
+    with _errors():
+        sc, conn, scripts = _load(scenario_name, redis_url, script_set)
+        rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
+    h = next(iter(rep.witnesses.values()), None)
+    if h is None:  # no anomaly: rerun to show the history
+        from .schedule import Runner, parse_schedule
+
+        with _errors(), Runner(sc, mode, conn, scripts=scripts) as r:
+            h = r.run(parse_schedule(schedule, [a.id for a in sc.actors]))
+    if as_json:
+        click.echo(h.to_json())
+        return
+    marks = {s: a["kind"] for a in h.anomalies for s in a["steps"]}
+    console.print(h.annotated(marks=marks), markup=False)
+    if not h.anomalies:
+        console.print("[bold green]no anomaly[/]")
+    for a in h.anomalies:
+        console.print(f"[red]{a['kind']}[/]: {a['because']}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the library as JSON.")
+@click.option("--check", is_flag=True, help="Explore every scenario in every mode and compare with its expected outcome.")
+def scenarios(as_json: bool, check: bool) -> None:
+    """List the scenario library: name, the anomaly it shows, its lesson and source.
+
+    Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
+    each of its modes and the anomalies found are compared with the file's `expect:` section.
+    """
+    from .scenario import shipped
+
+    with _errors():
+        lib = shipped()
+    if check:
+        _check_scenarios(lib)
+        return
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "title": s.title, "anomaly": s.anomaly, "lesson": s.lesson,
+                                "source": s.source, "modes": s.modes,
+                                "expect": {m: e.anomalies for m, e in s.expect.items()}} for s in lib], indent=2))
+        return
+    t = Table(show_header=True, header_style="bold", show_lines=True)
+    t.add_column("name", style="cyan", no_wrap=True)
+    t.add_column("anomaly (split)", style="red")
+    t.add_column("lesson")
+    t.add_column("source", style="dim")
+    for s in lib:
+        t.add_row(s.name, s.anomaly, s.lesson, "\n".join(s.source))
+    console.print(t)
+
+
+def _check_scenarios(lib) -> None:  # type: ignore[no-untyped-def]
+    from .backends import connect
+    from .explore import explore
+
+    bad = 0
+    for s in lib:
+        for mode in s.modes:
+            exp = s.expect.get(mode)
+            rep = explore(s, mode, conn=connect())
+            got = rep.anomaly_kinds
+            ok = exp is None or sorted(exp.anomalies) == got
+            bad += not ok
+            mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"
+            console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}"
+                          + ("" if ok or exp is None else f" expected {sorted(exp.anomalies)}"))
+    sys.exit(EXIT_ANOMALY if bad else 0)
+
+
+@main.command()
+@click.option("--bullmq", is_flag=True, help="List BullMQ's shipped scripts (from the installed bullmq package).")
+def scripts(bullmq: bool) -> None:
+    """List the Lua scripts: command name, number of KEYS, SHA1, file."""
+    with _errors():
+        s = ScriptSet.bullmq() if bullmq else ScriptSet.emqlab()
+    t = Table(title=f"{s.origin} scripts", show_header=True, header_style="bold", box=None)
+    t.add_column("script", style="cyan")
+    t.add_column("KEYS", justify="right")
+    t.add_column("SHA1")
+    t.add_column("bytes", justify="right")
+    for sc in s:
+        t.add_row(sc.name, str(sc.numkeys), sc.sha, str(len(sc.text)))
+    console.print(t)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
