@@ -351,7 +351,8 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
     with Runner(scenario, mode, conn, scripts=scripts) as runner:
         ex = Explorer(runner, progress=progress)
         if strategy == "exhaustive":
-            rep = ex.exhaustive(preemption_bound=preemptions, reduce=reduce)
+            bound = preemptions if preemptions is not None else scenario.preemptions
+            rep = ex.exhaustive(preemption_bound=bound, reduce=reduce)
         elif strategy == "random":
             rep = ex.random(runs, seed)
         elif strategy == "pct":

@@ -99,6 +99,8 @@ class Scenario:
     expect: dict[str, Expectation]
     modes: list[str]
     path: str = ""
+    #: default preemption bound for exhaustive exploration (None = unbounded)
+    preemptions: int | None = None
 
     def actor(self, actor_id: str) -> ActorSpec:
         for a in self.actors:
@@ -192,7 +194,8 @@ def _kind(node: yaml.Node) -> str:
     return f"{node.value!r}"
 
 
-TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "actors", "expect", "modes")
+TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "actors", "expect", "modes",
+            "preemptions")
 JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields")
 STATE_KEYS = (*PLACEMENT_FIELDS, "locks", "meta", "metrics")
 ACTOR_KEYS: dict[str, tuple[str, ...]] = {
@@ -337,6 +340,7 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         source = node.ids() if isinstance(node.node, yaml.SequenceNode) else [node.text()]
     anomaly = top["anomaly"].choice(("none", *ANOMALY_KINDS), "anomaly") if "anomaly" in top else "none"
     queue = top["queue"].text() if "queue" in top else "q"
+    bound = top["preemptions"].integer(0) if "preemptions" in top else None
     return Scenario(
         name=top["name"].text(),
         title=top["title"].text() if "title" in top else top["name"].text(),
@@ -353,6 +357,7 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         expect=expect,
         modes=modes,
         path=path,
+        preemptions=bound,
     )
 
 

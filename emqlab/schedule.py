@@ -109,12 +109,15 @@ class Runner:
     name (``q-1a2b3c4d``) unless ``queue`` is given; the run claims the queue's namespace (refusing if its
     keys exist) and :meth:`close` deletes them. ``scripts`` selects the script set (emqlab's by default;
     BullMQ's shipped set to replay the upstream scripts). ``effects=False`` skips the per-step state reads
-    that the anomaly checks' "because" sentences use (faster, for counting only).
+    that the anomaly checks' "because" sentences use (faster, for counting only). ``clock`` replaces the
+    step-counting virtual clock (timed runs); ``factories`` maps actor kinds to generator functions,
+    overriding or adding to :data:`emqlab.actors.FACTORIES`.
     """
 
     def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
                  scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None,
+                 factories: dict[str, Callable[..., actor_mod.ActorGen]] | None = None) -> None:
         from .backends import connect
 
         self.scenario = scenario
@@ -129,6 +132,7 @@ class Runner:
         self.host = LuaHost()
         self.effects = effects
         self.clock = clock
+        self.factories = {**actor_mod.FACTORIES, **(factories or {})}
         self.job_ids = list(scenario.jobs)
         self._closed = False
         self.reset()
@@ -151,7 +155,7 @@ class Runner:
         self._gens: dict[str, actor_mod.ActorGen] = {}
         self._watch_state = self._watch() if self.effects else None
         for spec in self.scenario.actors:
-            gen = actor_mod.FACTORIES[spec.kind](self, spec)
+            gen = self.factories[spec.kind](self, spec)
             try:
                 self.pending[spec.id] = next(gen)
                 self._gens[spec.id] = gen

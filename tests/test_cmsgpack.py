@@ -435,7 +435,7 @@ def test_lua_unpack_matches_python_structure(vs: list[Any]) -> None:
     # The Python decoder agrees with the model the other way round too.
     unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
     unpacker.feed(data)
-    assert [lua_model(x) for x in unpacker] == [lua_model(v) for v in vs]
+    assert same([lua_model(x) for x in unpacker], [lua_model(v) for v in vs])
 
 
 @FAST
