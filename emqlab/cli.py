@@ -35,7 +35,9 @@ EXPECTED_ERRORS = (ScenarioError, ScheduleError, BackendError, ScriptError, Valu
 
 
 def _fail(msg: str) -> None:
-    err_console.print(f"[bold red]error:[/] {msg}")
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(msg)}")
     sys.exit(EXIT_ERROR)
 
 

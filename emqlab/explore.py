@@ -30,34 +30,121 @@ from .schedule import Runner, ScheduleError, format_schedule, parse_schedule
 
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
 
-_ALL_KEYS = "*"
+_ALL = ("*", "*")
+
+Key = tuple[str, str]  # (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs")
+
+#: What each script may read and write, as relative keys; "*" in the name matches any job id. An
+#: over-approximation from the scripts' code (a footprint that is too large only costs pruning).
+_TRIM = [("q", "meta"), ("q", "events")]
+SCRIPT_FOOTPRINTS: dict[str, tuple[list[Key], list[Key]]] = {
+    "moveStalledJobsToWait": (
+        [("lock", "*"), ("q", "meta"), ("q", "paused")],
+        [("q", "stalled"), ("q", "stalled-check"), ("q", "wait"), ("q", "active"), ("q", "marker"),
+         ("job", "*"), *_TRIM],
+    ),
+    "moveToActive": (
+        [("q", "paused"), ("q", "meta")],
+        [("q", "wait"), ("q", "active"), ("q", "prioritized"), ("q", "pc"), ("q", "delayed"), ("q", "marker"),
+         ("q", "limiter"), ("job", "*"), ("lock", "*"), *_TRIM],
+    ),
+    "addStandardJob": ([("q", "paused")], [("q", "id"), ("q", "wait"), ("q", "marker"), ("job", "*"),
+                                          ("q", "completed"), *_TRIM]),
+    "addDelayedJob": ([], [("q", "id"), ("q", "delayed"), ("q", "marker"), ("job", "*"), ("q", "completed"),
+                           *_TRIM]),
+    "addPrioritizedJob": ([("q", "paused")], [("q", "id"), ("q", "prioritized"), ("q", "pc"), ("q", "marker"),
+                                             ("job", "*"), ("q", "completed"), *_TRIM]),
+}
 
 
-def footprint(op: Op | None) -> tuple[frozenset[str], bool]:
-    """The keys an op may touch and whether it may write. Scripts and clock events: every key, writing."""
-    if op is None or op.kind != "command" or op.command is None:
-        return frozenset([_ALL_KEYS]), True
+def _classify(rel: str) -> Key:
+    head, sep, tail = rel.partition(":")
+    if not sep or rel.startswith("metrics:"):
+        if head.isdigit() or (head and head not in _QUEUE_NAMES):
+            return ("job", head) if not sep else ("q", rel)
+        return ("q", rel)
+    if tail == "lock":
+        return ("lock", head)
+    if head in _QUEUE_NAMES:
+        return ("q", rel)
+    return ("jobsub", rel)
+
+
+_QUEUE_NAMES = frozenset(
+    "wait active paused prioritized delayed completed failed waiting-children stalled stalled-check limiter "
+    "meta id pc events marker repeat metrics".split()
+)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The keys a step may read and may write (relative to the queue's base)."""
+
+    reads: frozenset[Key]
+    writes: frozenset[Key]
+
+    @classmethod
+    def everything(cls) -> Footprint:
+        return cls(frozenset([_ALL]), frozenset([_ALL]))
+
+
+def _match(a: Key, b: Key) -> bool:
+    if a == _ALL or b == _ALL:
+        return True
+    return a[0] == b[0] and (a[1] == b[1] or a[1] == "*" or b[1] == "*")
+
+
+def footprint(op: Op | None, base: str = "") -> Footprint:
+    """The keys an op may touch: exact for one command (key positions from the command table; read-only
+    commands only read), from :data:`SCRIPT_FOOTPRINTS` for a known script (plus its KEYS), the lock key for
+    a lease lapsing, everything otherwise."""
+    if op is None:
+        return Footprint.everything()
+
+    def rel(k: bytes | str) -> str:
+        t = k.decode("utf-8", "replace") if isinstance(k, bytes) else k
+        return t[len(base):] if base and t.startswith(base) else t
+
+    if op.kind == "clock" and op.label == "lapse" and op.section:
+        job = op.section.split(":", 1)[0]
+        return Footprint(frozenset(), frozenset([("lock", job)]))
+    if op.kind == "script":
+        if op.label == "extendLock" and op.build is not None:
+            call = op.build(0)
+            ks = frozenset(_classify(rel(k)) for k in call.keys)
+            return Footprint(ks, ks)
+        fp = SCRIPT_FOOTPRINTS.get(op.label)
+        if fp is None:
+            return Footprint.everything()
+        return Footprint(frozenset(fp[0]), frozenset(fp[1]))
+    if op.kind != "command" or op.command is None:
+        return Footprint.everything()
     cmd = op.command
     name = cmd[0].upper()
     if name in (b"DEL", b"EXISTS", b"MGET", b"UNLINK"):
         keys = cmd[1:]
     elif name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE"):
         keys = cmd[1:3]
-    elif name in (b"EVAL", b"EVALSHA", b"XREAD", b"ZUNIONSTORE", b"ZINTERSTORE", b"SUNIONSTORE"):
-        return frozenset([_ALL_KEYS]), True
+    elif name in (b"EVAL", b"EVALSHA", b"XREAD", b"ZUNIONSTORE", b"ZINTERSTORE", b"SUNIONSTORE", b"MSET"):
+        return Footprint.everything()
     else:
         keys = cmd[1:2]
-    return frozenset(k.decode("utf-8", "replace") for k in keys), name not in _READ_ONLY
+    ks = frozenset(_classify(rel(k)) for k in keys)
+    if name in _READ_ONLY:
+        return Footprint(ks, frozenset())
+    return Footprint(ks, ks)
 
 
-def independent(a: Op | None, b: Op | None) -> bool:
-    ka, wa = footprint(a)
-    kb, wb = footprint(b)
-    if _ALL_KEYS in ka or _ALL_KEYS in kb:
-        return False
-    if not (wa or wb):
-        return True
-    return not (ka & kb)
+def independent(a: Op | None, b: Op | None, base: str = "") -> bool:
+    """True when the two ops commute: neither writes a key the other reads or writes."""
+    fa, fb = footprint(a, base), footprint(b, base)
+    for w in fa.writes:
+        if any(_match(w, k) for k in fb.reads | fb.writes):
+            return False
+    for w in fb.writes:
+        if any(_match(w, k) for k in fa.reads | fa.writes):
+            return False
+    return True
 
 
 @dataclass
@@ -131,6 +218,14 @@ class Explorer:
     def _record(self, h: History, preempt: int) -> None:
         rep = self.report
         rep.explored += 1
+        counts = Counter(s.actor for s in h.steps)
+        grew = False
+        for a, n in counts.items():
+            if n > rep.steps_per_actor.get(a, 0):
+                rep.steps_per_actor[a] = n
+                grew = True
+        if grew:
+            rep.raw_interleavings = multinomial(list(rep.steps_per_actor.values()))
         kinds = sorted({a["kind"] for a in h.anomalies})
         for k in kinds:
             rep.runs_with[k] = rep.runs_with.get(k, 0) + 1
@@ -241,8 +336,9 @@ class Explorer:
         frame["chosen"] = choice
         if reduce:
             op = frame["ops"][choice]
+            base = self.runner.keys.base
             frame["child_sleep"] = {x for x in (frame["sleep"] | (frame["done"] - {choice}))
-                                    if independent(frame["ops"].get(x), op)}
+                                    if independent(frame["ops"].get(x), op, base)}
         else:
             frame["child_sleep"] = set()
 

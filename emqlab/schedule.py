@@ -232,11 +232,12 @@ class Runner:
         reply: Any
         args: list[str]
         keys: list[str]
+        command: tuple[bytes, ...] | None = None
         if op.kind == "script":
             assert op.build is not None
             call = op.build(now)
             try:
-                reply = self.scripts.execute(self.conn, call.name, call.keys, call.args)
+                reply = self._evalsha(call.name, call.keys, call.args)
             except redis.exceptions.ResponseError as e:
                 reply = e
             args = [self._show(a) for a in call.args]
@@ -259,7 +260,8 @@ class Runner:
         effects: list[str] = []
         read_only = op.kind == "command" and op.command is not None and op.command[0].upper() in READ_ONLY
         if self.effects and not read_only:
-            after = self._watch()
+            touched = self._touched(op, command if op.kind != "script" else None)
+            after = self._watch(self._watch_state, touched)
             effects = _diff(self._watch_state, after)
             self._watch_state = after
             if op.pre:
@@ -327,6 +329,19 @@ class Runner:
                 "jobs": jobs, "metrics": metrics, "metrics_on": self.scenario.metrics}
 
     # -- internals -------------------------------------------------------------------------------
+    def _evalsha(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """EVALSHA through the command executor (the NOSCRIPT fallback loads the script and retries)."""
+        script = self.scripts[name]
+        script.check_keys(keys)
+        fields = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode(),
+                  *(k.encode() if isinstance(k, str) else k for k in keys),
+                  *(a.encode() if isinstance(a, str) else a for a in args)]
+        try:
+            return self.exec(*fields)
+        except redis.exceptions.NoScriptError:
+            self.exec(b"SCRIPT", b"LOAD", script.text)
+            return self.exec(*fields)
+
     def _key_names(self) -> set[str]:
         names = {"wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled",
                  "stalled-check", "meta", "events", "marker", "limiter", "pc", "id", "metrics:completed",
@@ -392,31 +407,76 @@ class Runner:
             pipe.zadd(k.key(name), mapping)
         for jid, owner in sc.locks.items():
             pipe.set(k.lock(jid), f"{owner}:1", px=LOCK_MS * 100)
-        if sc.meta:
-            pipe.hset(k.meta, mapping=sc.meta)
+        # as a queue's first add does (PROTOCOL.md §4.2), so no run starts by writing it
+        pipe.hset(k.meta, mapping={"opts.maxLenEvents": "10000", **sc.meta})
         numeric = [int(j) for j in sc.jobs if j.isdigit()]
         if numeric:
             pipe.set(k.id, max(numeric))
         pipe.execute()
 
-    def _watch(self) -> dict[str, Any]:
+    _LISTS = ("wait", "active", "paused")
+    _ZSETS = ("prioritized", "delayed", "completed", "failed")
+
+    def _read_component(self, name: str) -> Any:
         ex = self.exec
         k = self.keys
-        place: dict[str, list[str]] = {}
-        for name in ("wait", "active", "paused"):
-            for m in ex(b"LRANGE", k.key(name).encode(), b"0", b"-1") or []:
-                place.setdefault(m.decode(), []).append(name)
-        for name in ("prioritized", "delayed", "completed", "failed"):
-            for m in ex(b"ZRANGE", k.key(name).encode(), b"0", b"-1") or []:
-                place.setdefault(m.decode(), []).append(name)
-        stalled = sorted(m.decode() for m in ex(b"SMEMBERS", k.stalled.encode()) or [])
-        locks: dict[str, str | None] = {}
-        hashes: dict[str, bool] = {}
+        if name in self._LISTS:
+            return [m.decode() for m in ex(b"LRANGE", k.key(name).encode(), b"0", b"-1") or []]
+        if name in self._ZSETS:
+            return [m.decode() for m in ex(b"ZRANGE", k.key(name).encode(), b"0", b"-1") or []]
+        if name == "stalled":
+            return sorted(m.decode() for m in ex(b"SMEMBERS", k.stalled.encode()) or [])
+        kind, _, job = name.partition(":")
+        if kind == "lock":
+            v = ex(b"GET", k.lock(job).encode())
+            return v.decode() if isinstance(v, bytes) else None
+        return bool(ex(b"EXISTS", k.job(job).encode()))
+
+    def _components(self) -> list[str]:
+        names = [*self._LISTS, *self._ZSETS, "stalled"]
         for j in self.job_ids:
-            v = ex(b"GET", k.lock(j).encode())
-            locks[j] = v.decode() if isinstance(v, bytes) else None
-            hashes[j] = bool(ex(b"EXISTS", k.job(j).encode()))
-        return {"place": place, "stalled": stalled, "locks": locks, "hashes": hashes}
+            names += [f"lock:{j}", f"hash:{j}"]
+        return names
+
+    def _touched(self, op: actor_mod.Op, command: tuple[bytes, ...] | None) -> list[str] | None:
+        """The watched components a single command can change (None = all of them)."""
+        if op.kind != "command" or command is None:
+            return None
+        name = command[0].upper()
+        if name in (b"EVAL", b"EVALSHA", b"MSET", b"RENAME"):
+            return None
+        keys = command[1:] if name in (b"DEL", b"UNLINK") else command[1:3] if name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE") \
+            else command[1:2]
+        out = []
+        base = self.keys.base.encode()
+        for key in keys:
+            if not key.startswith(base):
+                continue
+            rel = key[len(base):].decode("utf-8", "replace")
+            if rel in self._LISTS or rel in self._ZSETS or rel == "stalled":
+                out.append(rel)
+            elif rel.endswith(":lock") and rel[:-5] in self.scenario.jobs:
+                out.append(f"lock:{rel[:-5]}")
+            elif rel in self.scenario.jobs:
+                out.append(f"hash:{rel}")
+        return out
+
+    def _watch(self, prev: dict[str, Any] | None = None, only: list[str] | None = None) -> dict[str, Any]:
+        """The watched state: every placement list/set, stalled, each job's lock and hash existence. With
+        ``prev`` and ``only``, re-read just those components."""
+        if prev is not None and only is not None:
+            raw = dict(prev["raw"])
+            for name in only:
+                raw[name] = self._read_component(name)
+        else:
+            raw = {name: self._read_component(name) for name in self._components()}
+        place: dict[str, list[str]] = {}
+        for name in (*self._LISTS, *self._ZSETS):
+            for m in raw[name]:
+                place.setdefault(m, []).append(name)
+        locks = {j: raw[f"lock:{j}"] for j in self.job_ids}
+        hashes = {j: raw[f"hash:{j}"] for j in self.job_ids}
+        return {"raw": raw, "place": place, "stalled": raw["stalled"], "locks": locks, "hashes": hashes}
 
 
 def _diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:

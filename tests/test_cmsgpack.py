@@ -238,7 +238,7 @@ def lua_model(v: Any) -> Any:
 
 
 def repack_number(x: float) -> Any:
-    if x == math.floor(x) and -(2**63) <= x < 2**63:
+    if math.isfinite(x) and x == math.floor(x) and -(2**63) <= x < 2**63:
         return int(x)
     return x
 
@@ -270,7 +270,7 @@ def same(a: Any, b: Any) -> bool:
             return math.isnan(a) and math.isnan(b) and math.copysign(1, a) == math.copysign(1, b)
         return a == b and math.copysign(1, a) == math.copysign(1, b)
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return a == b
@@ -281,7 +281,7 @@ def expected_float_bytes(x: float) -> bytes:
     float64; NaN as the quiet NaN with its sign."""
     if math.isnan(x):
         return bytes.fromhex("cbfff8000000000000" if math.copysign(1, x) < 0 else "cb7ff8000000000000")
-    if x == math.floor(x) and -(2**63) <= x < 2**63:
+    if math.isfinite(x) and x == math.floor(x) and -(2**63) <= x < 2**63:
         return msgpack.packb(int(x))
     try:
         if struct.unpack(">f", struct.pack(">f", x))[0] == x:
@@ -315,25 +315,25 @@ floats = st.one_of(
 )
 texts = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
-    st.builds(lambda n, c: c * n, st.sampled_from([31, 32, 255, 256, 65535, 65536]), st.sampled_from("aé")),
+    # Around the str8/str16 header boundaries (str32 sizes are in the pinned tests: they are slow here).
+    st.builds(lambda n, c: c * n, st.sampled_from([31, 32, 255, 256]), st.sampled_from("aé")),
 )
-blobs = st.binary(max_size=40) | st.builds(lambda n: b"\xff\x00" * n, st.sampled_from([16, 128, 32768]))
+blobs = st.binary(max_size=40) | st.builds(lambda n: b"\xff\x00" * n, st.sampled_from([16, 128]))
 keys = st.text(max_size=8) | st.integers(-5, 40)
 
 
-def values(with_bin: bool) -> st.SearchStrategy[Any]:
-    scalars = st.none() | st.booleans() | ints | floats | texts
-    if with_bin:
-        scalars = scalars | blobs
+def values(with_bin: bool, max_leaves: int = 12) -> st.SearchStrategy[Any]:
+    """Nested msgpack values; the 16+ element containers (array16 / map16 headers) hold scalars only,
+    which keeps generation affordable."""
+    kinds = [st.none(), st.booleans(), ints, floats, texts] + ([blobs] if with_bin else [])
+    scalars = st.one_of(kinds)
+    big = st.lists(scalars, min_size=15, max_size=17) | st.dictionaries(
+        st.text("abcdefgh", min_size=1, max_size=3), scalars, min_size=15, max_size=17
+    )
     return st.recursive(
-        scalars,
-        lambda inner: st.one_of(
-            st.lists(inner, max_size=5),
-            st.dictionaries(keys, inner, max_size=5),
-            st.lists(inner, min_size=15, max_size=18),
-            st.dictionaries(st.text(max_size=3), inner, min_size=15, max_size=18),
-        ),
-        max_leaves=24,
+        st.one_of([*kinds, big]),  # a big container is one leaf kind among the scalars
+        lambda inner: st.lists(inner, max_size=5) | st.dictionaries(keys, inner, max_size=5),
+        max_leaves=max_leaves,
     )
 
 
@@ -404,7 +404,16 @@ def test_modules_load_without_globals() -> None:
     assert set(rt.globals().keys()) == before
     assert mod[b"pack"](1, b"a") == b"\x01\xa1a" and bitmod[b"bor"](1, 2) == 3
     assert sorted(LUA.cmsgpack.keys()) == sorted(
-        [b"pack", b"unpack", b"unpack_one", b"unpack_limit", b"_NAME", b"_VERSION", b"_DESCRIPTION", b"_COPYRIGHT"]
+        [
+            b"pack",
+            b"unpack",
+            b"unpack_one",
+            b"unpack_limit",
+            b"_NAME",
+            b"_VERSION",
+            b"_DESCRIPTION",
+            b"_COPYRIGHT",
+        ]
     )
     assert sorted(LUA.bit.keys()) == sorted(
         b"arshift band bnot bor bswap bxor lshift rol ror rshift tobit tohex".split()
@@ -417,25 +426,31 @@ def test_modules_load_without_globals() -> None:
 
 
 @FAST
-@given(values(with_bin=True))
-def test_python_pack_lua_roundtrip_python_unpack(v: Any) -> None:
-    out = lua_roundtrip(msgpack.packb(v))
-    got = msgpack.unpackb(out, raw=True, strict_map_key=False)
-    assert same(got, repack_model(lua_model(v))), (v, out.hex())
-
-
-@FAST
 @given(st.lists(values(with_bin=True), min_size=1, max_size=3))
-def test_lua_unpack_matches_python_structure(vs: list[Any]) -> None:
-    data = b"".join(msgpack.packb(v) for v in vs)
-    got = lua_unpack_values(data)
-    assert len(got) == len(vs)
-    for g, v in zip(got, vs):
-        assert same(g, lua_model(v)), (v, g)
-    # The Python decoder agrees with the model the other way round too.
+def test_roundtrip_and_structure_against_python(fake: Any, vs: list[Any]) -> None:
+    """One draw of values (generation is the expensive part) feeds several checks:
+    (a) Python packb -> Lua unpack -> Lua pack -> Python unpackb gives repack_model(lua_model(v));
+    (b) Lua unpack of the Python-packed stream gives lua_model(v) for every object;
+    every strict prefix of a packed object raises "Missing bytes in input.";
+    fakeredis (EVAL with lua_modules) returns the same bytes as our runtime."""
+    packed = [msgpack.packb(v) for v in vs]
+    for v, data in zip(vs, packed, strict=True):
+        out = lua_roundtrip(data)
+        got = msgpack.unpackb(out, raw=True, strict_map_key=False)
+        assert same(got, repack_model(lua_model(v))), (v, out.hex())
+        for cut in {1, len(data) // 2, len(data) - 1}:
+            if 0 < cut < len(data):
+                assert lua_pcall_error("cmsgpack.unpack, ARGV[1]", data[:cut]) == b"Missing bytes in input."
+
+    stream = b"".join(packed)
+    decoded = lua_unpack_values(stream)
+    assert same(decoded, [lua_model(v) for v in vs]), (vs, decoded)
+    # The Python decoder agrees with the model as well (so the model is not just mirroring our Lua).
     unpacker = msgpack.Unpacker(raw=True, strict_map_key=False)
-    unpacker.feed(data)
+    unpacker.feed(stream)
     assert same([lua_model(x) for x in unpacker], [lua_model(v) for v in vs])
+
+    assert fake.eval(PLAIN_ROUNDTRIP, 0, stream) == lua_roundtrip(stream)
 
 
 @FAST
@@ -444,7 +459,10 @@ def test_float64_bit_patterns_decode_and_encode_exactly(bits: int) -> None:
     raw = struct.pack(">Q", bits)
     (x,) = struct.unpack(">d", raw)
     (got,) = lua_unpack_values(b"\xcb" + raw)
-    assert same(got, x) or (math.isnan(x) and math.isnan(got) and math.copysign(1, x) == math.copysign(1, got))
+    if math.isnan(x):
+        assert math.isnan(got) and math.copysign(1, got) == math.copysign(1, x)
+    else:
+        assert same(got, x)
     assert lua_roundtrip(b"\xcb" + raw) == expected_float_bytes(x)
 
 
@@ -469,39 +487,69 @@ def test_single_float_wire_format(x: float) -> None:
     assert same(lua_unpack_values(data)[0], x)
 
 
-@FAST
-@given(values(with_bin=False))
-def test_every_strict_prefix_is_missing_bytes(v: Any) -> None:
-    data = msgpack.packb(v)
-    for cut in sorted({1, len(data) // 2, len(data) - 1}):
-        if 0 < cut < len(data):
-            assert lua_pcall_error("cmsgpack.unpack, ARGV[1]", data[:cut]) == b"Missing bytes in input."
-
-
 # ---------------------------------------------------------------------------------------------------------
 # cmsgpack: pinned behaviour (what live Redis 7.0 returned when probed)
 # ---------------------------------------------------------------------------------------------------------
 
 PACK_CASES = [
-    ("0", "00"), ("127", "7f"), ("128", "cc80"), ("255", "ccff"), ("256", "cd0100"), ("65535", "cdffff"),
-    ("65536", "ce00010000"), ("2^32-1", "ceffffffff"), ("2^32", "cf0000000100000000"),
-    ("2^53", "cf0020000000000000"), ("2^63", "ca5f000000"), ("-2^63", "d38000000000000000"),
-    ("2^64", "ca5f800000"), ("-2^63-2^20", "cbc3e0000000000200"), ("-1", "ff"), ("-32", "e0"),
-    ("-33", "d0df"), ("-128", "d080"), ("-129", "d1ff7f"), ("-32768", "d18000"), ("-32769", "d2ffff7fff"),
-    ("-2^31", "d280000000"), ("-2^31-1", "d3ffffffff7fffffff"), ("0.5", "ca3f000000"),
-    ("0.1", "cb3fb999999999999a"), ("1/0", "ca7f800000"), ("-1/0", "caff800000"),
-    ("0/0", "cbfff8000000000000"), ("-(0/0)", "cb7ff8000000000000"), ("1e20", "cb4415af1d78b58c40"),
-    ("1.5e300", "cb7e41eb2d66005835"), ("(function() local z = 0 return -z end)()", "00"), ("3.4028234663852886e38", "ca7f7fffff"),
-    ("2^-149", "ca00000001"), ("2^-150", "cb3690000000000000"), ("2^-1074", "cb0000000000000001"),
-    ("''", "a0"), ("string.rep('a', 31)", "bf" + "61" * 31), ("true, false, nil", "c3c2c0"),
-    ("{}", "90"), ("{1, nil, 3}", "8201010303"), ("{1, 2, 3}", "93010203"), ("{1, 2, x = 3}", "8301010202a17803"),
-    ("{[1] = 1, [2] = 2, [4] = 4}", "83010102020404"), ("{[1.5] = 1}", "81ca3fc0000001"), ("{[0] = 1}", "810001"),
-    ("{[-1] = 1}", "81ff01"), ("{[true] = false}", "81c3c2"), ("{['1'] = 1}", "81a13101"), ("{[1/0] = 1}", "81ca7f80000001"),
+    ("0", "00"),
+    ("127", "7f"),
+    ("128", "cc80"),
+    ("255", "ccff"),
+    ("256", "cd0100"),
+    ("65535", "cdffff"),
+    ("65536", "ce00010000"),
+    ("2^32-1", "ceffffffff"),
+    ("2^32", "cf0000000100000000"),
+    ("2^53", "cf0020000000000000"),
+    ("2^63", "ca5f000000"),
+    ("-2^63", "d38000000000000000"),
+    ("2^64", "ca5f800000"),
+    ("-2^63-2^20", "cbc3e0000000000200"),
+    ("-1", "ff"),
+    ("-32", "e0"),
+    ("-33", "d0df"),
+    ("-128", "d080"),
+    ("-129", "d1ff7f"),
+    ("-32768", "d18000"),
+    ("-32769", "d2ffff7fff"),
+    ("-2^31", "d280000000"),
+    ("-2^31-1", "d3ffffffff7fffffff"),
+    ("0.5", "ca3f000000"),
+    ("0.1", "cb3fb999999999999a"),
+    ("1/0", "ca7f800000"),
+    ("-1/0", "caff800000"),
+    ("0/0", "cbfff8000000000000"),
+    ("-(0/0)", "cb7ff8000000000000"),
+    ("1e20", "cb4415af1d78b58c40"),
+    ("1.5e300", "cb7e41eb2d66005835"),
+    ("(function() local z = 0 return -z end)()", "00"),
+    ("3.4028234663852886e38", "ca7f7fffff"),
+    ("2^-149", "ca00000001"),
+    ("2^-150", "cb3690000000000000"),
+    ("2^-1074", "cb0000000000000001"),
+    ("''", "a0"),
+    ("string.rep('a', 31)", "bf" + "61" * 31),
+    ("true, false, nil", "c3c2c0"),
+    ("{}", "90"),
+    ("{1, nil, 3}", "8201010303"),
+    ("{1, 2, 3}", "93010203"),
+    ("{1, 2, x = 3}", "8301010202a17803"),
+    ("{[1] = 1, [2] = 2, [4] = 4}", "83010102020404"),
+    ("{[1.5] = 1}", "81ca3fc0000001"),
+    ("{[0] = 1}", "810001"),
+    ("{[-1] = 1}", "81ff01"),
+    ("{[true] = false}", "81c3c2"),
+    ("{['1'] = 1}", "81a13101"),
+    ("{[1/0] = 1}", "81ca7f80000001"),
     ("setmetatable({}, {__index = function() return 1 end})", "90"),
     ("tostring, coroutine.create(function() end)", "c0c0"),
-    ("(function() local t = {} local c = t for i = 1, 40 do c[1] = {} c = c[1] end return t end)()", "91" * 16 + "c0"),
+    (
+        "(function() local t = {} local c = t for i = 1, 40 do c[1] = {} c = c[1] end return t end)()",
+        "91" * 16 + "c0",
+    ),
     ("(function() local t = {} t.a = t return t end)()", "81a161" * 16 + "c0"),
-]  # fmt: skip
+]
 
 STRING_HEADERS = [(32, "d920"), (255, "d9ff"), (256, "da0100"), (65535, "daffff"), (65536, "db00010000")]
 ARRAY_HEADERS = [(15, "9f"), (16, "dc0010"), (65535, "dcffff"), (65536, "dd00010000")]
@@ -550,7 +598,7 @@ UNPACK_ERRORS = [
     ("dbffffffff", "Missing bytes in input."),
     ("ddffffffff", "Missing bytes in input."),
     ("dfffffffff", "Missing bytes in input."),
-    ("c4", "Missing bytes in input."),
+    ("c4", "Missing bytes in input."),  # bin8 without its length (Redis 7.0: Bad data format in input.)
 ]
 # (pcall arguments, result as a list or error message); s = ARGV[1] = "\1\2\3".
 CALL_CASES = [
@@ -606,7 +654,8 @@ STACK_CASES = [
 
 
 def pack_hex_script(expr: str) -> str:
-    return f"local s = cmsgpack.pack({expr}) return (s:gsub('.', function(c) return string.format('%02x', c:byte()) end))"
+    hexify = "(s:gsub('.', function(c) return string.format('%02x', c:byte()) end))"
+    return f"local s = cmsgpack.pack({expr}) return {hexify}"
 
 
 def header_script(kind: str, n: int) -> str:
@@ -644,8 +693,12 @@ def test_pack_pinned(expr: str, hexbytes: str) -> None:
     assert LUA.eval(pack_hex_script(expr)).decode() == hexbytes
 
 
-@pytest.mark.parametrize(("kind", "n", "prefix"), [("string", *c) for c in STRING_HEADERS]
-                         + [("array", *c) for c in ARRAY_HEADERS] + [("map", *c) for c in MAP_HEADERS])
+@pytest.mark.parametrize(
+    ("kind", "n", "prefix"),
+    [("string", *c) for c in STRING_HEADERS]
+    + [("array", *c) for c in ARRAY_HEADERS]
+    + [("map", *c) for c in MAP_HEADERS],
+)
 def test_pack_headers_pinned(kind: str, n: int, prefix: str) -> None:
     assert LUA.eval(header_script(kind, n)).hex().startswith(prefix)
 
@@ -675,9 +728,14 @@ def test_argument_errors_pinned(args: str, message: str, name: str) -> None:
     assert LUA.eval(call_script(args), b"") == [b"error", message.format(name).encode()]
 
 
+CALLER_POSITION_SCRIPT = (
+    "local ok, e = pcall(function()\nlocal x = cmsgpack.unpack('\\193')\nreturn x end) return e"
+)
+
+
 def test_errors_point_at_the_caller() -> None:
     # Like Redis's luaL_error, the message carries the position of the line that called the library.
-    err = LUA.eval("local ok, e = pcall(function()\nlocal x = cmsgpack.unpack('\\193')\nreturn x end) return e")
+    err = LUA.eval(CALLER_POSITION_SCRIPT)
     assert re.fullmatch(rb".*:2: Bad data format in input\.", err), err
     err = LUA.eval("local ok, e = pcall(function()\nlocal x = bit.band(1, {})\nreturn x end) return e")
     assert re.fullmatch(rb".*:2: bad argument #2 to 'band' \(number expected, got table\)", err), err
@@ -689,8 +747,11 @@ def test_stack_limits_pinned(expr: str, expected: str) -> None:
 
 
 def test_large_containers_roundtrip() -> None:
-    for v in (list(range(70000)), {f"k{i}": i for i in range(70000)}, "x" * 70000, [[[[[{"a": [1]}]]]]]):
+    big = (list(range(70000)), {f"k{i}": i for i in range(70000)}, "é" * 40000, [[[[[{"a": [1]}]]]]])
+    for v in big:
         assert msgpack.unpackb(lua_roundtrip(msgpack.packb(v)), raw=False) == v
+    blob = bytes(range(256)) * 300  # bin32
+    assert lua_roundtrip(msgpack.packb(blob)) == b"\xdb" + len(blob).to_bytes(4, "big") + blob
 
 
 def test_decoding_speed() -> None:
@@ -714,10 +775,13 @@ def test_decoding_speed() -> None:
 @pytest.mark.live
 @FAST
 @given(st.lists(values(with_bin=False), min_size=1, max_size=2))
-def test_live_redis_roundtrip_bytes_and_structure(live: redis.Redis, vs: list[Any]) -> None:
+def test_live_redis_roundtrip_bytes_and_structure(live: redis.Redis, fake: Any, vs: list[Any]) -> None:
+    """EVAL "return cmsgpack.pack(cmsgpack.unpack(ARGV[1]))" on live Redis, through our module and through
+    fakeredis gives identical bytes; the decoded values describe identically."""
     data = b"".join(msgpack.packb(v) for v in vs)
     expected = live_eval(live, ROUNDTRIP_SCRIPT, data)
     assert LUA.eval(ROUNDTRIP_SCRIPT, data) == expected
+    assert fake.eval(PLAIN_ROUNDTRIP, 0, data) == expected[0]
 
 
 @pytest.mark.live
@@ -725,10 +789,12 @@ def test_live_redis_roundtrip_bytes_and_structure(live: redis.Redis, vs: list[An
 @given(
     st.one_of(
         st.binary(max_size=24),
-        st.builds(lambda v, cut: msgpack.packb(v)[:cut], values(with_bin=False), st.integers(0, 64)),
+        st.builds(
+            lambda v, cut: msgpack.packb(v)[:cut], values(with_bin=False, max_leaves=6), st.integers(0, 64)
+        ),
         st.builds(
             lambda v, i, b: (lambda d: d[: i % len(d)] + bytes([b]) + d[i % len(d) + 1 :])(msgpack.packb(v)),
-            values(with_bin=False),
+            values(with_bin=False, max_leaves=6),
             st.integers(0, 1000),
             st.integers(0, 255),
         ),
@@ -765,6 +831,8 @@ def test_live_redis_pinned(live: redis.Redis) -> None:
             assert got == description.encode("latin-1"), hexbytes
     for hexbytes, message in UNPACK_ERRORS:
         got = live_eval(live, call_script("cmsgpack.unpack, s"), bytes.fromhex(hexbytes))
+        if hexbytes.startswith(("c4", "c5", "c6")):
+            message = "Bad data format in input."  # Redis 7.0 knows no bin; we decode it
         assert got == [b"error", message.encode()], hexbytes
     for args, expected in CALL_CASES:
         got = live_eval(live, call_script(args), b"\x01\x02\x03")
@@ -773,23 +841,8 @@ def test_live_redis_pinned(live: redis.Redis) -> None:
         assert live_eval(live, call_script(args), b"") == [b"error", message.format("?").encode()], args
     for expr, expected in STACK_CASES:
         assert expected.encode() in live_eval(live, stack_script(expr)), expr
-    err = live_eval(live, "local ok, e = pcall(function()\nlocal x = cmsgpack.unpack('\\193')\nreturn x end) return e")
+    err = live_eval(live, CALLER_POSITION_SCRIPT)
     assert err == b"user_script:2: Bad data format in input."
-
-
-@FAST
-@given(st.lists(values(with_bin=True), min_size=1, max_size=2))
-def test_fakeredis_matches_lupa(fake: Any, vs: list[Any]) -> None:
-    data = b"".join(msgpack.packb(v) for v in vs)
-    assert fake.eval(PLAIN_ROUNDTRIP, 0, data) == lua_roundtrip(data)
-
-
-@pytest.mark.live
-@FAST
-@given(st.lists(values(with_bin=False), min_size=1, max_size=2))
-def test_fakeredis_matches_live_redis(fake: Any, live: redis.Redis, vs: list[Any]) -> None:
-    data = b"".join(msgpack.packb(v) for v in vs)
-    assert fake.eval(PLAIN_ROUNDTRIP, 0, data) == live_eval(live, PLAIN_ROUNDTRIP, data)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -797,20 +850,48 @@ def test_fakeredis_matches_live_redis(fake: Any, live: redis.Redis, vs: list[Any
 # ---------------------------------------------------------------------------------------------------------
 
 BIT_PINNED = [
-    ("bit.tobit(2^31)", -2147483648), ("bit.tobit(2^32 + 5)", 5), ("bit.tobit(1.5)", 2), ("bit.tobit(2.5)", 2),
-    ("bit.tobit(-1.5)", -2), ("bit.tobit(0.5)", 0), ("bit.tobit(2^52 + 3)", 2), ("bit.tobit(2^53 + 2)", 1),
-    ("bit.tobit(2^60 + 12345678)", 48225), ("bit.tobit(-2^60 - 12345)", 96), ("bit.tobit(1/0)", 0),
-    ("bit.tobit(-1/0)", 0), ("bit.tobit(0/0)", 0), ("bit.tobit('0x10')", 16), ("bit.tobit(' 12 ')", 12),
-    ("bit.tobit(1e300)", -2013235812), ("bit.tobit(2^51)", 0), ("bit.tobit(-2^51 - 1)", -2),
-    ("bit.tohex(255, -2^31)", b"000000FF"), ("bit.tohex(255, 0)", b""), ("bit.tohex(-1, -3)", b"FFF"),
-    ("bit.tohex(255, 20)", b"000000ff"), ("bit.tohex(0x12345678, 2^32 + 4)", b"5678"), ("bit.tohex(1)", b"00000001"),
-    ("bit.bnot(0)", -1), ("bit.bnot(1, 2)", -2), ("bit.bor(1, 2, 4, 8)", 15), ("bit.band(0x12345678, 0xff)", 0x78),
-    ("bit.bxor(0xa5a5f0f0, 0xaa55ff00)", 0x0FF00FF0), ("bit.lshift(1, 40)", 256), ("bit.rshift(-256, 8)", 16777215),
-    ("bit.arshift(-256, 8)", -1), ("bit.lshift(0x87654321, 12)", 0x54321000), ("bit.rshift(0x87654321, 12)", 0x87654),
-    ("bit.arshift(0x87654321, 12)", -493996), ("bit.rol(0x12345678, 12)", 0x45678123),
-    ("bit.ror(0x12345678, 12)", 0x67812345), ("bit.bswap(0x12345678)", 0x78563412), ("bit.rshift(-1, 0)", -1),
-    ("bit.bswap(0x78563412)", 0x12345678), ("bit.band(-1)", -1),
-]  # fmt: skip
+    ("bit.tobit(2^31)", -2147483648),
+    ("bit.tobit(2^32 + 5)", 5),
+    ("bit.tobit(1.5)", 2),
+    ("bit.tobit(2.5)", 2),
+    ("bit.tobit(-1.5)", -2),
+    ("bit.tobit(0.5)", 0),
+    ("bit.tobit(2^52 + 3)", 2),
+    ("bit.tobit(2^53 + 2)", 1),
+    ("bit.tobit(2^60 + 12345678)", 48225),
+    ("bit.tobit(-2^60 - 12345)", 96),
+    ("bit.tobit(1/0)", 0),
+    ("bit.tobit(-1/0)", 0),
+    ("bit.tobit(0/0)", 0),
+    ("bit.tobit('0x10')", 16),
+    ("bit.tobit(' 12 ')", 12),
+    ("bit.tobit(1e300)", -2013235812),
+    ("bit.tobit(2^51)", 0),
+    ("bit.tobit(-2^51 - 1)", -2),
+    ("bit.tohex(255, -2^31)", b"000000FF"),
+    ("bit.tohex(255, 0)", b""),
+    ("bit.tohex(-1, -3)", b"FFF"),
+    ("bit.tohex(255, 20)", b"000000ff"),
+    ("bit.tohex(0x12345678, 2^32 + 4)", b"5678"),
+    ("bit.tohex(1)", b"00000001"),
+    ("bit.bnot(0)", -1),
+    ("bit.bnot(1, 2)", -2),
+    ("bit.bor(1, 2, 4, 8)", 15),
+    ("bit.band(0x12345678, 0xff)", 0x78),
+    ("bit.bxor(0xa5a5f0f0, 0xaa55ff00)", 0x0FF00FF0),
+    ("bit.lshift(1, 40)", 256),
+    ("bit.rshift(-256, 8)", 16777215),
+    ("bit.arshift(-256, 8)", -1),
+    ("bit.lshift(0x87654321, 12)", 0x54321000),
+    ("bit.rshift(0x87654321, 12)", 0x87654),
+    ("bit.arshift(0x87654321, 12)", -493996),
+    ("bit.rol(0x12345678, 12)", 0x45678123),
+    ("bit.ror(0x12345678, 12)", 0x67812345),
+    ("bit.bswap(0x12345678)", 0x78563412),
+    ("bit.rshift(-1, 0)", -1),
+    ("bit.bswap(0x78563412)", 0x12345678),
+    ("bit.band(-1)", -1),
+]
 # Called from a Lua function (not through pcall directly), so Redis names the function and prefixes the
 # caller's position; the prefix is checked separately because the chunk names differ.
 BIT_ERRORS = [
@@ -856,7 +937,8 @@ bit_numbers = st.one_of(
     st.integers(-(2**53), 2**53),
     st.floats(allow_nan=False),
     st.floats(min_value=-(2**40), max_value=2**40),
-    st.sampled_from([0.5, 1.5, 2.5, -0.5, -2.5, 2**31, 2**32, -(2**31), 2**51, -(2**51), 2**52, 2**63, math.nan]),
+    st.sampled_from([0.5, 1.5, 2.5, -0.5, -2.5, 2**31, 2**32, -(2**31), 2**51, -(2**51), 2**52, 2**63]),
+    st.just(math.nan),
 ).map(lambda x: repr(float(x)).encode())
 
 

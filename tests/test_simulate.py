@@ -1,0 +1,282 @@
+"""The main job (issue 4): exploring split vs atomic finishes, on fakeredis and on the live server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from emqlab import scenario
+from emqlab.anomalies import check
+from emqlab.backends import KeysExist, Namespace, connect
+from emqlab.cli import main
+from emqlab.explore import Explorer, explore, multinomial
+from emqlab.history import History
+from emqlab.keys import QueueKeys
+from emqlab.schedule import Runner, ScheduleError, format_schedule, parse_schedule
+from tests.conftest import backend_conn
+
+
+def _counts(rep) -> dict:  # type: ignore[no-untyped-def]
+    d = rep.to_dict()
+    for k in ("backend", "elapsed_s", "runs_per_second"):
+        d.pop(k)
+    return d
+
+
+@pytest.fixture(scope="module")
+def seed_scenario() -> scenario.Scenario:
+    return scenario.load("stalled-finish")
+
+
+def test_split_finds_double_placement_with_its_because(conn: redis.Redis, seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    rep = explore(seed_scenario, "split", conn=conn)
+    assert rep.anomaly_kinds == ["double-placement"]
+    assert rep.runs_with["double-placement"] == 1  # exactly one gap: after DEL lock, before SREM stalled
+    assert rep.min_preemptions["double-placement"] == 1
+    assert rep.explored + rep.pruned >= rep.explored > 1
+    h = rep.witnesses["double-placement"]
+    assert h.final["placements"]["1"] == ["wait", "completed"]
+    because = h.anomalies[0]["because"]
+    assert "S1 ran after W1 cleared the lock" in because and "SREM" in because
+    # the steps named in the because are a DEL by W1, the sweep, and W1's SREM
+    steps = {s.index: s for s in h.steps}
+    named = [steps[i] for i in h.anomalies[0]["steps"]]
+    assert [(s.actor, s.op) for s in named][:3] == [("W1", "DEL"), ("S1", "moveStalledJobsToWait"), ("W1", "SREM")]
+
+
+@pytest.mark.parametrize("mode", ["atomic", "finish-then-fetch"])
+def test_atomic_modes_show_no_anomaly_in_any_interleaving(conn: redis.Redis, seed_scenario, mode: str) -> None:  # type: ignore[no-untyped-def]
+    rep = explore(seed_scenario, mode, conn=conn, reduce=False)
+    assert rep.anomaly_kinds == []
+    assert rep.explored == rep.raw_interleavings == 2
+    assert rep.results["W1"] == {"finish:1:0": 2}
+
+
+def test_counts_identical_on_both_backends(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    fake = explore(seed_scenario, "split", conn=connect())
+    live = explore(seed_scenario, "split", conn=backend_conn("live"))
+    assert _counts(fake) == _counts(live)
+
+
+def test_witness_replays_to_the_same_history_on_both_backends(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    rep = explore(seed_scenario, "split", conn=connect())
+    schedule = rep.witnesses["double-placement"].schedule
+    histories = []
+    for conn in (connect(), backend_conn("live")):
+        with Runner(seed_scenario, "split", conn) as r:
+            histories.append(r.run(parse_schedule(schedule, ["W1", "S1"])))
+    fake_h, live_h = histories
+    assert fake_h.comparable() == live_h.comparable()
+    assert fake_h.anomalies == live_h.anomalies
+    assert fake_h.final == live_h.final
+
+
+def test_two_workers_split_steals_the_lock_and_runs_the_job_twice() -> None:
+    sc = scenario.load("two-workers")
+    rep = explore(sc, "split", conn=connect())
+    assert {"duplicate-execution", "stolen-lock"} <= set(rep.anomaly_kinds)
+    stolen = rep.witnesses["stolen-lock"].anomalies
+    assert any(a["kind"] == "stolen-lock" and "W1 deleted W2's lock on job 1" in a["because"] for a in stolen)
+
+
+@pytest.mark.parametrize("mode", ["atomic", "finish-then-fetch"])
+def test_two_workers_atomic_rejects_the_lost_worker(mode: str) -> None:
+    sc = scenario.load("two-workers")
+    rep = explore(sc, mode, conn=connect())
+    assert "double-placement" not in rep.anomaly_kinds and "stolen-lock" not in rep.anomaly_kinds
+    codes = {k.split(":")[-1] for k in rep.results["W1"] if k.startswith("finish:")}
+    assert {"-2", "-6"} <= codes
+
+
+def test_lease_lapse_split_double_places_atomic_gets_missing_lock(conn: redis.Redis) -> None:
+    sc = scenario.load("lease-lapse")
+    split = explore(sc, "split", conn=conn)
+    assert "double-placement" in split.anomaly_kinds
+    atomic = explore(sc, "atomic", conn=conn)
+    assert atomic.anomaly_kinds == []
+    assert atomic.results["W1"].get("finish:1:-2", 0) > 0
+
+
+def test_exhaustive_without_reduction_runs_the_multinomial(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    rep = explore(seed_scenario, "split", reduce=False)
+    assert rep.explored == rep.raw_interleavings == multinomial(list(rep.steps_per_actor.values()))
+    assert rep.pruned == 0
+
+
+def test_reduction_keeps_every_anomaly() -> None:
+    sc = scenario.load("lease-lapse")
+    full = explore(sc, "split", reduce=False)
+    reduced = explore(sc, "split")
+    assert reduced.explored < full.explored
+    assert reduced.anomaly_kinds == full.anomaly_kinds
+    assert reduced.distinct_outcomes == full.distinct_outcomes
+
+
+def test_preemption_bound_zero_finds_nothing_bound_one_finds_it(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    assert explore(seed_scenario, "split", preemptions=0).anomaly_kinds == []
+    assert explore(seed_scenario, "split", preemptions=1).anomaly_kinds == ["double-placement"]
+
+
+@pytest.mark.parametrize("strategy", ["random", "pct"])
+def test_randomized_strategies_are_deterministic_for_a_seed(seed_scenario, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    a = explore(seed_scenario, "split", strategy=strategy, runs=30, seed=3)
+    b = explore(seed_scenario, "split", strategy=strategy, runs=30, seed=3)
+    assert _counts(a) == _counts(b)
+    assert a.explored == 30
+
+
+def test_pct_finds_the_one_window_that_random_walks_miss(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    # One gap among 21 steps: a uniform random walk hits it with p ~ 2^-10 per run, PCT (depth 2) with
+    # p >= 1/(2*21) per run (Burckhardt et al. 2010).
+    pct = explore(seed_scenario, "split", strategy="pct", runs=150, seed=1)
+    assert pct.anomaly_kinds == ["double-placement"]
+    assert pct.params["p_per_run_at_least"] == pytest.approx(1 / (2 * 21), rel=0.2)
+    h = pct.witnesses["double-placement"]  # shrunk: still shows it
+    assert any(x["kind"] == "double-placement" for x in h.anomalies)
+
+
+def test_runs_do_not_leak_state(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    with Runner(seed_scenario, "split") as r:
+        first = r.run(["W1"] * 9 + ["S1"])
+        r.reset()
+        again = r.run(["W1"] * 9 + ["S1"])
+        r.reset()
+        clean = r.run()
+    assert first.comparable() == again.comparable()
+    assert clean.final["placements"] == {"1": ["completed"]}
+
+
+# -- schedule strings ------------------------------------------------------------------------------------------
+
+
+def test_schedule_strings_round_trip_and_tolerate_whitespace_and_case() -> None:
+    choices = ["W1"] * 9 + ["S1"] + ["W1"] * 3
+    text = format_schedule(choices)
+    assert text == "v1:W1*9.S1.W1*3"
+    assert parse_schedule(text) == choices
+    assert parse_schedule(" V1 : w1*9 . s1 . W1 * 3 ", ["W1", "S1"]) == choices
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("W1.S1", "expected 'v1:'"),
+        ("v9:W1", "unknown version 'v9'"),
+        ("v1:W1.X7", "unknown actor 'X7'"),
+        ("v1:W1*0", "repeats 0 times"),
+        ("v1:W1..S1", "part 2 '' is not ACTOR or ACTOR*COUNT"),
+        ("v1:1W", "is not ACTOR"),
+    ],
+)
+def test_bad_schedule_strings_give_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(ScheduleError) as e:
+        parse_schedule(text, ["W1", "S1"])
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_schedule_naming_a_finished_actor_is_refused(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    with Runner(seed_scenario, "atomic") as r, pytest.raises(ScheduleError, match="S1 has no step left at step 3"):
+        r.run(["S1", "W1", "S1"])
+
+
+# -- histories ----------------------------------------------------------------------------------------------
+
+
+def test_history_json_round_trip_and_annotated_text(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    with Runner(seed_scenario, "split") as r:
+        h = r.run(["W1"] * 9 + ["S1"])
+    back = History.from_json(h.to_json())
+    assert back.comparable() == h.comparable() and back.final == h.final and back.anomalies == h.anomalies
+    text = h.annotated()
+    assert "DEL 1:lock" in text and "-- S1" in text and "1 +wait" in text
+    with pytest.raises(ValueError, match="version"):
+        History.from_json(json.dumps({"version": 99}))
+
+
+def test_anomaly_checks_are_pure_functions_of_the_history(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    with Runner(seed_scenario, "split") as r:
+        h = r.run(["W1"] * 9 + ["S1"])
+    again = [a.to_dict() for a in check(History.from_json(h.to_json()), seed_scenario)]
+    assert again == h.anomalies
+    # a made-up final state with a job in no list is a lost job; in two lists a double placement
+    h.final["placements"]["1"] = []
+    assert [a.kind for a in check(h, seed_scenario)] == ["lost-job"]
+
+
+# -- live safety --------------------------------------------------------------------------------------------
+
+
+def test_refuses_to_run_where_the_queue_keys_exist(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    conn = backend_conn("live")
+    keys = QueueKeys("emqlab-test-taken")
+    conn.set(keys.wait, "someone else's")
+    try:
+        with pytest.raises(KeysExist, match="refusing to run .* already exist"):
+            Runner(seed_scenario, "split", conn, queue="emqlab-test-taken")
+        assert conn.get(keys.wait) == b"someone else's"
+    finally:
+        conn.delete(keys.wait)
+
+
+def test_runner_leaves_nothing_behind_on_the_live_server(seed_scenario) -> None:  # type: ignore[no-untyped-def]
+    conn = backend_conn("live")
+    with Runner(seed_scenario, "split", conn) as r:
+        r.run()
+        keys = r.keys
+        assert Namespace(conn, keys).existing()
+    assert Namespace(conn, keys).existing() == []
+
+
+# -- the CLI --------------------------------------------------------------------------------------------------
+
+
+def test_cli_simulate_prints_the_witness_and_replay_command() -> None:
+    out = CliRunner().invoke(main, ["simulate", "--split"])
+    assert out.exit_code == 0, out.output
+    assert "double-placement" in out.output
+    assert "why:" in out.output and "S1 ran after W1 cleared the lock" in out.output
+    assert "emqlab replay 'v1:W1*9.S1.W1*" in out.output
+
+
+def test_cli_json_carries_every_count() -> None:
+    out = CliRunner().invoke(main, ["simulate", "--split", "--json"])
+    assert out.exit_code == 0
+    data = json.loads(out.output)
+    assert data["interleavings"]["raw"] >= data["interleavings"]["explored"] > 0
+    assert set(data["interleavings"]) == {"raw", "explored", "pruned", "distinct_outcomes", "complete"}
+    assert data["runs_with"] == {"double-placement": 1}
+    assert data["min_preemptions"] == {"double-placement": 1}
+    assert data["witnesses"]["double-placement"]["schedule"].startswith("v1:")
+    assert data["steps_per_actor"]["S1"] == 1
+
+
+def test_cli_fail_on_anomaly_and_errors() -> None:
+    r = CliRunner()
+    assert r.invoke(main, ["simulate", "--split", "--fail-on-anomaly"]).exit_code == 1
+    assert r.invoke(main, ["simulate", "--atomic", "--fail-on-anomaly"]).exit_code == 0
+    bad = r.invoke(main, ["replay", "v1:W1.Q9"])
+    assert bad.exit_code == 2 and "unknown actor 'Q9'" in bad.output
+    missing = r.invoke(main, ["simulate", "--scenario", "no-such-scenario"])
+    assert missing.exit_code == 2 and "no scenario named 'no-such-scenario'" in missing.output
+    unreachable = r.invoke(main, ["simulate", "--redis", "redis://127.0.0.1:1/0"])
+    assert unreachable.exit_code == 2 and "cannot reach Redis at redis://127.0.0.1:1/0" in unreachable.output
+    malformed = r.invoke(main, ["simulate", "--redis", "http://nope"])
+    assert malformed.exit_code == 2 and "malformed Redis URL" in malformed.output
+
+
+def test_cli_replay_reproduces_the_witness() -> None:
+    out = CliRunner().invoke(main, ["replay", "v1:W1*9.S1", "--split"])
+    assert out.exit_code == 0
+    assert "double-placement: job 1 is in wait" in out.output
+
+
+def test_explorer_reports_raw_count_from_the_longest_runs() -> None:
+    sc = scenario.load("two-workers")
+    with Runner(sc, "atomic") as r:
+        rep = Explorer(r).exhaustive()
+    # W2 fetches, then finishes only when the fetch got the job: 2 steps at most
+    assert rep.steps_per_actor == {"W1": 1, "L1": 1, "S1": 1, "W2": 2}
+    assert rep.raw_interleavings == multinomial([1, 1, 1, 2])
