@@ -62,7 +62,8 @@ class Op:
 ActorGen = Generator[Op, Any, None]
 
 
-def _split(runner: Runner, call: api.ScriptCall, label: str, pre: list[Command] | None = None) -> Generator[Op, Any, Any]:
+def _split(runner: Runner, call: api.ScriptCall, label: str,
+           pre: list[Command] | None = None) -> Generator[Op, Any, Any]:
     """Run ``call`` client-side through the Lua host, one step per ``redis.call``; returns the script's
     reply (or the ``ResponseError`` it raised)."""
     run = runner.host.start(runner.script_text(call.name), call.keys, call.args)
@@ -141,8 +142,8 @@ def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
         value = spec.value if spec.finish == "completed" else (spec.value if spec.value != "done" else "failed")
         reply = yield from _script(
             runner, finish_mode,
-            lambda now, j=job, o=opts, f=fetch: api.move_to_finished_call(
-                keys, j, o.token, spec.finish, value, o, f, timestamp=now),
+            lambda now, j=job, o=opts, f=fetch, v=value: api.move_to_finished_call(
+                keys, j, o.token, spec.finish, v, o, f, timestamp=now),
             "moveToFinished")
         code = _code(reply)
         runner.result(spec.id, f"finish:{job}:{code}")

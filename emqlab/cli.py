@@ -22,7 +22,7 @@ from rich.table import Table
 from . import __version__
 from .backends import BackendError
 from .registry import ScriptError, ScriptSet
-from .scenario import MODES, ScenarioError
+from .scenario import ScenarioError
 from .schedule import ScheduleError
 
 console = Console(highlight=False, soft_wrap=True)
@@ -165,7 +165,14 @@ def _with_progress(fn: Callable[[Callable[[int, int | None], None] | None], Any]
                    quiet: bool) -> Any:
     if quiet or not err_console.is_terminal:
         return fn(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     columns = [SpinnerColumn(), TextColumn("exploring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=err_console, transient=True) as bar:

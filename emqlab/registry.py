@@ -184,7 +184,8 @@ class ScriptSet:
             if isinstance(loaded, bytes):
                 loaded = loaded.decode()
             if loaded != script.sha:  # pragma: no cover - a server that hashes differently
-                raise ScriptError(f"server returned SHA1 {loaded} for {script.file_name}, expected {script.sha}")
+                raise ScriptError(
+                    f"server returned SHA1 {loaded} for {script.file_name}, expected {script.sha}") from None
             return conn.evalsha(script.sha, len(keys), *keys, *args)
 
 

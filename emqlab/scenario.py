@@ -288,7 +288,8 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         for name in PLACEMENT_FIELDS:
             if name not in sm:
                 continue
-            if name in ("delayed", "prioritized", "completed", "failed") and isinstance(sm[name].node, yaml.MappingNode):
+            scored = name in ("delayed", "prioritized", "completed", "failed")
+            if scored and isinstance(sm[name].node, yaml.MappingNode):
                 state[name] = {jid: float(v.scalar()) for jid, v in sm[name].mapping().items()}
             else:
                 state[name] = sm[name].ids()

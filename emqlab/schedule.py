@@ -69,7 +69,8 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
         raise ScheduleError(f"bad schedule {text!r}: expected '{SCHEDULE_VERSION}:' then actor ids, e.g. v1:W1*3.S1.W1")
     version, _, body = compact.partition(":")
     if version.lower() != SCHEDULE_VERSION:
-        raise ScheduleError(f"bad schedule {text!r}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
+        raise ScheduleError(
+            f"bad schedule {text!r}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
     if not body:
         return []
     by_upper = {a.upper(): a for a in actor_ids} if actor_ids is not None else None
@@ -445,8 +446,12 @@ class Runner:
         name = command[0].upper()
         if name in (b"EVAL", b"EVALSHA", b"MSET", b"RENAME"):
             return None
-        keys = command[1:] if name in (b"DEL", b"UNLINK") else command[1:3] if name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE") \
-            else command[1:2]
+        if name in (b"DEL", b"UNLINK"):
+            keys = command[1:]
+        elif name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE"):
+            keys = command[1:3]
+        else:
+            keys = command[1:2]
         out = []
         base = self.keys.base.encode()
         for key in keys:

@@ -73,7 +73,7 @@ def placements(conn: redis.Redis, keys: QueueKeys) -> dict[str, list[str]]:
             pipe.lrange(key, 0, -1)
         else:
             pipe.zrange(key, 0, -1)
-    for name, members in zip(PLACEMENTS, pipe.execute()):
+    for name, members in zip(PLACEMENTS, pipe.execute(), strict=True):
         for m in members:
             where.setdefault(_s(m), []).append(name)
     return where

@@ -149,7 +149,7 @@ def test_host_matches_evalsha(case: str, conn: redis.Redis, qkeys, host: LuaHost
         via_server = outcome_of(lambda: conn.eval(src, len(keys_a), *keys_a, *args))
     assert normalize(via_host) == normalize(via_server)
     # and both runs left the same values behind
-    for ka, kb in zip(keys_a, keys_b):
+    for ka, kb in zip(keys_a, keys_b, strict=True):
         if is_fake(conn) and case in FAKE_EVAL_DIFFERS:
             continue
         assert conn.dump(ka) == conn.dump(kb), f"{case}: {ka} and {kb} differ"

@@ -1,0 +1,704 @@
+"""Timed runs: how *often* a split finish goes wrong, and what each finish mode costs, in virtual time.
+
+The logical explorer (:mod:`emqlab.explore`) answers "can it happen?". A timed run answers "how often, and
+at what price?": N jobs go through W workers while the recovery sweep runs on its interval, every command
+costs a round trip, and the run reports, per finish mode, anomalies per kind and per 1,000 jobs, round
+trips per job, and jobs per second of virtual time.
+
+It is a discrete-event simulation over the **same** engine: a :class:`~emqlab.schedule.Runner` with a
+``clock`` (virtual time) and timed actor generators passed as ``factories`` (worker, sweep, lease), stepped
+by :meth:`TimedRun.choose`, a chooser that picks the actor whose next command reaches the server first
+(ties: the actor listed first, so equal times stay deterministic, as in SimPy's event heap). The scripts
+are the real ones: EVALSHA on the backend, or split through the Lua host, one command per round trip.
+
+The model
+---------
+* **Round trip.** Every command or EVALSHA costs one RTT: it reaches the server RTT/2 after it is sent and
+  its reply is back RTT/2 later. The RTT is fixed (``jitter=0``) or drawn per round trip from a lognormal
+  whose mean is ``rtt_ms`` (``jitter`` is its sigma), from a seeded stream per actor.
+* **Processing.** A worker spends ``processing_ms`` (lognormal, ``processing_jitter``; drawn per job from
+  the seed, so all modes see the same work) between receiving a job and sending its finish.
+* **Finish modes.** ``atomic`` = one EVALSHA of moveToFinished-14 with fetch_next = 1 (1 round trip per
+  job); ``finish-then-fetch`` = EVALSHA with fetch_next = 0, then moveToActive-11 (2); ``split`` = the same
+  moveToFinished-14 run client-side, fetch-next included, one round trip per ``redis.call`` (~20);
+  ``split-then-fetch`` = a split finish without fetch-next, then moveToActive (the widget's fourth corner).
+* **Locks.** A lock lives ``lock_ms`` of *virtual* time from the server step that set it; a worker renews
+  it every ``renew_ms`` while processing (extendLock, one round trip each; processing is paused during a
+  renewal's round trip, a simplification). Expiry is an explicit clock event (a lease actor per worker that
+  runs :data:`emqlab.actors.LAPSE_LUA`: the lock lapses only if it still holds that acquisition's token).
+  The server's PX TTLs are set to an hour so that wall-clock expiry never interferes.
+* **Sweep.** moveStalledJobsToWait-8 runs, waits ``stalled_interval_ms`` after its reply (BullMQ's stalled
+  checker re-arms its timer after each run), and runs again; each run starts a new stalled interval (the
+  sweep deletes ``stalled-check`` first, see :func:`emqlab.actors.sweep`). Its CHECK recovers jobs marked
+  by the previous run whose lock is gone; its MARK marks every active job.
+* **Workers** take jobs until a fetch comes back empty. A job carrying a deferred failure (``defa``: the
+  sweep recovered it more than ``max_stalled`` times) is failed at once, as BullMQ's worker does.
+
+Why a split finish goes wrong, and why it grows with RTT
+--------------------------------------------------------
+A split finish sends ``DEL <job>:lock`` and then, one round trip later, ``SREM stalled <job>``. If the job
+is marked in ``stalled`` (a sweep ran while it was active) and a sweep reaches the server inside that
+one-RTT window, the sweep sees a marked job without a lock and pushes it back to ``wait`` (right end:
+taken next); the finish then files it as completed. With fetch-next, the same split script then usually
+hands the job straight back to a worker: the job runs twice (duplicate execution); otherwise it stays in
+``completed`` and ``wait`` (double placement). Per finish, the chance is about::
+
+    P(marked) x RTT / (stalled_interval + RTT)
+
+since sweeps arrive every ``stalled_interval + RTT``. The run measures the exposure directly: at each split
+``DEL`` it reads whether the job is marked and sums ``min(1, window / sweep spacing)`` over marked jobs —
+``expected_per_1000`` — next to the observed ``gap_hits`` (sweeps that requeued a job while its finish was
+running) and the anomalies :func:`emqlab.anomalies.check` finds. Atomic finishes have no window: 0.
+
+Defaults, and why
+-----------------
+``processing_ms = 5``, ``stalled_interval_ms = 30``, ``workers = 4``, ``jobs = 200``, ``lock_ms = 30 000``,
+``renew_ms = 15 000``, ``jitter = 0.3``. BullMQ's stalled interval is 30 s; here it is compressed 1000x to
+30 ms of virtual time so that a 200-job run spans enough sweeps for the rate to be measurable, while RTTs
+stay real. The rate per finish is ``P(marked) x RTT/(interval + RTT)``, so to read a figure for your
+production queue scale RTT/interval back: at RTT 1 ms and a 30 s interval divide the split rate by ~1000
+(rare — but a queue running millions of jobs a day still meets it). With these defaults:
+
+* RTT 0.05 ms (loopback): the window is 1/600 of the interval and ~1 job in 5 is marked: ~0.3 expected per
+  1,000 jobs — usually 0 in a 200-job run, which is exactly why the race survives testing on a laptop;
+* RTT 1 ms (cross-AZ): ~1 in 30 marked finishes is caught: tens per 1,000 jobs;
+* RTT 75 ms (cross-region): the window (75 ms) is longer than the interval and every job is marked: most
+  split finishes are caught, jobs run two or three times, and throughput collapses to ~1/20 of the atomic
+  finish, which still does one round trip per job.
+
+Locks are *not* compressed (30 s, BullMQ's default): a lock that lapsed during a 5 ms job would be the
+other lesson (``lease-lapse``: at-least-once, even atomic) and would hide this one. Set ``lock_ms`` below
+the RTT to see it.
+
+Cost: counting runs use ``Runner(effects=False)`` (no full state read per step). The anomaly checks that
+need effects are stolen-lock (lock changes) and metrics-drift (metrics are off here); the "because"
+sentences of double placement use effects too. So a timed run records the few effects that matter itself:
+at each split ``DEL <job>:lock`` it reads the lock first (one GET, a stolen lock if another worker's token
+is there) and whether the job is marked (one SISMEMBER), and it notes the sweep's requeues and the
+finishes' placements from their replies. ``observe=False`` turns the two reads off (the live round-trip
+count test does); ``effects=True`` gives full effects (slow: two reads per job per step).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import redis
+
+from . import scripts as api
+from .actors import LAPSE_LUA, ActorGen, Op, _code, _next_job, _script
+from .anomalies import check
+from .history import History
+from .scenario import ActorSpec, JobSpec, Scenario
+from .schedule import T0, Runner
+
+#: Finish modes, in the order tables and plots show them.
+MODES = ("atomic", "finish-then-fetch", "split")
+#: Every (finish, fetch_next) combination: the three modes plus a split finish followed by a separate fetch.
+ALL_MODES = (*MODES, "split-then-fetch")
+#: The round-trip slider's presets (ms): name → RTT.
+PRESETS: dict[str, float] = {
+    "Unix socket": 0.03,
+    "loopback": 0.05,
+    "LAN": 0.2,
+    "cross-AZ": 1.0,
+    "cross-region": 75.0,
+    "slow link": 250.0,
+}
+DEFAULT_RTTS = (0.03, 0.05, 0.2, 1.0, 75.0, 250.0)
+#: PX (ms) the scripts put on locks on the server: long enough that wall-clock expiry never happens during
+#: a run; expiry is modelled in virtual time.
+SERVER_LOCK_PX = 3_600_000
+INF = math.inf
+
+
+def mode_of(finish: str, fetch_next: bool) -> str:
+    """``("atomic", True)`` → ``"atomic"``; ``("atomic", False)`` → ``"finish-then-fetch"``;
+    ``("split", True)`` → ``"split"``; ``("split", False)`` → ``"split-then-fetch"``."""
+    if finish not in ("atomic", "split"):
+        raise ValueError(f"finish must be 'atomic' or 'split', not {finish!r}")
+    if finish == "atomic":
+        return "atomic" if fetch_next else "finish-then-fetch"
+    return "split" if fetch_next else "split-then-fetch"
+
+
+def parts_of(mode: str) -> tuple[str, bool]:
+    """The inverse of :func:`mode_of`. Raises ``ValueError`` for an unknown mode."""
+    table = {"atomic": ("atomic", True), "finish-then-fetch": ("atomic", False), "split": ("split", True),
+             "split-then-fetch": ("split", False)}
+    if mode not in table:
+        raise ValueError(f"unknown finish mode {mode!r} (one of: {', '.join(ALL_MODES)})")
+    return table[mode]
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """The parameters of a timed run (times in virtual ms). See the module docstring for the defaults."""
+
+    rtt_ms: float = 1.0
+    jitter: float = 0.3
+    processing_ms: float = 5.0
+    processing_jitter: float = 0.3
+    jobs: int = 200
+    workers: int = 4
+    stalled_interval_ms: float = 30.0
+    sweep: bool = True
+    max_stalled: int = 1
+    lock_ms: float = 30_000.0
+    renew_ms: float | None = None
+    seed: int = 0
+    #: stop a run after this many job executions (a guard against endless requeue loops; None = 5 x jobs)
+    max_executions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rtt_ms < 0 or self.processing_ms < 0:
+            raise ValueError("rtt_ms and processing_ms must be >= 0")
+        if self.jobs < 1 or self.workers < 1:
+            raise ValueError("jobs and workers must be >= 1")
+        if self.stalled_interval_ms <= 0 or self.lock_ms <= 0:
+            raise ValueError("stalled_interval_ms and lock_ms must be > 0")
+        if self.jitter < 0 or self.processing_jitter < 0:
+            raise ValueError("jitter must be >= 0")
+
+    @property
+    def renew_every(self) -> float:
+        """The renewal interval: ``renew_ms`` or half the lock duration (BullMQ's lockRenewTime)."""
+        return self.renew_ms if self.renew_ms is not None else self.lock_ms / 2
+
+    @property
+    def execution_cap(self) -> int:
+        return self.max_executions if self.max_executions is not None else 5 * self.jobs
+
+
+def _lognormal(rng: random.Random, mean: float, sigma: float) -> float:
+    if sigma <= 0 or mean <= 0:
+        return mean
+    return rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)
+
+
+def timed_scenario(config: TimingConfig) -> Scenario:
+    """The scenario of a timed run: jobs ``1``…``N`` in ``wait`` (``1`` taken first), workers ``W1``…,
+    the sweep ``S1`` (if enabled) and one lease clock ``L<i>`` per worker."""
+    ids = [str(i) for i in range(1, config.jobs + 1)]
+    jobs = {j: JobSpec(id=j, name="job", data={"n": int(j)}) for j in ids}
+    actors = [ActorSpec(id=f"W{i}", kind="worker", finish="completed", value={"ok": True})
+              for i in range(1, config.workers + 1)]
+    if config.sweep:
+        actors.append(ActorSpec(id="S1", kind="sweep", max_stalled=config.max_stalled))
+    actors += [ActorSpec(id=f"L{i}", kind="lease", job=ids[0], of=f"W{i}") for i in range(1, config.workers + 1)]
+    return Scenario(name="timed", title=f"{config.jobs} jobs, {config.workers} workers and the sweep",
+                    lesson="", source=[], anomaly="double-placement", queue="timed", jobs=jobs,
+                    state={"wait": ids}, locks={}, meta={}, metrics=False, actors=actors, expect={},
+                    modes=list(ALL_MODES))
+
+
+# -- the result -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TimedResult:
+    """What one timed run measured.
+
+    ``round_trips`` counts the workers' round trips; ``round_trips_per_job`` leaves out each worker's first
+    fetch and divides by the finishes (job executions): exactly 1 for ``atomic``, 2 for
+    ``finish-then-fetch``, the split script's command count for ``split``. ``jobs_per_s`` = distinct jobs
+    finished per second of virtual time. ``anomalies`` counts :func:`emqlab.anomalies.check`'s findings per
+    kind; ``gap_hits`` the sweeps that requeued a job while a split finish of it was running;
+    ``expected_per_1000`` the window exposure (see the module docstring)."""
+
+    mode: str
+    rtt_ms: float
+    seed: int
+    jobs: int
+    workers: int
+    finishes: int
+    jobs_done: int
+    round_trips: int
+    round_trips_per_job: float
+    sweep_runs: int
+    clock_events: int
+    makespan_ms: float
+    jobs_per_s: float
+    anomalies: dict[str, int]
+    anomalies_per_1000: float
+    gap_hits: int
+    expected_per_1000: float
+    marked_finishes: int
+    window_ms: float
+    truncated: bool
+    steps: int
+    wall_s: float
+    config: dict[str, Any] = field(default_factory=dict)
+    #: the first few anomalies with their "because" sentences
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    history: History | None = field(default=None, repr=False)
+
+    @property
+    def anomaly_total(self) -> int:
+        return sum(self.anomalies.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("history")
+        d["anomaly_total"] = self.anomaly_total
+        for k in ("round_trips_per_job", "makespan_ms", "jobs_per_s", "anomalies_per_1000", "expected_per_1000",
+                  "window_ms", "wall_s"):
+            d[k] = round(d[k], 4)
+        return d
+
+    def summary(self) -> str:
+        """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``."""
+        anomalies = ", ".join(f"{k} {n}" for k, n in sorted(self.anomalies.items())) or "none"
+        return (f"{self.mode} @ {_fmt_ms(self.rtt_ms)}: {self.round_trips_per_job:.2f} round trips/job, "
+                f"{self.jobs_per_s:,.0f} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
+                f"({anomalies}; expected from the window {self.expected_per_1000:.1f})")
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:g} ms"
+
+
+# -- the run ----------------------------------------------------------------------------------------------------
+
+
+class TimedRun:
+    """One timed run of ``mode`` under ``config`` on ``conn`` (default: a new fakeredis server).
+
+    Use :func:`simulate` for the one-call form. The object form lets a caller bracket exactly the run's
+    round trips (the live round-trip count does)::
+
+        run = TimedRun("split", TimingConfig(jobs=20))   # the queue is written here
+        run.run()                                         # only the actors' commands are sent here
+        result = run.result()                             # reads the final state, runs the checks
+        run.close()                                       # deletes the run's keys
+
+    ``progress(done, total)`` is called after each finish (done = finishes so far, total = jobs).
+    """
+
+    def __init__(self, mode: str, config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
+                 effects: bool = False, observe: bool = True, keep_history: bool = True,
+                 progress: Callable[[int, int], None] | None = None, queue: str | None = None) -> None:
+        self.mode = mode
+        self.finish_mode, self.fetch_next = parts_of(mode)
+        self.config = config or TimingConfig()
+        self.observe = observe
+        self.keep_history = keep_history
+        self.progress = progress
+        cfg = self.config
+        self.scenario = timed_scenario(cfg)
+        self.worker_ids = [f"W{i}" for i in range(1, cfg.workers + 1)]
+        # virtual time (ms): t = the server time of the step being run; reply_at = when its reply is back
+        self.t = 0.0
+        self.reply_at = 0.0
+        self.t_end = 0.0
+        proc_rng = random.Random(f"{cfg.seed}/processing")
+        self.processing = {j: _lognormal(proc_rng, cfg.processing_ms, cfg.processing_jitter) for j in self.scenario.jobs}
+        self._rngs: dict[str, random.Random] = {}
+        self._arrive: dict[str, float] = {}
+        self._rtt: dict[str, float] = {}
+        self._order: dict[str, int] = {a.id: i for i, a in enumerate(self.scenario.actors)}
+        # leases: worker -> (job, token, expiry ms)
+        self.leases: dict[str, tuple[str, str, float]] = {}
+        self.finishes = 0
+        self.sweep_runs = 0
+        self.clock_events = 0
+        self.gap_hits = 0
+        self.expected_hits = 0.0
+        self.marked_finishes = 0
+        self.window_ms = 0.0
+        self.sweep_times: list[float] = []
+        self.truncated = False
+        self._open_gap: dict[str, tuple[str, float, bool]] = {}  # job -> (worker, DEL time, marked)
+        self._finishing: dict[str, str] = {}  # job -> worker, from its split DEL to the end of its finish
+        self._started = time.perf_counter()
+        self.runner = Runner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
+                             factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
+        for actor, op in self.runner.pending.items():
+            self._schedule(actor, op, 0.0)
+
+    # -- time ----------------------------------------------------------------------------------------
+    def now(self) -> int:
+        """The runner's clock: T0 + the current virtual time in whole ms."""
+        return T0 + int(self.t)
+
+    def _draw_rtt(self, actor: str) -> float:
+        rng = self._rngs.get(actor)
+        if rng is None:
+            rng = self._rngs[actor] = random.Random(f"{self.config.seed}/rtt/{actor}")
+        return _lognormal(rng, self.config.rtt_ms, self.config.jitter)
+
+    def _schedule(self, actor: str, op: Op, reply_at: float) -> None:
+        if op.kind == "clock":
+            return  # its time is the lease's expiry, read when choosing
+        rtt = self._draw_rtt(actor)
+        self._rtt[actor] = rtt
+        self._arrive[actor] = reply_at + op.delay_ms + rtt / 2
+
+    def when(self, actor: str) -> float:
+        """When ``actor``'s pending step reaches the server (a clock event: when it fires); ``inf`` = never."""
+        op = self.runner.pending.get(actor)
+        if op is None:
+            return INF
+        if op.kind == "clock":
+            lease = self.leases.get(self._owner(actor))
+            return lease[2] if lease else INF
+        return self._arrive[actor]
+
+    def _owner(self, lease_actor: str) -> str:
+        return "W" + lease_actor[1:]
+
+    def choose(self, runner: Runner | None = None) -> str | None:
+        """The chooser: the actor whose next step reaches the server first (ties: scenario order); ``None``
+        when no step will ever happen."""
+        r = runner or self.runner
+        best, best_key = None, (INF, 0)
+        for a in r.pending:
+            key = (self.when(a), self._order[a])
+            if key < best_key:
+                best, best_key = a, key
+        return best
+
+    # -- stepping ------------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return not any(w in self.runner.pending for w in self.worker_ids)
+
+    def run(self) -> TimedRun:
+        """Step until every worker has stopped (or the execution cap is hit)."""
+        r = self.runner
+        cap = self.config.execution_cap
+        while not self.done:
+            if len(r.executions) >= cap:
+                self.truncated = True
+                break
+            actor = self.choose()
+            if actor is None:
+                break
+            self.step(actor)
+        return self
+
+    def step(self, actor: str) -> None:
+        """Run ``actor``'s pending step at its arrival time and schedule its next one."""
+        r = self.runner
+        op = r.pending[actor]
+        t = self.when(actor)
+        self.t = t
+        self.reply_at = t if op.kind == "clock" else t + self._rtt[actor] / 2
+        observed = self._before(actor, op)
+        step = r.step(actor)
+        self._after(actor, op, step, observed)
+        nxt = r.pending.get(actor)
+        if nxt is not None:
+            self._schedule(actor, nxt, self.reply_at)
+        elif actor in self.worker_ids:
+            self.t_end = max(self.t_end, self.reply_at)
+
+    def _before(self, actor: str, op: Op) -> tuple[str | None, bool] | None:
+        """Reads before a split ``DEL <job>:lock``: the lock's holder and whether the job is marked."""
+        if op.kind != "command" or op.command is None or op.command[0].upper() != b"DEL":
+            return None
+        key = op.command[1]
+        if not key.endswith(b":lock"):
+            return None
+        if not self.observe:
+            return None, False
+        ex = self.runner.exec
+        holder = ex(b"GET", key)
+        job = self.runner.keys.relative(key)[: -len(":lock")]
+        marked = bool(ex(b"SISMEMBER", self.runner.keys.stalled.encode(), job.encode()))
+        return (holder.decode() if isinstance(holder, bytes) else None), marked
+
+    def _after(self, actor: str, op: Op, step: Any, observed: tuple[str | None, bool] | None) -> None:
+        r = self.runner
+        annotate = not r.effects
+        if op.kind == "clock":
+            self.clock_events += 1
+            lease = self.leases.get(self._owner(actor))
+            if lease is not None and lease[2] <= self.t:
+                del self.leases[self._owner(actor)]
+            return
+        # a finish's window: from its DEL of the lock to its next command
+        gap = next(((j, g) for j, g in self._open_gap.items() if g[0] == actor), None)
+        if gap is not None:
+            job, (_, opened, marked) = gap
+            del self._open_gap[job]
+            width = self.t - opened
+            self.window_ms += width
+            if marked:
+                self.marked_finishes += 1
+                spacing = self.config.stalled_interval_ms + self.config.rtt_ms
+                self.expected_hits += min(1.0, width / spacing)
+        if observed is not None:
+            job = r.keys.relative(op.command[1])[: -len(":lock")]  # type: ignore[index]
+            holder, marked = observed
+            self._open_gap[job] = (actor, self.t, marked)
+            self._finishing[job] = actor
+            if annotate and holder is not None:
+                step.effects.append(f"{job}:lock {holder} -> -")
+        if op.kind == "script" and step.op == "moveStalledJobsToWait":
+            self.sweep_runs += 1
+            self.sweep_times.append(self.t)
+            for job in step.reply if isinstance(step.reply, list) else []:
+                if job in self._finishing:
+                    self.gap_hits += 1
+                if annotate:
+                    step.effects += [f"{job} -active", f"{job} +wait"]
+        elif annotate and op.kind == "script" and step.op == "moveToFinished":
+            if not (isinstance(step.reply, int) and step.reply < 0) and not isinstance(step.reply, str):
+                step.effects += [f"{step.args[0]} -active", f"{step.args[0]} +{step.args[4]}"]
+        elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
+                and step.args[0] in ("completed", "failed"):
+            step.effects.append(f"{step.args[2]} +{step.args[0]}")
+
+    # -- bookkeeping the generators call -------------------------------------------------------------
+    def _acquired(self, worker: str, job: str, token: str, at: float) -> None:
+        self.leases[worker] = (job, token, at + self.config.lock_ms)
+
+    def _finished(self, worker: str, job: str) -> None:
+        self.finishes += 1
+        if self._finishing.get(job) == worker:
+            del self._finishing[job]
+        self.leases.pop(worker, None)
+        if self.progress:
+            self.progress(self.finishes, self.config.jobs)
+
+    # -- the timed actors ----------------------------------------------------------------------------
+    def _tracked(self, worker: str, token: str, sub: Generator[Op, Any, Any], delay: float = 0.0
+                 ) -> Generator[Op, Any, Any]:
+        """Pass ``sub``'s ops through, giving the first one ``delay`` ms of client time and noting a lock
+        set by a split fetch-next (``SET <job>:lock <token> PX …``) at the server time it ran."""
+        try:
+            op = next(sub)
+        except StopIteration as e:
+            return e.value
+        op.delay_ms = delay
+        while True:
+            reply = yield op
+            cmd = op.command
+            if op.kind == "command" and cmd is not None and cmd[0] == b"SET" and cmd[1].endswith(b":lock") \
+                    and cmd[2] == token.encode():
+                job = self.runner.keys.relative(cmd[1])[: -len(":lock")]
+                self._acquired(worker, job, token, self.t)
+            try:
+                op = sub.send(reply)
+            except StopIteration as e:
+                return e.value
+
+    def _fetch(self, runner: Runner, wid: str, token: str) -> Generator[Op, Any, Any]:
+        keys = runner.keys
+        reply = yield from _script(
+            runner, "atomic",
+            lambda now: api.move_to_active_call(keys, token, timestamp=now, lock_duration=SERVER_LOCK_PX, name=wid),
+            "moveToActive")
+        runner.result(wid, "fetch:" + _code(reply))
+        return reply
+
+    def _worker(self, runner: Runner, spec: ActorSpec) -> ActorGen:
+        cfg = self.config
+        keys = runner.keys
+        wid = spec.id
+        token = runner.new_token(wid)
+        reply = yield from self._fetch(runner, wid, token)
+        while True:
+            job = _next_job(reply)
+            if job is None:
+                return
+            self._acquired(wid, job, token, self.t)
+            runner.begin(wid, job, token)
+            nxt = api.decode_next(reply)
+            defa = nxt.deferred_failure if nxt is not None else None
+            start = self.reply_at
+            work = 0.0 if defa else self.processing[job]
+            renewals = 0
+            every = cfg.renew_every
+            while every > 0 and (renewals + 1) * every < work:
+                renewals += 1
+                delay = max(0.0, start + renewals * every - self.reply_at)
+                ext = yield from self._tracked(wid, token, _script(
+                    runner, "atomic", lambda now, j=job: api.extend_lock_call(keys, j, token, SERVER_LOCK_PX),
+                    "extendLock"), delay)
+                runner.result(wid, f"extend:{_code(ext)}")
+                if ext == 1:
+                    self._acquired(wid, job, token, self.t)
+            delay = max(0.0, start + work - self.reply_at)
+            target = "failed" if defa else "completed"
+            value = defa if defa else {"ok": True}
+            opts = api.FinishOpts(token=token, lock_duration=SERVER_LOCK_PX, name=wid)
+            fetch = self.fetch_next
+            reply = yield from self._tracked(wid, token, _script(
+                runner, self.finish_mode,
+                lambda now, j=job, tg=target, v=value, f=fetch: api.move_to_finished_call(
+                    keys, j, token, tg, v, opts, f, timestamp=now),
+                "moveToFinished"), delay)
+            code = _code(reply)
+            runner.result(wid, f"finish:{job}:{code}")
+            ok = not isinstance(reply, BaseException) and not (isinstance(reply, int) and reply < 0)
+            runner.end(wid, job, code, released=ok)
+            self._finished(wid, job)
+            if not (ok and fetch):  # fetch separately: finish-then-fetch, or the finish was refused
+                reply = yield from self._fetch(runner, wid, token)
+
+    def _sweep(self, runner: Runner, spec: ActorSpec) -> ActorGen:
+        keys = runner.keys
+        interval = self.config.stalled_interval_ms
+        px = max(1, int(interval))
+        while True:
+            pre = [(b"DEL", keys.stalled_check.encode())]
+            sub = _script(runner, "atomic",
+                          lambda now: api.move_stalled_jobs_to_wait_call(keys, spec.max_stalled, px, timestamp=now),
+                          "moveStalledJobsToWait", pre)
+            reply = yield from self._tracked(spec.id, "", sub, interval)
+            if isinstance(reply, list):
+                runner.result(spec.id, "sweep:" + ",".join(x.decode() if isinstance(x, bytes) else str(x) for x in reply))
+
+    def _lease(self, runner: Runner, spec: ActorSpec) -> ActorGen:
+        owner = spec.of or "W1"
+        while True:
+            def command() -> tuple[bytes, ...]:
+                job, token, _ = self.leases.get(owner, ("", "", 0.0))
+                return (b"EVAL", LAPSE_LUA, b"1", runner.keys.lock(job).encode(), token.encode())
+
+            lease = self.leases.get(owner)
+            yield Op("clock", "lapse", lazy=command, section=f"lock of {owner} lapses"
+                     + (f" ({lease[0]})" if lease else ""))
+            runner.result(spec.id, "lapsed")
+
+    # -- results -------------------------------------------------------------------------------------
+    def result(self) -> TimedResult:
+        """Read the final state, run the anomaly checks and measure."""
+        r = self.runner
+        h = r.history()
+        kinds = Counter(a["kind"] for a in h.anomalies)
+        worker_rts = sum(1 for s in h.steps if s.actor in self.worker_ids and s.kind != "clock")
+        first_fetches = sum(1 for w in self.worker_ids if any(s.actor == w for s in h.steps))
+        per_job = (worker_rts - first_fetches) / self.finishes if self.finishes else 0.0
+        placements = h.final["placements"]
+        done = sum(1 for j, p in placements.items() if "completed" in p or "failed" in p)
+        makespan = self.t_end or self.t
+        cfg = self.config
+        return TimedResult(
+            mode=self.mode, rtt_ms=cfg.rtt_ms, seed=cfg.seed, jobs=cfg.jobs, workers=cfg.workers,
+            finishes=self.finishes, jobs_done=done, round_trips=worker_rts, round_trips_per_job=per_job,
+            sweep_runs=self.sweep_runs, clock_events=self.clock_events, makespan_ms=makespan,
+            jobs_per_s=done / (makespan / 1000) if makespan > 0 else 0.0,
+            anomalies=dict(sorted(kinds.items())), anomalies_per_1000=1000 * sum(kinds.values()) / cfg.jobs,
+            gap_hits=self.gap_hits, expected_per_1000=1000 * self.expected_hits / cfg.jobs,
+            marked_finishes=self.marked_finishes, window_ms=self.window_ms, truncated=self.truncated,
+            steps=len(h.steps), wall_s=time.perf_counter() - self._started, config=asdict(cfg),
+            examples=h.anomalies[:3], history=h if self.keep_history else None)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def __enter__(self) -> TimedRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def simulate(mode: str = "split", config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
+             effects: bool = False, observe: bool = True, keep_history: bool = True,
+             progress: Callable[[int, int], None] | None = None, **overrides: Any) -> TimedResult:
+    """One timed run: ``simulate("split", rtt_ms=75)``. ``overrides`` replace fields of ``config``.
+    Deterministic for a seed (same config and mode → same history and result, wall time aside)."""
+    cfg = replace(config or TimingConfig(), **overrides)
+    with TimedRun(mode, cfg, conn, effects=effects, observe=observe, keep_history=keep_history,
+                  progress=progress) as run:
+        run.run()
+        return run.result()
+
+
+# -- sweeps over RTT -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    """A grid of timed runs: every mode at every RTT (same seed and config otherwise)."""
+
+    modes: list[str]
+    rtts: list[float]
+    config: dict[str, Any]
+    results: list[TimedResult]
+    wall_s: float = 0.0
+
+    def get(self, mode: str, rtt: float) -> TimedResult:
+        for r in self.results:
+            if r.mode == mode and math.isclose(r.rtt_ms, rtt):
+                return r
+        raise KeyError((mode, rtt))
+
+    def series(self, metric: str) -> dict[str, list[float]]:
+        """``{mode: [value at each RTT]}`` for a :class:`TimedResult` field (``"anomalies_per_1000"``,
+        ``"round_trips_per_job"``, ``"jobs_per_s"``, ``"expected_per_1000"``, …)."""
+        return {m: [float(getattr(self.get(m, x), metric)) for x in self.rtts] for m in self.modes}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Flat rows for a table or CSV."""
+        out = []
+        for r in self.results:
+            row = {"mode": r.mode, "rtt_ms": r.rtt_ms, "round_trips_per_job": round(r.round_trips_per_job, 3),
+                   "jobs_per_s": round(r.jobs_per_s, 2), "anomalies_per_1000": round(r.anomalies_per_1000, 2),
+                   "expected_per_1000": round(r.expected_per_1000, 2), "anomalies": r.anomaly_total,
+                   "gap_hits": r.gap_hits, "finishes": r.finishes, "jobs": r.jobs, "workers": r.workers,
+                   "sweep_runs": r.sweep_runs, "makespan_ms": round(r.makespan_ms, 2), "seed": r.seed,
+                   "truncated": r.truncated}
+            for kind in sorted({k for x in self.results for k in x.anomalies}):
+                row[kind] = r.anomalies.get(kind, 0)
+            out.append(row)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"modes": self.modes, "rtts": self.rtts, "config": self.config,
+                "results": [r.to_dict() for r in self.results], "wall_s": round(self.wall_s, 3)}
+
+
+def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES,
+              config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
+              progress: Callable[[int, int], None] | None = None, **overrides: Any) -> Sweep:
+    """Every mode at every RTT. ``progress(done, total)`` counts finishes over the whole grid (total = runs
+    x jobs). One backend connection is reused (each run claims and deletes its own queue)."""
+    from .backends import connect
+
+    started = time.perf_counter()
+    cfg = replace(config or TimingConfig(), **overrides)
+    rtt_list = [float(x) for x in rtts]
+    mode_list = list(modes)
+    for m in mode_list:
+        parts_of(m)
+    conn = conn if conn is not None else connect()
+    total = len(rtt_list) * len(mode_list) * cfg.jobs
+    results: list[TimedResult] = []
+    for m in mode_list:
+        for x in rtt_list:
+            base = len(results) * cfg.jobs
+
+            def each(done: int, _total: int, base: int = base) -> None:
+                if progress:
+                    progress(min(base + done, total), total)
+
+            results.append(simulate(m, replace(cfg, rtt_ms=x), conn, keep_history=False, progress=each))
+            if progress:
+                progress(len(results) * cfg.jobs, total)
+    return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
+
+
+def model_round_trips(mode: str, split_commands: float | None = None) -> float:
+    """The model's round trips per job: 1 (atomic), 2 (finish-then-fetch), the split script's command count
+    (``split``; pass it), that count + 1 (``split-then-fetch``)."""
+    finish, fetch = parts_of(mode)
+    if finish == "atomic":
+        return 1.0 if fetch else 2.0
+    if split_commands is None:
+        raise ValueError("split modes need the split script's command count")
+    return split_commands if fetch else split_commands + 1
+
+
+__all__ = ["ALL_MODES", "DEFAULT_RTTS", "MODES", "PRESETS", "Sweep", "TimedResult", "TimedRun", "TimingConfig",
+           "mode_of", "model_round_trips", "parts_of", "simulate", "sweep_rtt", "timed_scenario"]
