@@ -109,6 +109,7 @@ def _connect_fake() -> redis.Redis:
     conn.eval(_HARDEN_FAKE_LUA, 0)
     conn.script_flush()  # leave the script cache empty, as on a new server
     conn._emqlab_owned = True  # type: ignore[attr-defined]  # this process made the server: it may flush it
+    conn._emqlab_claimed = set()  # type: ignore[attr-defined]  # the namespaces runs have claimed on it
     return conn
 
 
@@ -197,11 +198,21 @@ class Namespace:
                 f"refusing to run on {describe(self.conn)}: keys under {self.keys.base} already exist "
                 f"({shown}{', …' if len(found) > 3 else ''}); pick another queue name (--queue) or delete them"
             )
+        claimed = getattr(self.conn, "_emqlab_claimed", None)
+        if claimed is not None:
+            claimed.add(self.keys.base)
         return self
+
+    @property
+    def sole_owner(self) -> bool:
+        """True on a fakeredis server this process created where no other namespace is claimed: the whole
+        server may then be flushed instead of deleting the namespace key by key."""
+        return getattr(self.conn, "_emqlab_owned", False) and getattr(self.conn, "_emqlab_claimed", set()) <= {
+            self.keys.base}
 
     def reset(self) -> int:
         """Delete every key of the namespace; returns how many were deleted."""
-        if getattr(self.conn, "_emqlab_owned", False):
+        if self.sole_owner:
             n = int(self.conn.dbsize())
             self.conn.flushdb()
             return n
@@ -226,7 +237,13 @@ class Namespace:
             deleted += int(self.conn.delete(*batch))
         return deleted
 
-    release = reset
+    def release(self) -> int:
+        """Delete the namespace's keys and give up the claim."""
+        n = self.reset()
+        claimed = getattr(self.conn, "_emqlab_claimed", None)
+        if claimed is not None:
+            claimed.discard(self.keys.base)
+        return n
 
 
 def unique_queue(base: str = "q") -> str:

@@ -142,7 +142,10 @@ class Runner:
     def reset(self) -> None:
         """Back to the scenario's initial state: delete the namespace, write the initial keys, restart
         every actor."""
-        self.namespace.reset()
+        if self.namespace.sole_owner:
+            self.exec(b"FLUSHDB")  # a fakeredis server this process created, holding only this run's keys
+        else:
+            self.namespace.reset()
         self._write_initial_state()
         self.index = 0
         self.choices: list[str] = []
@@ -154,7 +157,12 @@ class Runner:
         self.actor_steps: dict[str, int] = {a.id: 0 for a in self.scenario.actors}
         self.pending: dict[str, actor_mod.Op] = {}
         self._gens: dict[str, actor_mod.ActorGen] = {}
-        self._watch_state = self._watch() if self.effects else None
+        if self.effects:
+            if not hasattr(self, "_initial_watch"):
+                self._initial_watch = self._watch()
+            self._watch_state = self._initial_watch
+        else:
+            self._watch_state = None
         for spec in self.scenario.actors:
             gen = self.factories[spec.kind](self, spec)
             try:
@@ -363,15 +371,17 @@ class Runner:
             text = str(a)
         return self.keys.relative(text) if text.startswith(self.keys.base) else text
 
-    def _write_initial_state(self) -> None:
-        sc = self.scenario
-        k = self.keys
-        pipe = self.conn.pipeline(transaction=True)
+    def _initial_commands(self) -> list[tuple[Any, ...]]:
+        """The commands that write the scenario's initial state (computed once per runner)."""
         import json
 
+        sc = self.scenario
+        k = self.keys
+        cmds: list[tuple[Any, ...]] = []
         active = set(sc.state.get("active", []))
+        produced = {a.job for a in sc.actors if a.kind == "producer"}
         for jid, j in sc.jobs.items():
-            if "producer" in {a.kind for a in sc.actors if a.job == jid}:
+            if jid in produced:
                 continue  # added by its producer during the run
             opts = {"attempts": j.attempts} if j.attempts else {}
             fields = {"name": j.name, "data": json.dumps(j.data, separators=(",", ":")),
@@ -380,39 +390,50 @@ class Runner:
             if jid in active:
                 fields.setdefault("processedOn", str(T0 - 500))
                 fields.setdefault("ats", "1")
-            pipe.hset(k.job(jid), mapping=fields)
+            cmds.append(("HSET", k.job(jid), *[x for kv in fields.items() for x in kv]))
         wait = sc.state.get("wait", [])
         if wait:  # the first listed is the next to be taken: it sits at the right end
-            pipe.rpush(k.wait, *reversed(wait))
+            cmds.append(("RPUSH", k.wait, *reversed(wait)))
         for name in ("active", "paused"):
             if sc.state.get(name):
-                pipe.rpush(k.key(name), *sc.state[name])
+                cmds.append(("RPUSH", k.key(name), *sc.state[name]))
         if sc.state.get("stalled"):
-            pipe.sadd(k.stalled, *sc.state["stalled"])
+            cmds.append(("SADD", k.stalled, *sc.state["stalled"]))
         for name in ("completed", "failed", "delayed", "prioritized"):
             v = sc.state.get(name)
             if not v:
                 continue
-            if isinstance(v, dict):
-                scores = v
-            else:
-                scores = {jid: i for i, jid in enumerate(v)}
-            mapping: dict[str, float] = {}
-            for jid, s in scores.items():
+            scores = v if isinstance(v, dict) else {jid: i for i, jid in enumerate(v)}
+            args: list[Any] = []
+            for jid, sc_ in scores.items():
                 if name == "delayed":
-                    mapping[jid] = float((T0 + int(s)) * 0x1000)
+                    score = (T0 + int(sc_)) * 0x1000
                 elif name == "prioritized":
-                    mapping[jid] = float(int(s) * 2**32 + list(scores).index(jid))
+                    score = int(sc_) * 2**32 + list(scores).index(jid)
                 else:
-                    mapping[jid] = float(T0 - 100 + int(s))
-            pipe.zadd(k.key(name), mapping)
+                    score = T0 - 100 + int(sc_)
+                args += [str(score), jid]
+            cmds.append(("ZADD", k.key(name), *args))
         for jid, owner in sc.locks.items():
-            pipe.set(k.lock(jid), f"{owner}:1", px=LOCK_MS * 100)
+            cmds.append(("SET", k.lock(jid), f"{owner}:1", "PX", str(LOCK_MS * 100)))
         # as a queue's first add does (PROTOCOL.md §4.2), so no run starts by writing it
-        pipe.hset(k.meta, mapping={"opts.maxLenEvents": "10000", **sc.meta})
+        meta = {"opts.maxLenEvents": "10000", **sc.meta}
+        cmds.append(("HSET", k.meta, *[x for kv in meta.items() for x in kv]))
         numeric = [int(j) for j in sc.jobs if j.isdigit()]
         if numeric:
-            pipe.set(k.id, max(numeric))
+            cmds.append(("SET", k.id, str(max(numeric))))
+        return [tuple(a.encode() if isinstance(a, str) else a for a in c) for c in cmds]
+
+    def _write_initial_state(self) -> None:
+        if not hasattr(self, "_initial"):
+            self._initial = self._initial_commands()
+        if is_fake(self.conn):
+            for cmd in self._initial:
+                self.exec(*cmd)
+            return
+        pipe = self.conn.pipeline(transaction=True)
+        for cmd in self._initial:
+            pipe.execute_command(*cmd)
         pipe.execute()
 
     _LISTS = ("wait", "active", "paused")

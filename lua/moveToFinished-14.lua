@@ -180,8 +180,22 @@ if not call("LPOS", KEYS[2], jobId) then
   return -3
 end
 
--- R6: what the decision and the writes need to know.
+-- R6: what the decision and the writes need to know. W3 writes the ARGV[9]
+-- fields before the attempt is counted (as in BullMQ), so a field given
+-- there (atm, defa, priority) is the value that counts, not the stored one.
 local job = call("HMGET", jobKey, "atm", "defa", "priority")
+if fields then
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == "atm" then
+      job[1] = fields[i + 1]
+    elseif name == "defa" then
+      job[2] = fields[i + 1]
+    elseif name == "priority" then
+      job[3] = fields[i + 1]
+    end
+  end
+end
 local attemptsMade = tonumber(job[1]) or 0
 local deferredFailure = job[2]
 local priority = tonumber(job[3]) or 0

@@ -28,10 +28,12 @@ What is compared
   raw=True), so str and bin compare as equal bytes; ints above 2**53 compare after float conversion.
 * Live Redis (127.0.0.1:6379 or EMQLAB_REDIS_URL; read-only EVALs with no keys): our module must give the
   same bytes as `EVAL "return cmsgpack.pack(cmsgpack.unpack(ARGV[1]))"` and describe the decoded value
-  the same way.  Map key order matches too (same Lua 5.1 hash tables, same insertion order), so nothing is
-  excluded for it.  Excluded from the live byte comparisons: bin values (Redis 7.0 rejects bin with "Bad
-  data format in input."; our module decodes bin as a string on purpose) and NaNs with a payload (pure Lua
-  cannot see a NaN's payload bits; only the canonical quiet NaNs of either sign are generated).
+  the same way.  Map key order is next() order, which usually matches (same Lua 5.1 hash tables, same
+  insertion order) -- except that Redis's Lua hashes strings of 32 bytes or more differently from stock
+  Lua 5.1 (lupa, fakeredis), so a map with such a key may come out in another order; those maps are
+  compared order-insensitively.  Excluded from the live byte comparisons: bin values (Redis 7.0 rejects
+  bin with "Bad data format in input."; our module decodes bin as a string on purpose) and NaNs with a
+  payload (pure Lua cannot see a NaN's payload bits; only the canonical quiet NaNs are generated).
   The live tests skip when Redis does not answer, except with CI=true, where they fail.
 * Error messages are compared as seen through pcall; Redis prefixes the caller's position, which in our
   module depends on Lua tail-call frames, so only un-prefixed messages are compared.
@@ -254,9 +256,7 @@ def repack_model(lv: Any, level: int = 0) -> Any:
         return None  # Redis writes tables nested deeper than 16 levels as nil
     keys = list(lv)
     n = len(keys)
-    if all(isinstance(k, float) and k > 0 and k == math.floor(k) for k in keys) and (
-        n == 0 or max(keys) == n
-    ):
+    if all(isinstance(k, float) and k > 0 and k == math.floor(k) for k in keys) and (n == 0 or max(keys) == n):
         return [repack_model(lv[float(i)], level + 1) for i in range(1, n + 1)]
     return {repack_model(k, level + 1): repack_model(x, level + 1) for k, x in lv.items()}
 
@@ -374,6 +374,31 @@ def fake() -> Any:
 
 def live_eval(client: redis.Redis, script: str, *args: bytes) -> Any:
     return client.eval(script, 0, *args)
+
+
+def canonical_stream(data: bytes) -> list[Any]:
+    """Every object in data with each map turned into a sorted tuple of its pairs (order-insensitive)."""
+    unpacker = msgpack.Unpacker(
+        raw=True,
+        strict_map_key=False,
+        use_list=False,
+        object_pairs_hook=lambda pairs: ("map", tuple(sorted(repr(p) for p in pairs))),
+    )
+    unpacker.feed(data)
+    return [repr(x) for x in unpacker]
+
+
+def has_long_string_key(v: Any) -> bool:
+    """Whether a map in v has a str/bin key of 32+ bytes (Redis's Lua hashes those unlike stock Lua)."""
+    if isinstance(v, list):
+        return any(has_long_string_key(x) for x in v)
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if isinstance(k, (str, bytes)) and len(k.encode() if isinstance(k, str) else k) >= 32:
+                return True
+            if has_long_string_key(x):
+                return True
+    return False
 
 
 def has_payload_nan(data: bytes) -> bool:
@@ -728,9 +753,7 @@ def test_argument_errors_pinned(args: str, message: str, name: str) -> None:
     assert LUA.eval(call_script(args), b"") == [b"error", message.format(name).encode()]
 
 
-CALLER_POSITION_SCRIPT = (
-    "local ok, e = pcall(function()\nlocal x = cmsgpack.unpack('\\193')\nreturn x end) return e"
-)
+CALLER_POSITION_SCRIPT = "local ok, e = pcall(function()\nlocal x = cmsgpack.unpack('\\193')\nreturn x end) return e"
 
 
 def test_errors_point_at_the_caller() -> None:
@@ -780,8 +803,16 @@ def test_live_redis_roundtrip_bytes_and_structure(live: redis.Redis, fake: Any, 
     fakeredis gives identical bytes; the decoded values describe identically."""
     data = b"".join(msgpack.packb(v) for v in vs)
     expected = live_eval(live, ROUNDTRIP_SCRIPT, data)
-    assert LUA.eval(ROUNDTRIP_SCRIPT, data) == expected
-    assert fake.eval(PLAIN_ROUNDTRIP, 0, data) == expected[0]
+    got = LUA.eval(ROUNDTRIP_SCRIPT, data)
+    from_fake = fake.eval(PLAIN_ROUNDTRIP, 0, data)
+    if any(has_long_string_key(v) for v in vs):
+        # Map order may differ (see the module docstring): compare order-insensitively.
+        assert got[1] == expected[1]
+        assert canonical_stream(got[0]) == canonical_stream(expected[0])
+        assert from_fake == got[0]
+        return
+    assert got == expected
+    assert from_fake == expected[0]
 
 
 @pytest.mark.live
@@ -789,9 +820,7 @@ def test_live_redis_roundtrip_bytes_and_structure(live: redis.Redis, fake: Any, 
 @given(
     st.one_of(
         st.binary(max_size=24),
-        st.builds(
-            lambda v, cut: msgpack.packb(v)[:cut], values(with_bin=False, max_leaves=6), st.integers(0, 64)
-        ),
+        st.builds(lambda v, cut: msgpack.packb(v)[:cut], values(with_bin=False, max_leaves=6), st.integers(0, 64)),
         st.builds(
             lambda v, i, b: (lambda d: d[: i % len(d)] + bytes([b]) + d[i % len(d) + 1 :])(msgpack.packb(v)),
             values(with_bin=False, max_leaves=6),
@@ -807,10 +836,18 @@ def test_live_redis_malformed_input(live: redis.Redis, data: bytes) -> None:
         # bin8/16/32 is the one format we accept and Redis 7.0 rejects.
         assert any(b in data for b in (0xC4, 0xC5, 0xC6)), (data.hex(), got)
         return
-    if len(expected) == 2 and has_payload_nan(expected[0]):
-        # A mutated float can become a NaN with a payload, which Redis copies and pure Lua cannot see:
-        # compare the decoded structures only (describe() prints any NaN as nan / -nan).
+    if got != expected and len(expected) == 2 and len(got) == 2:
+        # The decoded values must agree; the re-encoding may legitimately differ when
+        # - a map has a string key of 32+ bytes (Redis's Lua hashes those unlike stock Lua 5.1), or
+        # - a map has a table key (mutated input can make one; its order follows memory addresses), or
+        # - a float turned into a NaN with a payload (Redis copies it, pure Lua cannot see it).
         assert got[1] == expected[1], data.hex()
+        if has_payload_nan(expected[0]):
+            return
+        long_string = re.search(rb"[\xd9-\xdb]", expected[0])
+        table_key = re.search(rb"[{,]\{", expected[1])
+        assert long_string or table_key, data.hex()
+        assert canonical_stream(got[0]) == canonical_stream(expected[0]), data.hex()
         return
     assert got == expected, data.hex()
 
