@@ -93,7 +93,6 @@ import redis
 
 from . import scripts as api
 from .actors import LAPSE_LUA, ActorGen, Op, _code, _next_job, _script
-from .anomalies import check
 from .history import History
 from .scenario import ActorSpec, JobSpec, Scenario
 from .schedule import T0, Runner
@@ -146,7 +145,7 @@ class TimingConfig:
     processing_ms: float = 50.0
     processing_jitter: float = 0.3
     jobs: int = 200
-    workers: int = 4
+    workers: int = 8
     stalled_interval_ms: float = 20.0
     sweep: bool = True
     max_stalled: int = 1
@@ -184,7 +183,8 @@ def _lognormal(rng: random.Random, mean: float, sigma: float) -> float:
 
 def timed_scenario(config: TimingConfig) -> Scenario:
     """The scenario of a timed run: jobs ``1``…``N`` in ``wait`` (``1`` taken first), workers ``W1``…,
-    the sweep ``S1`` (if enabled) and one lease clock ``L<i>`` per worker."""
+    the sweep ``S1`` (if enabled) and one lease clock ``L<i>`` per worker. The queue's meta holds
+    ``opts.maxLenEvents`` (as a BullMQ queue's does once created), so every finish takes the same path."""
     ids = [str(i) for i in range(1, config.jobs + 1)]
     jobs = {j: JobSpec(id=j, name="job", data={"n": int(j)}) for j in ids}
     actors = [ActorSpec(id=f"W{i}", kind="worker", finish="completed", value={"ok": True})
@@ -194,7 +194,8 @@ def timed_scenario(config: TimingConfig) -> Scenario:
     actors += [ActorSpec(id=f"L{i}", kind="lease", job=ids[0], of=f"W{i}") for i in range(1, config.workers + 1)]
     return Scenario(name="timed", title=f"{config.jobs} jobs, {config.workers} workers and the sweep",
                     lesson="", source=[], anomaly="double-placement", queue="timed", jobs=jobs,
-                    state={"wait": ids}, locks={}, meta={}, metrics=False, actors=actors, expect={},
+                    state={"wait": ids}, locks={}, meta={"opts.maxLenEvents": "10000"}, metrics=False,
+                    actors=actors, expect={},
                     modes=list(ALL_MODES))
 
 
@@ -235,6 +236,8 @@ class TimedResult:
     steps: int
     wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
+    #: round trips one finish took → number of finishes (1 for atomic; the split script's command counts)
+    finish_round_trips: dict[int, int] = field(default_factory=dict)
     #: the first few anomalies with their "because" sentences
     examples: list[dict[str, Any]] = field(default_factory=list)
     history: History | None = field(default=None, repr=False)
@@ -256,12 +259,20 @@ class TimedResult:
         """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``."""
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(self.anomalies.items())) or "none"
         return (f"{self.mode} @ {_fmt_ms(self.rtt_ms)}: {self.round_trips_per_job:.2f} round trips/job, "
-                f"{self.jobs_per_s:,.0f} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
+                f"{_sig(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
                 f"({anomalies}; expected from the window {self.expected_per_1000:.1f})")
 
 
 def _fmt_ms(ms: float) -> str:
     return f"{ms:g} ms"
+
+
+def _sig(x: float) -> str:
+    """Three significant digits, no exponent: 152, 39.4, 0.384."""
+    if x == 0:
+        return "0"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:,.{digits}f}"
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
@@ -341,7 +352,8 @@ class TimedRun:
         self.reply_at = 0.0
         self.t_end = 0.0
         proc_rng = random.Random(f"{cfg.seed}/processing")
-        self.processing = {j: _lognormal(proc_rng, cfg.processing_ms, cfg.processing_jitter) for j in self.scenario.jobs}
+        self.processing = {j: _lognormal(proc_rng, cfg.processing_ms, cfg.processing_jitter)
+                           for j in self.scenario.jobs}
         self._rngs: dict[str, random.Random] = {}
         self._arrive: dict[str, float] = {}
         self._rtt: dict[str, float] = {}
@@ -350,6 +362,8 @@ class TimedRun:
         self.leases: dict[str, _Lease] = {}
         self._next_lease: dict[str, _Lease] = {}
         self.finishes = 0
+        self.finish_commands: Counter[int] = Counter()  # round trips per finish -> how many finishes
+        self._ops_in_finish: dict[str, int] = {}
         self.sweep_runs = 0
         self.clock_events = 0
         self.gap_hits = 0
@@ -502,7 +516,7 @@ class TimedRun:
             if not (isinstance(step.reply, int) and step.reply < 0) and not isinstance(step.reply, str):
                 step.effects += [f"{step.args[0]} -active", f"{step.args[0]} +{step.args[4]}"]
         elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
-                and step.args[0] in ("completed", "failed"):
+                and step.args[0] in ("completed", "failed") and step.reply == 1:  # 1 = newly added
             step.effects.append(f"{step.args[2]} +{step.args[0]}")
 
     # -- bookkeeping the generators call -------------------------------------------------------------
@@ -516,6 +530,7 @@ class TimedRun:
 
     def _finished(self, worker: str, job: str) -> None:
         self.finishes += 1
+        self.finish_commands[self._ops_in_finish.pop(worker, 0)] += 1
         if self._finishing.get(job) == worker:
             del self._finishing[job]
         self.leases.pop(worker, None)
@@ -535,7 +550,10 @@ class TimedRun:
         except StopIteration as e:
             return e.value
         op.delay_ms = delay
+        counting = op.label == "moveToFinished"
         while True:
+            if counting:
+                self._ops_in_finish[worker] = self._ops_in_finish.get(worker, 0) + 1
             reply = yield op
             cmd = op.command
             if op.kind == "command" and cmd is not None and cmd[0] == b"SET" and cmd[1].endswith(b":lock") \
@@ -592,8 +610,8 @@ class TimedRun:
             fetch = self.fetch_next
             reply = yield from self._tracked(wid, token, _script(
                 runner, self.finish_mode,
-                lambda now, j=job, tg=target, v=value, f=fetch: api.move_to_finished_call(
-                    keys, j, token, tg, v, opts, f, timestamp=now),
+                lambda now, j=job, tg=target, v=value, f=fetch, o=opts: api.move_to_finished_call(
+                    keys, j, token, tg, v, o, f, timestamp=now),
                 "moveToFinished"), delay)
             code = _code(reply)
             runner.result(wid, f"finish:{job}:{code}")
@@ -614,7 +632,8 @@ class TimedRun:
                           "moveStalledJobsToWait", pre)
             reply = yield from self._tracked(spec.id, "", sub, interval)
             if isinstance(reply, list):
-                runner.result(spec.id, "sweep:" + ",".join(x.decode() if isinstance(x, bytes) else str(x) for x in reply))
+                ids = (x.decode() if isinstance(x, bytes) else str(x) for x in reply)
+                runner.result(spec.id, "sweep:" + ",".join(ids))
 
     def _lease(self, runner: Runner, spec: ActorSpec) -> ActorGen:
         owner = spec.of or "W1"
@@ -648,6 +667,7 @@ class TimedRun:
             gap_hits=self.gap_hits, expected_per_1000=1000 * self.expected_hits / cfg.jobs,
             marked_finishes=self.marked_finishes, window_ms=self.window_ms, truncated=self.truncated,
             steps=len(h.steps), wall_s=time.perf_counter() - self._started, config=asdict(cfg),
+            finish_round_trips=dict(sorted(self.finish_commands.items())),
             examples=h.anomalies[:3], history=h if self.keep_history else None)
 
     def close(self) -> None:

@@ -349,8 +349,8 @@ def live() -> redis.Redis:
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure means "no server"
         if os.environ.get("CI") == "true":
-            pytest.fail(f"live Redis at {REDIS_URL} does not answer ({exc!r}); CI=true requires it")
-        pytest.skip(f"live Redis at {REDIS_URL} does not answer ({exc!r})")
+            pytest.fail(f"live Redis at {REDIS_URL} does not answer ({type(exc).__name__}: {exc}); CI=true requires it")
+        pytest.skip(f"live Redis at {REDIS_URL} does not answer ({type(exc).__name__}: {exc})")
     return client
 
 

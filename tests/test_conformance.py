@@ -127,8 +127,9 @@ def build(case: Case, k: QueueKeys) -> tuple[list[str], list[Any]]:
 
 
 def chance(draw: st.DrawFn, one_in: int) -> bool:
-    """True about once in ``one_in`` draws (shrinks towards False)."""
-    return draw(st.integers(0, one_in - 1)) == one_in - 1
+    """True about once in ``one_in`` draws; shrinks towards False. (The middle value, not a bound: hypothesis
+    draws the bounds of a range more often than the rest.)"""
+    return draw(st.integers(0, one_in - 1)) == one_in // 2
 
 
 def job(name: str = "job", **extra: Any) -> dict[str, str]:
@@ -213,8 +214,12 @@ def finish_cases(draw: st.DrawFn) -> Case:
     state: dict[str, Any] = {}
     draw(surroundings(state))
     target = draw(st.sampled_from(["completed", "failed"]))
-    place = draw(st.sampled_from(["active"] * 7 + ["wait", "delayed", "prioritized", "completed", "absent"]))
-    token = draw(st.sampled_from(["tok-1"] * 8 + ["0", "0", 11]))
+    place = "active"
+    if chance(draw, 4):
+        place = draw(st.sampled_from(["wait", "delayed", "prioritized", "completed", "absent"]))
+    token = "tok-1"
+    if chance(draw, 4):
+        token = draw(st.sampled_from(["0", 11]))
     if place != "absent":
         extra: dict[str, Any] = {"processedOn": T0 - 5000, "ats": draw(st.integers(1, 3))}
         atm = draw(st.sampled_from([None, 0, 1, 2, 4]))
@@ -243,16 +248,18 @@ def finish_cases(draw: st.DrawFn) -> Case:
         elif place == "completed":
             state["completed"] = {"zset": {"1": T0 - 1000}}
             state["1"]["finishedOn"] = str(T0 - 1000)
-    lock = draw(st.sampled_from(["own"] * 4 + ["foreign", "absent"]))
+    lock = "own"
+    if chance(draw, 6):
+        lock = draw(st.sampled_from(["foreign", "absent"]))
     if lock == "own":
         state["1:lock"] = {"value": "tok-1" if token == "0" else str(token), "px": 30000}
     elif lock == "foreign":
         state["1:lock"] = {"value": "tok-other", "px": 30000}
     if chance(draw, 2):
         state["stalled"] = {"set": ["1", "7"] if "7" in state else ["1"]}
-    if chance(draw, 10):
+    if chance(draw, 15):
         state["1:dependencies"] = {"set": [f"{BASE}c1"]}
-    if chance(draw, 10):
+    if chance(draw, 15):
         state["1:unsuccessful"] = {"zset": {f"{BASE}c2": T0 - 10}}
     if place != "completed" or target != "completed":  # finished jobs to trim, in the target set
         finished = {}
@@ -263,10 +270,11 @@ def finish_cases(draw: st.DrawFn) -> Case:
             state[f"{i}:logs"] = ["a log line"]
         if finished:
             state[target] = {"zset": finished}
-    if chance(draw, 3):
+    with_metrics = chance(draw, 2)
+    if with_metrics:
         minutes_ago = draw(st.sampled_from([0, 1, 3, 200]))
         state[f"metrics:{target}"] = {"count": 5, "prevTS": T0 - minutes_ago * MINUTE - 1, "prevCount": 3}
-        state[f"metrics:{target}:data"] = ["2", "0"]
+        state[f"metrics:{target}:data"] = ["2", "0", "0", "1"][: draw(st.integers(0, 4))]
 
     opts: dict[str, Any] = {"token": token}
     if not chance(draw, 12):
@@ -279,7 +287,7 @@ def finish_cases(draw: st.DrawFn) -> Case:
         opts["attempts"] = draw(st.sampled_from([0, 1, 1, 3]))
         opts["attemptsMade"] = 0  # BullMQ's Python client sends it; the scripts ignore it
     if not chance(draw, 12):
-        opts["maxMetricsSize"] = draw(st.sampled_from(["", "", 5, 100]))
+        opts["maxMetricsSize"] = draw(st.sampled_from([5, 5, 100, ""] if with_metrics else ["", "", 5, 100]))
     limiter = limiter_opts(draw)
     if limiter is not None:
         opts["limiter"] = limiter
@@ -287,13 +295,16 @@ def finish_cases(draw: st.DrawFn) -> Case:
         opts["name"] = "worker-1"
     if chance(draw, 4):
         opts["backoff"] = 1000  # emqlab's own option: BullMQ ignores it
-    fields = draw(st.sampled_from([
-        [], [], ["stacktrace", '["at f (x.py:1)"]'], ["stacktrace", "[]", "failedReason", "early"],
-        ["atm", "7"], ["defa", "set by the worker"],
-    ]))
+    fields: list[str] = []
+    if chance(draw, 3):
+        fields = draw(st.sampled_from([
+            ["stacktrace", '["at f (x.py:1)"]'], ["stacktrace", "[]", "failedReason", "early"],
+            ["atm", "7"], ["defa", "set by the worker"], ["priority", "3", "atm", "0"],
+        ]))
     value = draw(st.sampled_from(['42', '{"ok":true}', '"done"'] if target == "completed"
                                  else ["boom", "Error: x"]))
-    params = {"target": target, "value": value, "fetch": draw(st.booleans()), "opts": opts, "fields": fields}
+    fetch = draw(st.integers(0, 2)) != 1  # about two in three
+    params = {"target": target, "value": value, "fetch": fetch, "opts": opts, "fields": fields}
     return Case("moveToFinished", state, params)
 
 
@@ -303,7 +314,9 @@ def active_cases(draw: st.DrawFn) -> Case:
     and local rate limits, deferred failures; token text / "0" / a msgpack integer; worker name."""
     state: dict[str, Any] = {}
     draw(surroundings(state))
-    opts: dict[str, Any] = {"token": draw(st.sampled_from(["tok-A", "tok-A", "0", 11]))}
+    opts: dict[str, Any] = {"token": "tok-A"}
+    if chance(draw, 3):
+        opts["token"] = draw(st.sampled_from(["0", 11]))
     if not chance(draw, 12):
         opts["lockDuration"] = draw(st.sampled_from([30000, 1000]))
     limiter = limiter_opts(draw)
@@ -410,7 +423,9 @@ def add_cases(draw: st.DrawFn, script: str) -> Case:
     else:
         if chance(draw, 3):
             opts["lifo"] = True
-    extra = draw(st.sampled_from(["none"] * 24 + ["parent", "missing-parent", "dedup", "repeat"]))
+    extra = "none"
+    if chance(draw, 6):
+        extra = draw(st.sampled_from(["parent", "missing-parent", "dedup", "repeat"]))
     if extra in ("parent", "missing-parent"):
         if extra == "parent":
             state["p"] = job("parent")

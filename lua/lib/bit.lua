@@ -71,7 +71,8 @@ local function to_u32(x)
 end
 
 -- Reads argument `index` of `name` as an unsigned 32-bit value, raising
--- LuaBitOp's error at the position of the library function's caller.
+-- LuaBitOp's error at the position of the library function's caller (so it
+-- must be called directly from the public function: error level 3).
 local function arg_u32(name, nargs, index, v)
   local x = number_of(v)
   if x == nil then

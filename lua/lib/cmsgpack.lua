@@ -29,8 +29,12 @@ Behaviour worth knowing (all checked against Redis 7.0):
     str32 (0xdb).  pack() never writes bin.
   * A table whose keys are exactly the integers 1..n (n >= 0, so {} too) is
     an array (fixarray / 0xdc / 0xdd), any other table a map (fixmap / 0xde
-    / 0xdf) written in next() order.  Tables nested deeper than 16 levels are
-    written as nil (0xc0), like Redis; this is also what stops a cycle.
+    / 0xdf) written in next() order.  That order belongs to the host Lua: it
+    is the same as Redis's for the same insertions, except that Redis's Lua
+    hashes strings of 32+ bytes differently from stock Lua 5.1, so maps with
+    such keys (or with table keys) may come out in another order.  Tables
+    nested more than 16 levels deep are written as nil (0xc0), like Redis;
+    this is also what stops a cycle (no error is raised, as in Redis).
     Functions, userdata and threads are written as nil.
   * unpack(): every int format becomes a number; uint64 is read as a signed
     int64, exactly as Redis does (0xcf ff..ff is -1).  float32/float64 are
@@ -43,7 +47,9 @@ Behaviour worth knowing (all checked against Redis 7.0):
   * ext/fixext (0xc7..0xc9, 0xd4..0xd8) and 0xc1 raise
     "Bad data format in input."; input that ends early raises
     "Missing bytes in input."  Both errors carry the caller's position, as
-    Redis's luaL_error does.  Like Redis, decoding stops with
+    Redis's luaL_error does (one difference: in `return cmsgpack.unpack(s)`
+    Redis reports the returning line, while a Lua function that is
+    tail-called cannot see that frame).  Like Redis, decoding stops with
     "stack overflow (too many return values at once; use unpack_one or
     unpack_limit instead.)" once it would need more than 8000 Lua stack
     slots (about 8000 top-level objects, or about 4000 levels of nesting).
@@ -60,7 +66,7 @@ local floor, frexp, ldexp, huge = math.floor, math.frexp, math.ldexp, math.huge
 local concat = table.concat
 local type, next, select, tostring, tonumber = type, next, select, tostring, tonumber
 local error, pcall = error, pcall
-local unpack = unpack or table.unpack -- luacheck: ignore (5.1 global)
+local unpack = unpack or table.unpack -- a global in Lua 5.1
 
 local TWO32 = 4294967296          -- 2^32
 local TWO52 = 4503599627370496    -- 2^52
@@ -69,7 +75,8 @@ local TWO63 = 9223372036854775808 -- 2^63
 -- Lua 5.1 keeps at most LUAI_MAXCSTACK (8000) values in one C call frame;
 -- Redis's decoder checks it before every value it pushes.
 local MAX_STACK = 8000
--- Tables below this nesting level are written as nil, as Redis does.
+-- Tables nested this many levels deep (the outermost is level 0) are
+-- written as nil, as Redis does.
 local MAX_NESTING = 16
 
 local ERR_MISSING = "Missing bytes in input."
@@ -93,7 +100,7 @@ local NAN_B = -NAN_A
 local NEG_NAN, POS_NAN = NAN_A, NAN_B
 if sub(tostring(NAN_A), 1, 1) ~= "-" then NEG_NAN, POS_NAN = NAN_B, NAN_A end
 
--- A value that is not a string or a number in a C argument check.
+-- The type name a C argument check reports ("no value" for a missing one).
 local function typename_of(n_args, index, value)
   if index > n_args then return "no value" end
   return type(value)

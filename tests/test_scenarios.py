@@ -1,0 +1,209 @@
+"""The scenario library is a test suite: every shipped scenario is explored exhaustively in every mode it
+lists, and the anomaly kinds found must equal the file's ``expect:`` for that mode; the return codes it
+names must appear among the actors' results (``Report.results``: ``finish:1:-2``, ``cancel:1:-3``).
+
+Also here: the library's own conventions (lesson, public source, headline anomaly), a live-Redis run of a
+few small scenarios that must give the very same counts as fakeredis, and the cross-slot lint: every key a
+script names hashes to one Redis Cluster slot (CRC16 of the ``{hash tag}``).
+
+Budget: the whole file runs in well under 90 s on fakeredis; scenarios whose raw interleaving count is
+large carry ``preemptions: K`` in the file (measure with ``emqlab simulate --split --scenario NAME``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from emqlab.backends import connect
+from emqlab.explore import Report, explore
+from emqlab.keys import QueueKeys
+from emqlab.scenario import ANOMALY_KINDS, MODES, load, shipped_names
+from emqlab.schedule import Runner
+
+from .conftest import live_conn
+
+NAMES = shipped_names()
+CASES = [(name, mode) for name in NAMES for mode in load(name).modes]
+
+#: Scenarios small enough to explore twice (fakeredis and live) in a second or two each.
+LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-requeue", "split"),
+              ("mark-then-recover", "split"), ("two-workers", "atomic")]
+
+#: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
+_LONGER_LESSONS = {"two-workers": 4}
+
+_SOURCE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(#\d+)?\b")
+
+
+def codes_seen(rep: Report, actor: str) -> set[int]:
+    """The return codes of ``actor``'s finishes and cancels in any run (``finish:1:-2`` → -2)."""
+    out = set()
+    for key in rep.results.get(actor, {}):
+        kind, *_, code = key.split(":")
+        if kind in ("finish", "cancel") and re.fullmatch(r"-?\d+", code):
+            out.add(int(code))
+    return out
+
+
+# -- every scenario, every mode ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_scenario_outcome_matches_expect(name: str, mode: str) -> None:
+    sc = load(name)
+    expected = sc.expect[mode]
+    rep = explore(sc, mode, conn=connect())
+    assert rep.complete
+    assert rep.explored > 0
+    assert rep.anomaly_kinds == sorted(expected.anomalies), (
+        f"{name} ({mode}): found {rep.anomaly_kinds}, expect says {sorted(expected.anomalies)}; "
+        f"witnesses: {({k: h.schedule for k, h in rep.witnesses.items()})}")
+    for actor, codes in expected.codes.items():
+        missing = set(codes) - codes_seen(rep, actor)
+        assert not missing, f"{name} ({mode}): {actor} never returned {sorted(missing)}; results: {rep.results[actor]}"
+    # every anomaly found comes with a witness whose replay shows it again
+    for kind, h in rep.witnesses.items():
+        assert any(a["kind"] == kind for a in h.anomalies)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_conventions(name: str) -> None:
+    """Each scenario states its lesson in two or three sentences, its public source as owner/repo#number,
+    its headline anomaly (an anomaly of split mode, or none), and an expected outcome for every mode."""
+    sc = load(name)
+    sentences = re.findall(r"[a-z`)\]\d][.!?](?:\s|$)", sc.lesson)
+    most = _LONGER_LESSONS.get(name, 3)
+    assert 2 <= len(sentences) <= most, f"{name}: lesson has {len(sentences)} sentences: {sc.lesson!r}"
+    assert sc.source, f"{name}: no source"
+    for s in sc.source:
+        assert _SOURCE.match(s), f"{name}: source {s!r} is not owner/repo#number"
+    assert any("#" in s for s in sc.source), f"{name}: no issue or PR number in {sc.source}"
+    assert sc.title and sc.title != sc.name
+    assert set(sc.expect) == set(sc.modes), f"{name}: expect covers {sorted(sc.expect)}, modes are {sc.modes}"
+    assert set(sc.modes) <= set(MODES)
+    if sc.anomaly != "none":
+        assert sc.anomaly in ANOMALY_KINDS
+        headline_mode = "split" if "split" in sc.modes else sc.modes[0]
+        assert sc.anomaly in sc.expect[headline_mode].anomalies, (
+            f"{name}: headline anomaly {sc.anomaly} is not expected in {headline_mode}")
+
+
+def test_library_has_the_classroom_scenarios() -> None:
+    """At least ten scenarios beyond the four the engine shipped with, each from a public report."""
+    base = {"stalled-finish", "two-workers", "lease-lapse", "fetch-loop"}
+    assert base <= set(NAMES)
+    assert len(set(NAMES) - base) >= 10
+
+
+def test_atomic_prevents_what_split_shows() -> None:
+    """The library's thesis, checked on the expectations: wherever a scenario lists both modes and its
+    anomaly is specific to a split finish, the atomic finish is expected to be free of it."""
+    for name in NAMES:
+        sc = load(name)
+        if not {"split", "atomic"} <= set(sc.modes) or sc.anomaly == "none":
+            continue
+        split, atomic = set(sc.expect["split"].anomalies), set(sc.expect["atomic"].anomalies)
+        assert atomic <= split, f"{name}: atomic shows {atomic - split} that split does not"
+        assert sc.anomaly not in atomic, f"{name}: the headline {sc.anomaly} is expected in atomic mode too"
+
+
+# -- the same counts on a live Redis ------------------------------------------------------------------------
+
+
+def _counts(rep: Report) -> dict[str, object]:
+    d = rep.to_dict()
+    for k in ("backend", "elapsed_s", "runs_per_second"):
+        d.pop(k)
+    return d
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(("name", "mode"), LIVE_CASES, ids=[f"{n}-{m}" for n, m in LIVE_CASES])
+def test_live_redis_gives_identical_counts(name: str, mode: str) -> None:
+    live = live_conn()
+    sc = load(name)
+    fake = explore(sc, mode, conn=connect())
+    real = explore(sc, mode, conn=live)
+    assert real.backend != fake.backend
+    assert _counts(real) == _counts(fake)
+
+
+# -- the cross-slot lint (BR-24) ---------------------------------------------------------------------------
+
+
+def crc16(data: bytes) -> int:
+    """CRC16-CCITT (XMODEM), the checksum of the Redis Cluster specification ("Keys distribution model")."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key: str) -> int:
+    """The cluster slot of ``key``: CRC16 of the first non-empty ``{…}`` section, else of the whole key,
+    mod 16384 (Redis Cluster specification, "Hash tags")."""
+    raw = key.encode()
+    start = raw.find(b"{")
+    if start != -1:
+        end = raw.find(b"}", start + 1)
+        if end != -1 and end != start + 1:
+            raw = raw[start + 1:end]
+    return crc16(raw) % 16384
+
+
+def test_crc16_matches_the_cluster_spec() -> None:
+    assert crc16(b"123456789") == 0x31C3  # the spec's test vector
+    assert key_slot("somekey") == 11058  # CLUSTER KEYSLOT somekey (redis.io command page)
+    assert key_slot("foo{hash_tag}") == 2515  # CLUSTER KEYSLOT foo{hash_tag}
+    assert key_slot("{user1000}.following") == key_slot("{user1000}.followers")
+    assert key_slot("foo{}{bar}") == crc16(b"foo{}{bar}") % 16384  # an empty tag: the whole key
+    assert key_slot("foo{{bar}}zap") == crc16(b"{bar") % 16384  # up to the first "}"
+
+
+def _script_key_lists(k: QueueKeys) -> dict[str, list[str]]:
+    return {
+        "moveToFinished-14 (completed)": k.move_to_finished_keys("7", "completed"),
+        "moveToFinished-14 (failed)": k.move_to_finished_keys("7", "failed"),
+        "moveToActive-11": k.move_to_active_keys(),
+        "moveStalledJobsToWait-8": k.move_stalled_jobs_to_wait_keys(),
+        "addStandardJob-9": k.add_standard_job_keys(),
+        "extendLock-2": k.extend_lock_keys("7"),
+    }
+
+
+@pytest.mark.parametrize("queue", ["q", "orders", "q-1a2b3c4d"])
+def test_every_script_key_shares_one_slot(queue: str) -> None:
+    k = QueueKeys(queue)
+    for script, keys in _script_key_lists(k).items():
+        slots = {key_slot(x) for x in keys}
+        assert len(slots) == 1, f"{script}: keys span slots {sorted(slots)}"
+    # the keys a script derives at run time (job hash, lock, siblings) share the slot as well
+    derived = [k.job("7"), k.lock("7"), k.job("7") + ":logs", k.job("7") + ":dependencies", k.metrics("completed")]
+    assert {key_slot(x) for x in derived} == {key_slot(k.wait)}
+
+
+def test_without_a_hash_tag_the_finish_would_be_crossslot() -> None:
+    """What a key layout without ``{…}`` would do on Redis Cluster: the 14 keys of one finish land in many
+    slots, and the cluster refuses the EVALSHA with CROSSSLOT before running any of it."""
+    k = QueueKeys("q")
+    untagged = [x.replace("{q}", "q") for x in k.move_to_finished_keys("7", "completed")]
+    assert len({key_slot(x) for x in untagged}) > 1
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_key_a_scenario_touches_is_in_the_queue_slot(name: str) -> None:
+    sc = load(name)
+    mode = "split" if "split" in sc.modes else sc.modes[0]
+    with Runner(sc, mode, connect()) as r:
+        h = r.run()
+        base = r.keys.base
+        slot = key_slot(r.keys.wait)
+    # step keys are shown relative to the queue's base; a key outside it would be shown whole
+    keys = {k if "{" in k else base + k for s in h.steps for k in s.keys}
+    assert keys
+    assert {key_slot(x) for x in keys} == {slot}
