@@ -496,5 +496,68 @@ def _sig3(x: float) -> str:
     return f"{x:,.{max(0, 2 - int(math.floor(math.log10(abs(x)))))}f}"
 
 
+@main.command()
+@click.argument("notebook", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the grade as JSON: every graded cell, its points and feedback.")
+def grade(notebook: str, as_json: bool) -> None:
+    """Grade a classroom assignment notebook, without nbgrader.
+
+    Runs the notebook's code cells (not its test cells) on fakeredis with the virtual clock, then gives each
+    graded cell to its grader in emqlab.grading: replays, exhaustive explorations and seeded timed runs, so
+    the same notebook always gets the same grade. A cell scores all its points or none, with feedback that
+    says what was wrong. The student's code runs in this process, unsandboxed, as with nbgrader.
+
+    \b
+    Examples:
+      emqlab grade notebooks/assignments/a1-double-placement.ipynb
+      emqlab grade submitted/ada/a2-repair-finish.ipynb --json
+    """
+    from .grading import grade_notebook
+
+    with _errors():
+        report = grade_notebook(notebook)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    console.print(f"[bold]emqlab grade[/] · {report.title} ([cyan]{report.assignment}[/]) · {notebook}")
+    for c in report.cells:
+        mark = "[green]ok[/]" if c.passed else "[red]--[/]"
+        console.print(f"  {mark} [bold]{c.grade_id}[/] {c.points:g}/{c.max_points:g}  [dim]{c.what}[/]")
+        for line in c.feedback.split("\n"):
+            console.print(f"       {line}", markup=False, highlight=False)
+    for e in report.errors:
+        if not e.stubbed:
+            console.print(f"  [yellow]cell {e.cell}[/] ({e.grade_id or 'no grade_id'}) raised {e.error}",
+                          highlight=False)
+    style = "green" if report.score == report.max_score else ("red" if report.score == 0 else "yellow")
+    console.print(f"[bold {style}]score {report.score:g}/{report.max_score:g}[/]  "
+                  f"[dim]({report.elapsed_s:.1f} s)[/]")
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True))
+@click.argument("out", type=click.Path())
+def student(source: str, out: str) -> None:
+    """Make the student version of an assignment notebook (or of every notebook in a directory).
+
+    Does what `nbgrader generate_assignment` does to a source notebook: each `### BEGIN SOLUTION` …
+    `### END SOLUTION` region becomes `# YOUR CODE HERE` + `raise NotImplementedError()`, hidden tests
+    (`### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS`) are removed, outputs are cleared, and graded and
+    read-only cells are made undeletable. OUT is a notebook path, or a directory when SOURCE is one.
+
+    \b
+    Examples:
+      emqlab student notebooks/assignments/a1-double-placement.ipynb release/a1-double-placement.ipynb
+      emqlab student notebooks/assignments release/
+    """
+    from .grading import make_student_versions
+
+    with _errors():
+        written = make_student_versions(source, out)
+    for p in written:
+        console.print(f"wrote {p}", highlight=False)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -248,12 +248,13 @@ def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_ylim(bottom=0)
+    ax.minorticks_off()  # (log axes' minor ticks cost most of a redraw)
     ax.set_xlabel("round-trip time (ms, log)")
     ax.set_ylabel("anomalies per 1,000 jobs")
     ax.set_title(f"anomaly rate vs RTT ({data.get('jobs', '?')} jobs per run)", fontsize=10)
     artists["marker"] = ax.axvline(marker if marker else data["rtts"][0] if data["rtts"] else 1, color="black",
                                    linewidth=1, alpha=0.6 if marker else 0.0)
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.emqlab_artists = artists  # type: ignore[attr-defined]
@@ -265,7 +266,7 @@ def update_rate(fig: Figure, data: dict[str, Any], marker: float | None = None) 
     of modes or RTTs changed."""
     artists = getattr(fig, "emqlab_artists", None)
     if not artists or any(f"{m}:observed" not in artists for m in data["modes"]) or \
-            any(len(a.get_xdata()) != len(data["rtts"]) for k, a in artists.items() if k != "marker"):
+            any(len(a.get_xdata()) != len(data["rtts"]) for k, a in _series(artists)):
         return plot_rate(data, marker, fig)
     for mode, m in data["modes"].items():
         artists[f"{mode}:observed"].set_data(data["rtts"], m["per_1000"])
@@ -276,6 +277,11 @@ def update_rate(fig: Figure, data: dict[str, Any], marker: float | None = None) 
     ax.relim()
     ax.autoscale_view()
     return fig
+
+
+def _series(artists: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The per-mode lines (not the RTT marker, nor points a widget added)."""
+    return [(k, a) for k, a in artists.items() if not k.startswith(("marker", "current"))]
 
 
 def _move_marker(line: Any, marker: float | None) -> None:
@@ -303,8 +309,9 @@ def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.minorticks_off()
         ax.set_xlabel("round-trip time (ms, log)")
-        ax.grid(alpha=0.3, which="both")
+        ax.grid(alpha=0.3)
     left.set_ylabel("round trips per job")
     left.set_title("round trips per job: 1 vs 2 vs N", fontsize=10)
     right.set_ylabel("jobs per second (virtual time)")
@@ -322,7 +329,7 @@ def update_cost(fig: Figure, data: dict[str, Any], marker: float | None = None) 
     """Update ``fig`` (from :func:`plot_cost`) in place."""
     artists = getattr(fig, "emqlab_artists", None)
     if not artists or any(f"{m}:rt" not in artists for m in data["modes"]) or \
-            any(len(a.get_xdata()) != len(data["rtts"]) for k, a in artists.items() if not k.startswith("marker")):
+            any(len(a.get_xdata()) != len(data["rtts"]) for k, a in _series(artists)):
         return plot_cost(data, marker, fig)
     for mode, m in data["modes"].items():
         artists[f"{mode}:rt"].set_data(data["rtts"], _positive(m["round_trips_per_job"], 0.5))
@@ -359,8 +366,9 @@ def plot_sweep(sweep: Any, marker: float | None = None) -> Figure:
     axes[2].set_ylabel("jobs per second (virtual time)")
     for ax in axes:
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xlabel("round-trip time (ms, log)")
-        ax.grid(alpha=0.3, which="both")
+        ax.grid(alpha=0.3)
         if marker:
             ax.axvline(marker, color="black", linewidth=1, alpha=0.6)
     axes[0].legend(fontsize=7)

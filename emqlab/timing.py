@@ -20,7 +20,7 @@ The model
   the seed, so all modes see the same work) between receiving a job and sending its finish.
 * **Finish modes.** ``atomic`` = one EVALSHA of moveToFinished-14 with fetch_next = 1 (1 round trip per
   job); ``finish-then-fetch`` = EVALSHA with fetch_next = 0, then moveToActive-11 (2); ``split`` = the same
-  moveToFinished-14 run client-side, fetch-next included, one round trip per ``redis.call`` (~20);
+  moveToFinished-14 run client-side, fetch-next included, one round trip per ``redis.call`` (~25);
   ``split-then-fetch`` = a split finish without fetch-next, then moveToActive (the widget's fourth corner).
 * **Locks.** A lock lives ``lock_ms`` of *virtual* time from the server step that set it; a worker renews
   it every ``renew_ms`` while processing (extendLock, one round trip each; processing is paused during a
@@ -36,39 +36,50 @@ The model
 
 Why a split finish goes wrong, and why it grows with RTT
 --------------------------------------------------------
-A split finish sends ``DEL <job>:lock`` and then, one round trip later, ``SREM stalled <job>``. If the job
-is marked in ``stalled`` (a sweep ran while it was active) and a sweep reaches the server inside that
-one-RTT window, the sweep sees a marked job without a lock and pushes it back to ``wait`` (right end:
-taken next); the finish then files it as completed. With fetch-next, the same split script then usually
-hands the job straight back to a worker: the job runs twice (duplicate execution); otherwise it stays in
-``completed`` and ``wait`` (double placement). Per finish, the chance is about::
+A split finish sends ``DEL <job>:lock`` and then, one round trip later, ``SREM stalled <job>``. A sweep
+that reaches the server inside that one-RTT window finds the job still marked in ``stalled`` — marked by
+the *previous* sweep, which saw it active — and without a lock, and pushes it back to ``wait`` (right end:
+taken next); the finish then files it as completed anyway. With fetch-next the same split script usually
+hands the job straight back to a worker: it runs twice (duplicate execution); otherwise it stays in
+``completed`` and ``wait`` (double placement). Sweeps reach the server every ``stalled_interval + RTT``,
+so per finish of a job that was active for at least one sweep spacing the chance is::
 
-    P(marked) x RTT / (stalled_interval + RTT)
+    RTT / (stalled_interval + RTT)
 
-since sweeps arrive every ``stalled_interval + RTT``. The run measures the exposure directly: at each split
-``DEL`` it reads whether the job is marked and sums ``min(1, window / sweep spacing)`` over marked jobs —
+The run measures the exposure itself: at each split ``DEL`` it reads whether the job is marked and sums
+``min(1, window / spacing)`` over the finishes whose job was marked and active for at least one spacing —
 ``expected_per_1000`` — next to the observed ``gap_hits`` (sweeps that requeued a job while its finish was
 running) and the anomalies :func:`emqlab.anomalies.check` finds. Atomic finishes have no window: 0.
 
 Defaults, and why
 -----------------
-``processing_ms = 5``, ``stalled_interval_ms = 30``, ``workers = 4``, ``jobs = 200``, ``lock_ms = 30 000``,
-``renew_ms = 15 000``, ``jitter = 0.3``. BullMQ's stalled interval is 30 s; here it is compressed 1000x to
-30 ms of virtual time so that a 200-job run spans enough sweeps for the rate to be measurable, while RTTs
-stay real. The rate per finish is ``P(marked) x RTT/(interval + RTT)``, so to read a figure for your
-production queue scale RTT/interval back: at RTT 1 ms and a 30 s interval divide the split rate by ~1000
-(rare — but a queue running millions of jobs a day still meets it). With these defaults:
+``processing_ms = 50``, ``stalled_interval_ms = 30``, ``workers = 8``, ``jobs = 200``, ``lock_ms = 30 000``
+(renewed every 15 000), ``jitter = 0.3``.
 
-* RTT 0.05 ms (loopback): the window is 1/600 of the interval and ~1 job in 5 is marked: ~0.3 expected per
-  1,000 jobs — usually 0 in a 200-job run, which is exactly why the race survives testing on a laptop;
-* RTT 1 ms (cross-AZ): ~1 in 30 marked finishes is caught: tens per 1,000 jobs;
-* RTT 75 ms (cross-region): the window (75 ms) is longer than the interval and every job is marked: most
-  split finishes are caught, jobs run two or three times, and throughput collapses to ~1/20 of the atomic
-  finish, which still does one round trip per job.
+* **The interval is compressed 1000x**: BullMQ's stalled interval is 30 s; here it is 30 ms of virtual
+  time, so that a 200-job run spans enough sweeps to measure a rate, while the RTTs stay real. To read a
+  figure for a production queue, scale RTT/interval back: at RTT 1 ms and a 30 s interval the split rate
+  is ~1000x lower (rare — but a queue running millions of jobs a day still meets it).
+* **Processing (50 ms) is longer than the sweep spacing (~30 ms)**, like any job that runs longer than
+  BullMQ's 30 s interval: every job gets marked before its finish, so the window is live. (With jobs much
+  shorter than the interval — say 5 ms — the sweep that could land in the window is the one right after
+  the marking sweep, which comes a whole spacing later: the window has passed. Short jobs are safe for
+  this reason, not because the finish is correct.)
 
-Locks are *not* compressed (30 s, BullMQ's default): a lock that lapsed during a 5 ms job would be the
+With these defaults (measured, 200 jobs, seed 0; see ``docs/round-trips.md``):
+
+* RTT 0.05 ms (loopback): a window of 1/600 of the spacing: ~1.6 expected per 1,000 jobs — usually 0 in a
+  200-job run, which is exactly why the race survives testing on a laptop; the split finish's ~25 round
+  trips cost 2% of throughput;
+* RTT 1 ms (cross-AZ): ~1 finish in 31 is caught: tens per 1,000 jobs, and a third of the throughput gone;
+* RTT 75 ms (cross-region): the window (75 ms) is longer than the interval: ~70% of split finishes are
+  caught, jobs run two or three times, and throughput collapses to a few % of the atomic finish's, which
+  still does one round trip per job.
+
+Locks are *not* compressed (30 s, BullMQ's default): a lock that lapsed during a 50 ms job would be the
 other lesson (``lease-lapse``: at-least-once, even atomic) and would hide this one. Set ``lock_ms`` below
-the RTT to see it.
+the processing time with a long ``renew_ms`` to see it. Workers are 8 rather than 4 only to halve the
+virtual time (and the number of sweeps to simulate) per run.
 
 Cost: counting runs use ``Runner(effects=False)`` (no full state read per step). The anomaly checks that
 need effects are stolen-lock (lock changes) and metrics-drift (metrics are off here); the "because"
@@ -146,7 +157,7 @@ class TimingConfig:
     processing_jitter: float = 0.3
     jobs: int = 200
     workers: int = 8
-    stalled_interval_ms: float = 20.0
+    stalled_interval_ms: float = 30.0
     sweep: bool = True
     max_stalled: int = 1
     lock_ms: float = 30_000.0
@@ -282,6 +293,10 @@ class _TimedRunner(Runner):
     """The engine's :class:`Runner`, with two shortcuts for long runs (same commands, same replies):
 
     * the set of key names shown in a step is computed once, not per argument (it is fixed per run);
+    * on fakeredis, ``SMEMBERS`` replies come back sorted (integers numerically), as Redis returns a small
+      set of integer ids (an intset): fakeredis keeps members in a Python set, whose order follows
+      ``PYTHONHASHSEED`` — and the order of the sweep's candidates decides which requeued job is taken next,
+      so without this a run would differ from one Python process to the next;
     * on fakeredis, an atomic script runs through the runner's Lua host with its commands executed
       back-to-back inside the one step, instead of fakeredis's EVALSHA (which recompiles the script and
       collects Lua garbage on every call, ~9 ms for moveToFinished). Nothing runs between those commands:
@@ -296,6 +311,8 @@ class _TimedRunner(Runner):
         from .backends import is_fake
 
         self._local = local_scripts and is_fake(self.conn)
+        if is_fake(self.conn):
+            self.exec = _sorted_smembers(self.exec)
 
     def _key_names(self) -> set[str]:
         if self._names is None:
@@ -308,6 +325,20 @@ class _TimedRunner(Runner):
         script = self.scripts[name]
         script.check_keys(keys)
         return self.host.run(self.exec, script.text, keys, args)
+
+
+def _member_order(m: Any) -> tuple[int, Any]:
+    return (0, int(m)) if isinstance(m, bytes) and m.isdigit() else (1, m if isinstance(m, bytes) else str(m))
+
+
+def _sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*command: Any) -> Any:
+        reply = execute(*command)
+        if isinstance(reply, list) and command and command[0].upper() == b"SMEMBERS":
+            reply = sorted(reply, key=_member_order)
+        return reply
+
+    return run
 
 
 @dataclass
@@ -331,7 +362,7 @@ class TimedRun:
         result = run.result()                             # reads the final state, runs the checks
         run.close()                                       # deletes the run's keys
 
-    ``progress(done, total)`` is called after each finish (done = finishes so far, total = jobs).
+    ``progress(done, total)`` is called after each finish (done = distinct jobs finished so far, total = jobs).
     """
 
     def __init__(self, mode: str, config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
@@ -362,6 +393,7 @@ class TimedRun:
         self.leases: dict[str, _Lease] = {}
         self._next_lease: dict[str, _Lease] = {}
         self.finishes = 0
+        self._done_jobs: set[str] = set()
         self.finish_commands: Counter[int] = Counter()  # round trips per finish -> how many finishes
         self._ops_in_finish: dict[str, int] = {}
         self.sweep_runs = 0
@@ -530,6 +562,7 @@ class TimedRun:
 
     def _finished(self, worker: str, job: str) -> None:
         self.finishes += 1
+        self._done_jobs.add(job)
         self.finish_commands[self._ops_in_finish.pop(worker, 0)] += 1
         if self._finishing.get(job) == worker:
             del self._finishing[job]
@@ -538,7 +571,7 @@ class TimedRun:
         if nxt is not None:  # the lock a split fetch-next set, at the server time it ran
             self.leases[worker] = nxt
         if self.progress:
-            self.progress(self.finishes, self.config.jobs)
+            self.progress(len(self._done_jobs), self.config.jobs)
 
     # -- the timed actors ----------------------------------------------------------------------------
     def _tracked(self, worker: str, token: str, sub: Generator[Op, Any, Any], delay: float = 0.0
@@ -740,8 +773,8 @@ class Sweep:
 def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES,
               config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
               progress: Callable[[int, int], None] | None = None, **overrides: Any) -> Sweep:
-    """Every mode at every RTT. ``progress(done, total)`` counts finishes over the whole grid (total = runs
-    x jobs). One backend connection is reused (each run claims and deletes its own queue)."""
+    """Every mode at every RTT. ``progress(done, total)`` counts jobs finished over the whole grid (total =
+    runs x jobs). One backend connection is reused (each run claims and deletes its own queue)."""
     from .backends import connect
 
     started = time.perf_counter()

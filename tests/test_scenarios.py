@@ -4,7 +4,9 @@ names must appear among the actors' results (``Report.results``: ``finish:1:-2``
 
 Also here: the library's own conventions (lesson, public source, headline anomaly), a live-Redis run of a
 few small scenarios that must give the very same counts as fakeredis, and the cross-slot lint: every key a
-script names hashes to one Redis Cluster slot (CRC16 of the ``{hash tag}``).
+script names hashes to one Redis Cluster slot (CRC16 of the ``{hash tag}``). Finally, the docs' scenario
+catalogue and CLI reference, generated from these files and commands by ``docs/hooks.py``, and a strict
+``mkdocs build``.
 
 Budget: the whole file runs in well under 90 s on fakeredis; scenarios whose raw interleaving count is
 large carry ``preemptions: K`` in the file (measure with ``emqlab simulate --split --scenario NAME``).
@@ -12,7 +14,13 @@ large carry ``preemptions: K`` in the file (measure with ``emqlab simulate --spl
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -207,3 +215,48 @@ def test_every_key_a_scenario_touches_is_in_the_queue_slot(name: str) -> None:
     keys = {k if "{" in k else base + k for s in h.steps for k in s.keys}
     assert keys
     assert {key_slot(x) for x in keys} == {slot}
+
+
+# -- the catalogue in the docs is generated from these files -------------------------------------------------
+
+
+def _hooks() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "docs" / "hooks.py"
+    spec = importlib.util.spec_from_file_location("emqlab_docs_hooks", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_docs_catalogue_lists_every_scenario_and_source() -> None:
+    page = _hooks().scenario_catalogue()
+    for name in NAMES:
+        sc = load(name)
+        assert f"## {name}\n" in page
+        assert sc.lesson in page
+        for s in sc.source:
+            m = re.match(r"([\w.-]+)/([\w.-]+)#(\d+)", s)
+            if m:
+                assert f"https://github.com/{m[1]}/{m[2]}/issues/{m[3]}" in page
+
+
+def test_docs_cli_reference_has_every_command() -> None:
+    from emqlab.cli import main
+
+    page = _hooks().cli_reference()
+    for name in main.commands:
+        assert f"## emqlab {name}\n" in page
+        assert f"Usage: emqlab {name}" in page
+
+
+def test_docs_site_builds_strict(tmp_path: Path) -> None:
+    """``mkdocs build --strict`` (the catalogue and the CLI reference are generated during the build)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("material")
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                         cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "site" / "scenarios" / "index.html").exists()

@@ -87,6 +87,8 @@ local function startJob(q, prefix, id, now, opts, maxJobs, windowMs)
   -- A job carrying a deferred failure ("defa") will be failed at once by the
   -- worker; it does not spend rate-limit budget.
   if maxJobs and call("HEXISTS", jobKey, "defa") == 0 then
+    -- No window known (a limiter max without any duration): count without
+    -- expiring; BullMQ raises a Lua error here (lenient-finish-options).
     if call("INCR", q.limiter) == 1 and windowMs then
       call("PEXPIRE", q.limiter, int(math.abs(windowMs)))
     end

@@ -1,0 +1,941 @@
+"""Classroom assignments: grading a student's notebook, and making the student version of a source notebook.
+
+The assignments live in ``notebooks/assignments/`` in nbgrader's *source* layout:
+
+* answer cells carry cell metadata ``nbgrader: {solution: true, grade_id: …}`` and a solution region between
+  ``### BEGIN SOLUTION`` and ``### END SOLUTION``;
+* test cells carry ``nbgrader: {grade: true, grade_id: …, points: n}``, a visible smoke test, and hidden
+  tests between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``;
+* read-only cells carry ``locked: true``.
+
+:func:`student_version` does what ``nbgrader generate_assignment`` does to such a notebook (nbgrader's
+ClearSolutions, ClearHiddenTests, ClearOutput and LockCells preprocessors): each solution region becomes
+``# YOUR CODE HERE`` + ``raise NotImplementedError()`` at the region's indentation, hidden tests are
+removed, outputs cleared, graded and read-only cells made undeletable.
+
+:func:`grade_notebook` grades a notebook **without nbgrader**: it runs the notebook's code cells except the
+test cells (IPython magics and shell lines are skipped), collects the answers, and gives each graded cell to
+its grader. A grader is a pure function of the answers: it runs the engine on fakeredis with the virtual
+clock (replays, exhaustive explorations, seeded timed runs), so the same notebook always gets the same
+grade, and it reads the verdict off the recorded histories and final states. A cell scores all of its points
+or none, as in nbgrader (a test cell passes or fails), and its feedback says what was right or, in terms of
+the recorded steps, what went wrong. The hidden tests in the source notebooks call :func:`check` with the
+same graders, so ``nbgrader autograde`` and ``emqlab grade`` agree.
+
+The student's code runs in this process with no sandbox, as nbgrader's autograder does (nbgrader docs,
+FAQ "Is nbgrader secure?"): grade notebooks you are willing to run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ASSIGNMENTS", "Assignment", "CellGrade", "GradeReport", "GradedCell", "GradingError", "Verdict",
+    "check", "grade_notebook", "read_notebook", "run_notebook", "student_version", "write_notebook",
+    "make_student_versions", "CODE_STUB", "TEXT_STUB", "explore_finish", "try_finish", "FinishExploration",
+]
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "BEGIN HIDDEN TESTS"
+END_HIDDEN = "END HIDDEN TESTS"
+#: nbgrader's ClearSolutions stubs
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+TEXT_STUB = "YOUR ANSWER HERE"
+
+
+class GradingError(ValueError):
+    """A notebook cannot be graded or converted (not a notebook, unknown assignment, a malformed solution or
+    hidden-test region); the message is one line."""
+
+
+# -- notebooks as plain JSON (no nbformat needed) ------------------------------------------------------------
+
+
+def read_notebook(path: str | Path) -> dict[str, Any]:
+    """Read an ``.ipynb`` file as a dict (nbformat 4). Raises :class:`GradingError`."""
+    p = Path(path)
+    try:
+        nb = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise GradingError(f"{p}: cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise GradingError(f"{p}:{e.lineno}: not a notebook (JSON: {e.msg})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
+        raise GradingError(f"{p}: not an nbformat 4 notebook")
+    return nb
+
+
+def write_notebook(nb: Mapping[str, Any], path: str | Path) -> None:
+    """Write a notebook as Jupyter does (one-space indent, sorted keys, trailing newline)."""
+    Path(path).write_text(json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _source(cell: Mapping[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def _set_source(cell: dict[str, Any], text: str) -> None:
+    cell["source"] = text.splitlines(keepends=True)
+
+
+def _meta(cell: Mapping[str, Any]) -> dict[str, Any]:
+    m = cell.get("metadata", {}).get("nbgrader", {})
+    return m if isinstance(m, dict) else {}
+
+
+def is_solution(cell: Mapping[str, Any]) -> bool:
+    return bool(_meta(cell).get("solution"))
+
+
+def is_grade(cell: Mapping[str, Any]) -> bool:
+    return bool(_meta(cell).get("grade"))
+
+
+def is_locked(cell: Mapping[str, Any]) -> bool:
+    m = _meta(cell)
+    return bool(m.get("locked")) and not m.get("solution")
+
+
+def grade_id(cell: Mapping[str, Any]) -> str | None:
+    gid = _meta(cell).get("grade_id")
+    return str(gid) if gid else None
+
+
+def assignment_of(nb: Mapping[str, Any]) -> str | None:
+    """The assignment id in the notebook's metadata (``metadata.emqlab.assignment``)."""
+    meta = nb.get("metadata", {}).get("emqlab", {})
+    return meta.get("assignment") if isinstance(meta, dict) else None
+
+
+# -- the student version (nbgrader generate_assignment, the parts that matter) ------------------------------
+
+
+def _replace_solution_regions(text: str, stub: str, where: str) -> tuple[str, bool]:
+    out: list[str] = []
+    in_solution = replaced = False
+    for line in text.split("\n"):
+        if line.strip() == BEGIN_SOLUTION:
+            if in_solution:
+                raise GradingError(f"{where}: nested '{BEGIN_SOLUTION}'")
+            in_solution = replaced = True
+            indent = line[: line.find(BEGIN_SOLUTION)]
+            out.extend(indent + s for s in stub.split("\n"))
+        elif line.strip() == END_SOLUTION:
+            if not in_solution:
+                raise GradingError(f"{where}: '{END_SOLUTION}' without '{BEGIN_SOLUTION}'")
+            in_solution = False
+        elif not in_solution:
+            out.append(line)
+    if in_solution:
+        raise GradingError(f"{where}: '{BEGIN_SOLUTION}' without '{END_SOLUTION}'")
+    return "\n".join(out), replaced
+
+
+def _remove_hidden_tests(text: str, where: str) -> tuple[str, bool]:
+    out: list[str] = []
+    in_test = removed = False
+    for line in text.split("\n"):
+        if BEGIN_HIDDEN in line:
+            if in_test:
+                raise GradingError(f"{where}: nested '{BEGIN_HIDDEN}'")
+            in_test = removed = True
+        elif END_HIDDEN in line:
+            in_test = False
+        elif not in_test:
+            out.append(line)
+    if in_test:
+        raise GradingError(f"{where}: '{BEGIN_HIDDEN}' without '{END_HIDDEN}'")
+    return "\n".join(out), removed
+
+
+def student_version(nb: Mapping[str, Any]) -> dict[str, Any]:
+    """The release (student) version of a source notebook, as ``nbgrader generate_assignment`` makes it:
+    solution regions → the stub, solution cells without a region → the whole cell is the stub, hidden tests
+    removed, outputs and execution counts cleared, graded / solution / read-only cells undeletable (graded
+    and read-only cells also uneditable), and ``cell_type`` recorded in their nbgrader metadata. Raises
+    :class:`GradingError` for a malformed region, or one outside a solution / graded cell."""
+    out = copy.deepcopy(dict(nb))
+    out.setdefault("metadata", {}).pop("celltoolbar", None)
+    for i, cell in enumerate(out["cells"]):
+        where = f"cell {i + 1}" + (f" ({grade_id(cell)})" if grade_id(cell) else "")
+        text = _source(cell)
+        stub = CODE_STUB if cell.get("cell_type") == "code" else TEXT_STUB
+        text, replaced = _replace_solution_regions(text, stub, where)
+        if replaced and not is_solution(cell):
+            raise GradingError(f"{where}: a solution region in a cell not marked as a solution (nbgrader metadata)")
+        if is_solution(cell) and not replaced:
+            text = stub
+        text, removed = _remove_hidden_tests(text, where)
+        if removed and not is_grade(cell):
+            raise GradingError(f"{where}: hidden tests in a cell not marked as graded (nbgrader metadata)")
+        _set_source(cell, text)
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        meta = cell.setdefault("metadata", {})
+        nbg = meta.get("nbgrader")
+        if isinstance(nbg, dict):
+            nbg.setdefault("cell_type", cell.get("cell_type"))
+            if is_solution(cell):
+                meta["deletable"] = False
+            elif is_grade(cell) or nbg.get("locked"):
+                meta["deletable"] = False
+                meta["editable"] = False
+    return out
+
+
+def make_student_versions(source: str | Path, out: str | Path) -> list[Path]:
+    """Write the student version of ``source`` (a notebook, or a directory of them) to ``out`` (a file, or
+    a directory created if needed). Returns the files written."""
+    src, dst = Path(source), Path(out)
+    pairs: list[tuple[Path, Path]]
+    if src.is_dir():
+        notebooks = sorted(p for p in src.glob("*.ipynb") if not p.name.startswith("."))
+        if not notebooks:
+            raise GradingError(f"{src}: no notebooks (*.ipynb) in this directory")
+        if dst.exists() and not dst.is_dir():
+            raise GradingError(f"{dst}: must be a directory when SOURCE is one")
+        if dst.resolve() == src.resolve():
+            raise GradingError(f"{dst}: would overwrite the source notebooks; choose another directory")
+        dst.mkdir(parents=True, exist_ok=True)
+        pairs = [(p, dst / p.name) for p in notebooks]
+    else:
+        target = dst / src.name if dst.is_dir() else dst
+        if target.resolve() == src.resolve():
+            raise GradingError(f"{target}: would overwrite the source notebook; choose another path")
+        pairs = [(src, target)]
+    written = []
+    for s, d in pairs:
+        write_notebook(student_version(read_notebook(s)), d)
+        written.append(d)
+    return written
+
+
+# -- running a notebook's code ---------------------------------------------------------------------------
+
+
+@dataclass
+class CellError:
+    """A code cell that raised: its index (1-based), grade_id, and the exception as one line."""
+
+    cell: int
+    grade_id: str | None
+    error: str
+
+    @property
+    def stubbed(self) -> bool:
+        return self.error.startswith("NotImplementedError")
+
+
+@dataclass
+class NotebookRun:
+    namespace: dict[str, Any]
+    errors: list[CellError] = field(default_factory=list)
+    stdout: str = ""
+
+    def error_in(self, gid: str) -> CellError | None:
+        return next((e for e in self.errors if e.grade_id == gid), None)
+
+
+_MAGIC = re.compile(r"^\s*[%!]")
+
+
+def _python_of(text: str) -> str:
+    """A cell's Python with IPython magics and shell escapes commented out (``%matplotlib``, ``!pip``)."""
+    return "\n".join(f"# {line}" if _MAGIC.match(line) else line for line in text.split("\n"))
+
+
+def run_notebook(nb: Mapping[str, Any], *, tests: bool = False) -> NotebookRun:
+    """Run the notebook's code cells in order in one fresh namespace, as a kernel would, capturing their
+    output. Test cells (graded, not solutions) run only with ``tests=True``. A cell that raises is recorded
+    and the run goes on (nbgrader autograde does the same)."""
+    ns: dict[str, Any] = {"__name__": "__main__"}
+    run = NotebookRun(ns)
+    buf = io.StringIO()
+    for i, cell in enumerate(nb.get("cells", []), start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        if is_grade(cell) and not is_solution(cell) and not tests:
+            continue
+        code = _python_of(_source(cell))
+        try:
+            with contextlib.redirect_stdout(buf):
+                exec(compile(code, f"<cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
+        except BaseException as e:  # noqa: BLE001 - a student's cell may raise anything, even SystemExit
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            first = str(e).strip().split("\n")[0]
+            text = f"{type(e).__name__}: {first}" if first else type(e).__name__
+            run.errors.append(CellError(i, grade_id(cell), text))
+    run.stdout = buf.getvalue()
+    return run
+
+
+# -- verdicts and reports ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """A grader's answer: passed or not, and the feedback (full sentences, for the student)."""
+
+    passed: bool
+    feedback: str
+
+
+@dataclass
+class GradedCell:
+    """A test cell of an assignment: its ``grade_id``, its points, the answer cell and names it grades, and
+    the grader (a function of those names' values)."""
+
+    grade_id: str
+    points: float
+    answer_cell: str
+    names: tuple[str, ...]
+    grader: Callable[..., Verdict]
+    what: str
+
+
+@dataclass
+class Assignment:
+    id: str
+    title: str
+    notebook: str
+    cells: list[GradedCell]
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.points for c in self.cells)
+
+    def cell(self, gid: str) -> GradedCell:
+        for c in self.cells:
+            if c.grade_id == gid:
+                return c
+        raise KeyError(gid)
+
+
+@dataclass
+class CellGrade:
+    grade_id: str
+    what: str
+    points: float
+    max_points: float
+    passed: bool
+    feedback: str
+
+
+@dataclass
+class GradeReport:
+    notebook: str
+    assignment: str
+    title: str
+    cells: list[CellGrade]
+    errors: list[CellError]
+    elapsed_s: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return sum(c.points for c in self.cells)
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_points for c in self.cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"notebook": self.notebook, "assignment": self.assignment, "title": self.title,
+                "score": self.score, "max_score": self.max_score,
+                "cells": [asdict(c) for c in self.cells], "errors": [asdict(e) for e in self.errors],
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+    def text(self) -> str:
+        lines = [f"{self.title} ({self.assignment}) · {self.notebook}"]
+        for c in self.cells:
+            mark = "ok" if c.passed else "--"
+            lines.append(f"  [{mark}] {c.grade_id:<16} {_pts(c.points)}/{_pts(c.max_points)}  {c.what}")
+            for para in c.feedback.split("\n"):
+                lines.append(f"        {para}")
+        lines.append(f"  score {_pts(self.score)}/{_pts(self.max_score)}")
+        return "\n".join(lines)
+
+
+def _pts(x: float) -> str:
+    return f"{x:g}"
+
+
+# -- the engine, as graders use it -----------------------------------------------------------------------
+
+
+def _conn() -> Any:
+    from .backends import connect
+
+    return connect()
+
+
+def _replay(scenario: str, mode: str, schedule: str) -> Any:
+    from .scenario import load
+    from .schedule import Runner, parse_schedule
+
+    sc = load(scenario)
+    choices = parse_schedule(schedule, [a.id for a in sc.actors])
+    with Runner(sc, mode, _conn()) as r:
+        return r.run(choices)
+
+
+def _short(h: Any, limit: int = 40) -> str:
+    """The annotated history, at most ``limit`` lines."""
+    lines = h.annotated(width=46).split("\n")
+    if len(lines) > limit:
+        lines = lines[: limit - 1] + [f"     … {len(lines) - limit + 1} more steps"]
+    return "\n".join(lines)
+
+
+# -- assignment 1: find a schedule that double-places a job ------------------------------------------------
+
+A1_SCENARIO = "stalled-finish"
+
+
+def _a1_steps(h: Any) -> dict[str, int | None]:
+    """Where the sweep and W1's DEL lock / SREM stalled happened in a stalled-finish history."""
+    sweep = next((s.index for s in h.steps if s.actor == "S1"), None)
+    dele = next((s.index for s in h.steps if s.actor == "W1" and s.op == "DEL" and s.args[:1] == ["1:lock"]), None)
+    srem = next((s.index for s in h.steps if s.actor == "W1" and s.op == "SREM"), None)
+    return {"sweep": sweep, "del": dele, "srem": srem, "last_w1": max((s.index for s in h.steps if s.actor == "W1"),
+                                                                        default=None)}
+
+
+def grade_a1_schedule(SCHEDULE: Any) -> Verdict:  # noqa: N803 - the notebook's answer name
+    """SCHEDULE replayed on stalled-finish with a split finish must leave job 1 in two places."""
+    from .schedule import ScheduleError
+
+    if not isinstance(SCHEDULE, str):
+        kind = type(SCHEDULE).__name__
+        return Verdict(False, f"SCHEDULE must be a schedule string such as 'v1:W1*3.S1', not a {kind}.")
+    try:
+        h = _replay(A1_SCENARIO, "split", SCHEDULE)
+    except ScheduleError as e:
+        return Verdict(False, f"Your schedule does not fit the scenario: {e}. The actors are W1 (the split finish, "
+                              "about 20 commands) and S1 (the sweep, one EVALSHA).")
+    kinds = {a["kind"] for a in h.anomalies}
+    pos = _a1_steps(h)
+    if "double-placement" in kinds:
+        a = next(x for x in h.anomalies if x["kind"] == "double-placement")
+        return Verdict(True, f"Replaying {h.schedule} with a split finish: {a['because']}.")
+    s, d, r = pos["sweep"], pos["del"], pos["srem"]
+    where = ""
+    if s is None:
+        why = "S1 never ran, so nothing raced W1's finish"
+    elif d is not None and s < d:
+        why = (f"S1 ran at step {s}, before W1's DEL 1:lock (step {d}): the lock was still there, so the sweep "
+               "saw a live job and only marked it again")
+    elif r is not None and s > r:
+        why = (f"S1 ran at step {s}, after W1's SREM stalled 1 (step {r}): the job was no longer marked, so the "
+               "sweep had nothing to recover")
+    else:
+        why = f"S1 ran at step {s}, but the job was not recovered"
+    if d is not None:
+        where = (f" The gap that matters is one round trip wide: after W1's DEL 1:lock (step {d}) and before its "
+                 "next command.")
+    return Verdict(False, f"Replaying {h.schedule} (split) leaves job 1 in "
+                          f"{', '.join(h.final['placements'].get('1', [])) or 'no list'} only: {why}.{where}")
+
+
+def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803
+    """GAP names W1's two commands between which the sweep must run: (DEL, SREM)."""
+    if not isinstance(GAP, (tuple, list)) or len(GAP) != 2 or not all(isinstance(x, str) for x in GAP):
+        return Verdict(False, "GAP must be a pair of command names, e.g. ('GET', 'LPOS').")
+    first, second = (x.strip().split()[0].upper() if x.strip() else "" for x in GAP)
+    if (first, second) == ("DEL", "SREM"):
+        return Verdict(True, "Right: the window opens when the finish deletes the lock (DEL 1:lock) while the "
+                             "job is still marked and active, and closes when it removes the mark (SREM stalled).")
+    problems = []
+    if first != "DEL":
+        problems.append(f"the window opens at DEL 1:lock, not {first}: before the lock is deleted the sweep sees "
+                        "a live lock and leaves the job alone")
+    if second != "SREM":
+        if second == "LREM":
+            problems.append("it closes earlier than LREM: once SREM stalled has removed the mark, the sweep's "
+                            "check skips the job (its mark phase only marks it again)")
+        else:
+            problems.append(f"it closes at SREM stalled (the job stops being a recovery candidate), not at {second}")
+    return Verdict(False, f"GAP is {tuple(GAP)!r}: " + "; ".join(problems) + ".")
+
+
+@lru_cache(maxsize=8)
+def _explore_counts(scenario: str, mode: str) -> tuple[int, int]:
+    from .explore import explore
+    from .scenario import load
+
+    rep = explore(load(scenario), mode, conn=_conn())
+    return rep.explored, sum(rep.runs_with.values())
+
+
+def grade_a1_atomic(ATOMIC_RUNS_WITH_ANOMALY: Any) -> Verdict:  # noqa: N803
+    explored, bad = _explore_counts(A1_SCENARIO, "atomic")
+    if isinstance(ATOMIC_RUNS_WITH_ANOMALY, bool) or not isinstance(ATOMIC_RUNS_WITH_ANOMALY, int):
+        return Verdict(False, "ATOMIC_RUNS_WITH_ANOMALY must be an integer (a number of runs).")
+    if ATOMIC_RUNS_WITH_ANOMALY == bad:
+        return Verdict(True, f"Right: exhaustive exploration of the atomic finish runs {explored} interleavings and "
+                             f"finds an anomaly in {bad}: the sweep runs before or after the one EVALSHA, never "
+                             "inside it.")
+    return Verdict(False, f"ATOMIC_RUNS_WITH_ANOMALY is {ATOMIC_RUNS_WITH_ANOMALY}, but exhaustive exploration of "
+                          f"stalled-finish with --atomic runs {explored} interleavings and finds an anomaly in "
+                          f"{bad}. Run explore(load('stalled-finish'), 'atomic') and read report.runs_with.")
+
+
+# -- assignment 2: repair a split finish -------------------------------------------------------------------
+
+#: Commands a split finish may not send: each would make the finish (or part of it) atomic on the server.
+FORBIDDEN = frozenset(b"EVAL EVALSHA EVAL_RO EVALSHA_RO FCALL FCALL_RO MULTI EXEC SCRIPT FUNCTION".split())
+
+A2_KEYS_DOC = ("KEYS: 1 lock, 2 stalled, 3 active, 4 completed, 5 job hash; "
+               "ARGV: 1 job id, 2 token, 3 timestamp (ms), 4 returnvalue (JSON)")
+
+
+def _student_finish_factory(lua: str, violations: list[str]) -> Callable[..., Any]:
+    """A worker that finishes the job it holds with the student's Lua, run split: one step per redis.call."""
+    from .actors import Op, _code
+
+    def worker(runner: Any, spec: Any) -> Any:
+        job = spec.holds
+        token = runner.new_token(spec.id)
+        runner.begin(spec.id, job, token)
+        k = runner.keys
+        keys = [k.lock(job), k.stalled, k.active, k.completed, k.job(job)]
+        args = [job, token, str(runner.now()), json.dumps(spec.value, separators=(",", ":"))]
+        run = runner.host.start(lua.encode(), keys, args)
+        import redis
+
+        while run.pending is not None:
+            cmd = run.pending
+            if cmd[0].upper() in FORBIDDEN:
+                violations.append(cmd[0].decode("utf-8", "replace").upper())
+                run.resume(redis.exceptions.ResponseError(f"ERR {cmd[0].decode().upper()} is not allowed here"))
+                continue
+            reply = yield Op("command", "finish", command=cmd, section="finish")
+            run.resume(reply)
+        try:
+            value: Any = run.value()
+        except Exception as e:  # noqa: BLE001 - a Lua error in the student's script
+            value = e
+        code = _code(value)
+        runner.result(spec.id, f"finish:{job}:{code}")
+        ok = not isinstance(value, BaseException) and not (isinstance(value, int) and value < 0)
+        runner.end(spec.id, job, code, released=ok)
+
+    return worker
+
+
+def _lua_problem(lua: Any) -> str | None:
+    if not isinstance(lua, str) or not lua.strip():
+        return "FINISH_LUA must be the text of a Lua script (a string)."
+    from .luahost import LuaHost
+
+    try:
+        LuaHost().compile(lua.encode())
+    except Exception as e:  # noqa: BLE001
+        return f"FINISH_LUA does not compile: {str(e).split(' script:')[0]}"
+    return None
+
+
+def _a2_runner(scenario: str, lua: str, violations: list[str]) -> Any:
+    from .scenario import load
+    from .schedule import Runner
+
+    sc = load(scenario)
+    return Runner(sc, "split", _conn(), factories={"worker": _student_finish_factory(lua, violations)})
+
+
+@dataclass(frozen=True)
+class FinishExploration:
+    """Every interleaving of a scenario with W1 finishing by the student's Lua, run split: the counts, the
+    anomalies with their shortest witnesses, and each run's (schedule, placements of job 1, W1's return
+    code)."""
+
+    scenario: str
+    explored: int
+    anomalies: dict[str, int]
+    witnesses: dict[str, Any]
+    runs: tuple[tuple[str, tuple[str, ...], str], ...]
+    violations: tuple[str, ...]
+
+    @property
+    def anomalous(self) -> bool:
+        return any(self.anomalies.values())
+
+    def codes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for _, _, code in self.runs:
+            out[code] = out.get(code, 0) + 1
+        return dict(sorted(out.items()))
+
+
+@lru_cache(maxsize=32)
+def explore_finish(lua: str, scenario: str = "stalled-finish") -> FinishExploration:
+    """Explore every interleaving of ``scenario`` (``stalled-finish``: the sweep; ``lease-lapse``: a lapsing
+    lease and the sweep) with W1 finishing job 1 by ``lua``, one step per ``redis.call``. Deterministic
+    (fakeredis, virtual clock), so results are cached per (script, scenario)."""
+    from .explore import Explorer
+
+    violations: list[str] = []
+    runs: list[tuple[str, tuple[str, ...], str]] = []
+    with _a2_runner(scenario, lua, violations) as r:
+        def each(_done: int, _total: int | None) -> None:
+            runs.append((r.schedule, tuple(_placements(r)), _w1_code(r)))
+
+        rep = Explorer(r, progress=each).exhaustive()
+    return FinishExploration(scenario, rep.explored, {k: n for k, n in rep.runs_with.items() if n},
+                             dict(rep.witnesses), tuple(runs), tuple(dict.fromkeys(violations)))
+
+
+def try_finish(lua: str, scenario: str = "stalled-finish") -> str:
+    """A readable summary of :func:`explore_finish`: how many interleavings, the anomalies (with the
+    shortest witness), where job 1 ended and what the finish returned."""
+    problem = _lua_problem(lua)
+    if problem:
+        return problem
+    out = explore_finish(lua, scenario)
+    ends: dict[str, int] = {}
+    for _, places, _ in out.runs:
+        key = " + ".join(places) or "no list"
+        ends[key] = ends.get(key, 0) + 1
+    lines = [f"{scenario}: {out.explored} interleavings of your split finish",
+             "  job 1 ended in: " + ", ".join(f"{k} ({n})" for k, n in sorted(ends.items())),
+             "  finish returned: " + ", ".join(f"{c} ({n})" for c, n in out.codes().items())]
+    if out.violations:
+        lines.append(f"  not allowed: {', '.join(out.violations)} (a split finish sends plain commands)")
+    if out.anomalous:
+        lines.append(_anomaly_feedback(out))
+    else:
+        lines.append("  no anomaly in any interleaving")
+    return "\n".join(lines)
+
+
+def _placements(r: Any) -> list[str]:
+    return list(r.final_state()["placements"].get("1", []))
+
+
+def _w1_code(r: Any) -> str:
+    res = [x for x in r.results.get("W1", []) if x.startswith("finish:")]
+    return res[-1].split(":")[-1] if res else "none"
+
+
+def _anomaly_feedback(out: FinishExploration) -> str:
+    kind = sorted(out.anomalies)[0]
+    h = out.witnesses[kind]
+    because = next(a["because"] for a in h.anomalies if a["kind"] == kind)
+    return (f"In {out.anomalies[kind]} of {out.explored} interleavings on {out.scenario} your finish leaves a "
+            f"{kind}: {because}.\nShortest witness ({h.schedule}):\n{_short(h)}")
+
+
+_ATOMIC_NOTE = ("Atomicity is the course's answer, but this exercise asks for a finish that is safe by the order of "
+                "its commands alone, each sent on its own.")
+
+
+def _violation(violations: Iterable[str]) -> Verdict | None:
+    first = next(iter(violations), None)
+    if first is None:
+        return None
+    return Verdict(False, f"Your finish sends {first}: that runs part of it atomically on the server. {_ATOMIC_NOTE}")
+
+
+def grade_a2_sequential(FINISH_LUA: Any) -> Verdict:  # noqa: N803
+    """With nothing running beside it, the finish must complete the job: 0, job 1 in completed only, lock and
+    mark gone, returnvalue stored."""
+    problem = _lua_problem(FINISH_LUA)
+    if problem:
+        return Verdict(False, problem)
+    violations: list[str] = []
+    with _a2_runner(A1_SCENARIO, FINISH_LUA, violations) as r:
+        h = r.run()  # W1 to its end, then the sweep
+        k = r.keys
+        stalled = {m.decode() for m in r.conn.smembers(k.stalled)}
+        returnvalue = r.conn.hget(k.job("1"), "returnvalue")
+        lock = r.conn.get(k.lock("1"))
+    bad = _violation(violations)
+    if bad:
+        return bad
+    res = [x for x in h.results.get("W1", []) if x.startswith("finish:")]
+    code = res[-1].split(":")[-1] if res else "none"
+    places = h.final["placements"].get("1", [])
+    problems = []
+    if code != "0":
+        problems.append(f"it returned {code} instead of 0")
+    if places != ["completed"]:
+        problems.append(f"job 1 ended in {', '.join(places) or 'no list'} instead of completed only")
+    if lock is not None:
+        problems.append("job 1's lock is still there")
+    if "1" in stalled:
+        problems.append("job 1 is still marked in stalled")
+    if returnvalue is None:
+        problems.append("the job's returnvalue was not stored (HSET <job> returnvalue …)")
+    if problems:
+        return Verdict(False, "Run on its own (W1 to its end, then the sweep), your finish does not finish the job: "
+                              + "; ".join(problems) + f". {A2_KEYS_DOC}.\n{_short(h)}")
+    return Verdict(True, f"On its own your finish completes job 1 in {sum(1 for s in h.steps if s.actor == 'W1')} "
+                         "commands: job 1 in completed, lock and mark gone, returnvalue stored.")
+
+
+def grade_a2_sweep(FINISH_LUA: Any) -> Verdict:  # noqa: N803
+    """Every interleaving with the sweep (stalled-finish): no anomaly, and the job always ends completed."""
+    problem = _lua_problem(FINISH_LUA)
+    if problem:
+        return Verdict(False, problem)
+    out = explore_finish(FINISH_LUA, "stalled-finish")
+    bad = _violation(out.violations)
+    if bad:
+        return bad
+    if out.anomalous:
+        return Verdict(False, _anomaly_feedback(out))
+    unfinished = [(s, p, c) for s, p, c in out.runs if p != ("completed",)]
+    if unfinished:
+        s, p, c = unfinished[0]
+        return Verdict(False, f"No anomaly, but the job is not always finished: here no lease lapses, so the finish "
+                              f"must always complete job 1. In {len(unfinished)} of {out.explored} interleavings it "
+                              f"does not, e.g. {s}: job 1 ends in {' + '.join(p) or 'no list'} and the finish "
+                              f"returned {c}.")
+    return Verdict(True, f"All {out.explored} interleavings of your split finish with the sweep end with job 1 in "
+                         "completed only, and no anomaly.")
+
+
+def grade_a2_lease(FINISH_LUA: Any) -> Verdict:  # noqa: N803
+    """Hidden: every interleaving with a lease lapse and the sweep (lease-lapse): no anomaly; the job ends in
+    exactly one place, completed exactly when the finish returned 0."""
+    problem = _lua_problem(FINISH_LUA)
+    if problem:
+        return Verdict(False, problem)
+    out = explore_finish(FINISH_LUA, "lease-lapse")
+    bad = _violation(out.violations)
+    if bad:
+        return bad
+    if out.anomalous:
+        return Verdict(False, "When W1's lease lapses during the finish (lease-lapse: the lock expires and the sweep "
+                              "recovers the job), your finish is not safe. " + _anomaly_feedback(out)
+                              + "\nHint: a write whose result you ignore (an LREM count) cannot tell you that the "
+                                "job was taken away after your lock check.")
+    for s, p, c in out.runs:
+        if len(p) != 1 or (c == "0") != (p == ("completed",)):
+            return Verdict(False, "When W1's lease lapses during the finish, the outcome is inconsistent: in "
+                                  f"{s} the finish returned {c} and job 1 is in {' + '.join(p) or 'no list'}. A "
+                                  "finish that returns 0 must have completed the job; one that refuses (a negative "
+                                  "code) must leave it where the sweep put it.")
+    refused = sum(n for c, n in out.codes().items() if c.startswith("-"))
+    return Verdict(True, f"All {out.explored} interleavings with a lapsing lease are consistent: the job is completed "
+                         f"when your finish returns 0, and left to the sweep when it refuses ({refused} run(s)).")
+
+
+def grade_a2_two_workers(TWO_WORKERS_SPLIT_SAFE: Any) -> Verdict:  # noqa: N803
+    if not isinstance(TWO_WORKERS_SPLIT_SAFE, bool):
+        return Verdict(False, "TWO_WORKERS_SPLIT_SAFE must be True or False.")
+    if TWO_WORKERS_SPLIT_SAFE is False:
+        return Verdict(True, "Right: with a second worker the job can leave `active` and come back under W2's lock "
+                             "between any two of W1's commands, so no order of separate commands can tell W1's "
+                             "job from W2's (an ABA problem). The lock check and the writes must be one step.")
+    return Verdict(False, "TWO_WORKERS_SPLIT_SAFE is True, but no order helps in two-workers: after W1 checks its "
+                          "lock, the lease can lapse, the sweep requeue the job and W2 take it back into `active` "
+                          "with its own lock, so W1's LREM succeeds on W2's job. Only one atomic step can check the "
+                          "lock and write together.")
+
+
+# -- assignment 3: predict the anomaly rate at a given RTT, then measure it ------------------------------------
+
+A3_RTT_MS = 5.0
+A3_INTERVAL_MS = 30.0
+A3_JOBS = 200
+A3_SEED = 0
+#: the timed run of assignment 3, every parameter pinned (so a change of emqlab.timing's defaults does not
+#: change the assignment): simulate(mode, **A3_RUN)
+A3_RUN: dict[str, Any] = {"rtt_ms": A3_RTT_MS, "jobs": A3_JOBS, "seed": A3_SEED, "workers": 4,
+                          "processing_ms": 5.0, "stalled_interval_ms": A3_INTERVAL_MS}
+_A3_CALL = "simulate('{mode}', rtt_ms=5, jobs=200, seed=0, workers=4, processing_ms=5, stalled_interval_ms=30)"
+
+
+@lru_cache(maxsize=8)
+def _timed(mode: str) -> tuple[float, int, int]:
+    from .timing import simulate
+
+    r = simulate(mode, keep_history=False, **A3_RUN)
+    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)
+
+
+def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
+    return 1000.0 * p_marked * rtt_ms / (interval_ms + rtt_ms) if interval_ms + rtt_ms > 0 else 0.0
+
+
+_A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0, 1.0), (20.0, 10.0, 0.25),
+              (0.2, 30000.0, 0.2)]
+
+
+def grade_a3_model(predicted_per_1000: Any) -> Verdict:
+    if not callable(predicted_per_1000):
+        return Verdict(False, "predicted_per_1000 must be a function of (rtt_ms, interval_ms, p_marked).")
+    for rtt, interval, p in _A3_POINTS:
+        want = _model(rtt, interval, p)
+        try:
+            got = float(predicted_per_1000(rtt, interval, p))
+        except NotImplementedError:
+            return Verdict(False, "predicted_per_1000 still has the stub ('# YOUR CODE HERE' / raise "
+                                  "NotImplementedError()): write its body in the answer cell 'a3_model_answer'.")
+        except Exception as e:  # noqa: BLE001
+            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) raised {type(e).__name__}: {e}.")
+        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, the model gives "
+                                  f"{want:.4g}. Per finish, the window is one round trip (DEL lock … SREM stalled) and "
+                                  "a sweep reaches the server every interval + RTT, so a marked finish is hit with "
+                                  "probability RTT / (interval + RTT); per 1,000 jobs multiply by 1000 × p_marked.")
+    return Verdict(True, "Your model matches 1000 × p_marked × RTT / (interval + RTT) at every point checked.")
+
+
+def grade_a3_p_marked(P_MARKED: Any) -> Verdict:  # noqa: N803
+    _, marked, finishes = _timed("split")
+    want = marked / finishes if finishes else 0.0
+    if not isinstance(P_MARKED, (int, float)) or isinstance(P_MARKED, bool):
+        return Verdict(False, "P_MARKED must be a number between 0 and 1.")
+    if abs(float(P_MARKED) - want) <= 0.02:
+        return Verdict(True, f"Right: {marked} of {finishes} split finishes found their job marked ({want:.3f}).")
+    return Verdict(False, f"P_MARKED is {float(P_MARKED):.3f}, but in {_A3_CALL.format(mode='split')} {marked} of "
+                          f"{finishes} finishes found their job marked ({want:.3f}): "
+                          "result.marked_finishes / result.finishes.")
+
+
+def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any) -> Verdict:  # noqa: N803
+    measured, _, _ = _timed("split")
+    for name, v in (("MEASURED", MEASURED), ("PREDICTED", PREDICTED), ("P_MARKED", P_MARKED)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return Verdict(False, f"{name} must be a number.")
+    want_pred = _model(A3_RTT_MS, A3_INTERVAL_MS, float(P_MARKED))
+    if not math.isclose(float(PREDICTED), want_pred, rel_tol=1e-6, abs_tol=1e-6):
+        return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, but your P_MARKED gives {want_pred:.2f} per 1,000 "
+                              f"jobs at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval.")
+    if not math.isclose(float(MEASURED), measured, rel_tol=1e-9, abs_tol=1e-9):
+        return Verdict(False, f"MEASURED is {float(MEASURED):.2f}, but {_A3_CALL.format(mode='split')}"
+                              f".anomalies_per_1000 is {measured:.2f}. A timed run is deterministic for its seed "
+                              "and parameters: did you change one of them?")
+    ratio = measured / want_pred if want_pred else math.inf
+    return Verdict(True, f"Measured {measured:.1f} anomalies per 1,000 jobs against a predicted {want_pred:.1f} "
+                         f"(ratio {ratio:.2f}).")
+
+
+def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
+    measured, _, _ = _timed("atomic")
+    if not isinstance(ATOMIC_MEASURED, (int, float)) or isinstance(ATOMIC_MEASURED, bool):
+        return Verdict(False, "ATOMIC_MEASURED must be a number.")
+    if math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
+        return Verdict(True, f"Right: the atomic finish has no window: {measured:g} anomalies per 1,000 jobs.")
+    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, but "
+                          f"{_A3_CALL.format(mode='atomic')}.anomalies_per_1000 is {measured:g}.")
+
+
+# -- the assignments -------------------------------------------------------------------------------------------
+
+ASSIGNMENTS: dict[str, Assignment] = {a.id: a for a in [
+    Assignment("a1-double-placement", "Find a schedule that double-places a job", "a1-double-placement.ipynb", [
+        GradedCell("a1_schedule", 3, "a1_schedule_answer", ("SCHEDULE",), grade_a1_schedule,
+                   "a schedule string that double-places job 1 (split)"),
+        GradedCell("a1_gap", 1, "a1_gap_answer", ("GAP",), grade_a1_gap,
+                   "the two commands that bound the window"),
+        GradedCell("a1_atomic", 1, "a1_atomic_answer", ("ATOMIC_RUNS_WITH_ANOMALY",), grade_a1_atomic,
+                   "anomalous runs with an atomic finish"),
+    ]),
+    Assignment("a2-repair-finish", "Repair a split finish", "a2-repair-finish.ipynb", [
+        GradedCell("a2_sequential", 1, "a2_finish_answer", ("FINISH_LUA",), grade_a2_sequential,
+                   "the finish still finishes the job"),
+        GradedCell("a2_sweep", 3, "a2_finish_answer", ("FINISH_LUA",), grade_a2_sweep,
+                   "no anomaly in any interleaving with the sweep"),
+        GradedCell("a2_lease", 2, "a2_finish_answer", ("FINISH_LUA",), grade_a2_lease,
+                   "consistent when the lease lapses too"),
+        GradedCell("a2_two_workers", 1, "a2_two_workers_answer", ("TWO_WORKERS_SPLIT_SAFE",), grade_a2_two_workers,
+                   "can any order save two-workers?"),
+    ]),
+    Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given RTT, then measure it", "a3-rate-vs-rtt.ipynb", [
+        GradedCell("a3_model", 2, "a3_model_answer", ("predicted_per_1000",), grade_a3_model,
+                   "the model: anomalies per 1,000 jobs"),
+        GradedCell("a3_p_marked", 1, "a3_measure_answer", ("P_MARKED",), grade_a3_p_marked,
+                   "the share of finishes whose job is marked"),
+        GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED"), grade_a3_measured,
+                   "prediction and measurement at 5 ms"),
+        GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
+                   "the atomic finish at the same RTT"),
+    ]),
+]}
+
+
+def _find_assignment(nb: Mapping[str, Any], path: str) -> Assignment:
+    aid = assignment_of(nb)
+    if aid is None:
+        ids = {grade_id(c) for c in nb.get("cells", [])}
+        aid = next((a.id for a in ASSIGNMENTS.values() if any(c.grade_id in ids for c in a.cells)), None)
+    if aid is None or aid not in ASSIGNMENTS:
+        raise GradingError(f"{path}: not an emqlab assignment (metadata.emqlab.assignment is "
+                           f"{aid!r}; known: {', '.join(ASSIGNMENTS)})")
+    return ASSIGNMENTS[aid]
+
+
+def _grade_cell(cell: GradedCell, run: NotebookRun) -> Verdict:
+    missing = [n for n in cell.names if n not in run.namespace]
+    if missing:
+        err = run.error_in(cell.answer_cell)
+        names = ", ".join(missing) + (" are" if len(missing) > 1 else " is")
+        if err is not None and err.stubbed:
+            return Verdict(False, f"{names} not defined: the answer cell '{cell.answer_cell}' still has the stub "
+                                  "('# YOUR CODE HERE' / raise NotImplementedError()). Replace it with your answer.")
+        if err is not None:
+            return Verdict(False, f"{names} not defined: the answer cell '{cell.answer_cell}' (cell {err.cell}) "
+                                  f"raised {err.error}.")
+        return Verdict(False, f"{names} not defined: write it in the answer cell '{cell.answer_cell}'.")
+    try:
+        return cell.grader(**{n: run.namespace[n] for n in cell.names})
+    except Exception as e:  # noqa: BLE001 - a grader must never crash the grade of the other cells
+        return Verdict(False, f"Grading {cell.grade_id} failed: {type(e).__name__}: {e}")
+
+
+def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None = None) -> GradeReport:
+    """Grade a notebook (a path or a loaded notebook dict). Deterministic; raises :class:`GradingError` when
+    the notebook is not an emqlab assignment."""
+    started = time.perf_counter()
+    if isinstance(source, Mapping):
+        nb, path = source, name or "<notebook>"
+    else:
+        nb, path = read_notebook(source), name or str(source)
+    assignment = _find_assignment(nb, path)
+    run = run_notebook(nb)
+    grades = []
+    for cell in assignment.cells:
+        v = _grade_cell(cell, run)
+        grades.append(CellGrade(cell.grade_id, cell.what, cell.points if v.passed else 0.0, cell.points, v.passed,
+                                v.feedback))
+    return GradeReport(path, assignment.id, assignment.title, grades, run.errors, time.perf_counter() - started)
+
+
+def check(gid: str, namespace: Mapping[str, Any]) -> str:
+    """Grade one test cell inside a notebook (its hidden tests call this with ``globals()``): return the
+    feedback when the answer is right; raise ``AssertionError`` with the feedback when it is not."""
+    cell = next((c for a in ASSIGNMENTS.values() for c in a.cells if c.grade_id == gid), None)
+    if cell is None:
+        raise KeyError(f"no graded cell {gid!r}")
+    missing = [n for n in cell.names if n not in namespace]
+    if missing:
+        raise AssertionError(f"{', '.join(missing)} is not defined: run the answer cell '{cell.answer_cell}' first.")
+    v = cell.grader(**{n: namespace[n] for n in cell.names})
+    if not v.passed:
+        raise AssertionError(v.feedback)
+    return v.feedback
+
+
+def graded_cells(nb: Mapping[str, Any]) -> Iterable[tuple[str, float]]:
+    """(grade_id, points) of the notebook's graded cells, as nbgrader would read them."""
+    for cell in nb.get("cells", []):
+        if is_grade(cell):
+            yield str(grade_id(cell)), float(_meta(cell).get("points", 0))

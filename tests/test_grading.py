@@ -1,0 +1,365 @@
+"""The classroom assignments: each source notebook (the solutions) gets full marks, its student version gets
+zero with feedback that names what is missing, a wrong answer gets feedback that says why, and grading is
+deterministic, fast, and needs no nbgrader.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from emqlab import grading as G
+from emqlab.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "notebooks" / "assignments"
+NOTEBOOKS = {a.id: SOURCES / a.notebook for a in G.ASSIGNMENTS.values()}
+
+
+def source(aid: str) -> dict[str, Any]:
+    return G.read_notebook(NOTEBOOKS[aid])
+
+
+def cell_by_id(nb: dict[str, Any], gid: str) -> dict[str, Any]:
+    return next(c for c in nb["cells"] if G.grade_id(c) == gid)
+
+
+def with_answer(aid: str, gid: str, code: str) -> dict[str, Any]:
+    """The student version of ``aid`` with answer cell ``gid`` replaced by ``code``; other answers from the
+    solution."""
+    nb = copy.deepcopy(source(aid))
+    cell_by_id(nb, gid)["source"] = code
+    return nb
+
+
+# -- the source notebooks follow nbgrader's conventions ----------------------------------------------------
+
+
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_source_notebook_is_nbgrader_source_layout(aid: str) -> None:
+    nb = source(aid)
+    assert G.assignment_of(nb) == aid
+    ids = [G.grade_id(c) for c in nb["cells"]]
+    assert all(ids), "every cell of an assignment has a grade_id"
+    assert len(ids) == len(set(ids)), "grade_ids are unique"
+    for c in nb["cells"]:
+        m = c["metadata"]["nbgrader"]
+        assert set(m) >= {"grade", "grade_id", "locked", "schema_version", "solution", "task"}
+        assert m["schema_version"] == 3
+        if c["cell_type"] == "code":
+            assert c["outputs"] == [] and c["execution_count"] is None, f"{m['grade_id']}: outputs must be empty"
+        text = "".join(c["source"])
+        if m["solution"]:
+            assert G.BEGIN_SOLUTION in text and G.END_SOLUTION in text, m["grade_id"]
+            assert not m["grade"] and not m["locked"]
+        if m["grade"]:
+            assert m["points"] > 0 and m["locked"]
+        else:
+            assert "points" not in m
+        if G.BEGIN_HIDDEN in text:
+            assert m["grade"], f"{m['grade_id']}: hidden tests belong in a graded cell"
+    # the notebook's points are the grader's points
+    assignment = G.ASSIGNMENTS[aid]
+    assert dict(G.graded_cells(nb)) == {c.grade_id: c.points for c in assignment.cells}
+    for c in assignment.cells:
+        assert G.is_solution(cell_by_id(nb, c.answer_cell))
+
+
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_solution_gets_full_marks(aid: str) -> None:
+    started = time.perf_counter()
+    report = G.grade_notebook(NOTEBOOKS[aid])
+    elapsed = time.perf_counter() - started
+    assert report.assignment == aid
+    failed = {c.grade_id: c.feedback for c in report.cells if not c.passed}
+    assert not failed, failed
+    assert report.score == report.max_score == G.ASSIGNMENTS[aid].max_score
+    assert not report.errors, report.errors
+    assert elapsed < 10, f"grading took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_source_notebook_runs_with_its_hidden_tests(aid: str) -> None:
+    """What ``nbgrader validate`` does with the source: every cell, the tests included, runs cleanly."""
+    run = G.run_notebook(source(aid), tests=True)
+    assert not run.errors, run.errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_source_notebook_runs_in_a_kernel(aid: str) -> None:
+    """The source notebooks run top to bottom in a real Jupyter kernel, hidden tests included."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(NOTEBOOKS[aid], as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(SOURCES)}})
+    client.execute()
+    outputs = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "Traceback" not in outputs
+
+
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_student_version_gets_zero_and_says_what_is_missing(aid: str) -> None:
+    nb = G.student_version(source(aid))
+    report = G.grade_notebook(nb, name=f"{aid}.ipynb")
+    assert report.score == 0
+    assignment = G.ASSIGNMENTS[aid]
+    for c in report.cells:
+        spec = assignment.cell(c.grade_id)
+        assert not c.passed
+        assert "still has the stub" in c.feedback, c.feedback
+        assert spec.answer_cell in c.feedback
+        assert any(name in c.feedback for name in spec.names), c.feedback
+
+
+@pytest.mark.parametrize("aid", list(NOTEBOOKS))
+def test_student_version_strips_solutions_and_hidden_tests(aid: str) -> None:
+    src = source(aid)
+    nb = G.student_version(src)
+    text = json.dumps(nb)
+    for marker in (G.BEGIN_SOLUTION, G.END_SOLUTION, G.BEGIN_HIDDEN, G.END_HIDDEN, "from emqlab.grading import check"):
+        if marker == "from emqlab.grading import check" and aid == "a2-repair-finish":
+            continue  # a2's first two test cells are visible on purpose
+        assert marker not in text, marker
+    assert len(nb["cells"]) == len(src["cells"])
+    for before, after in zip(src["cells"], nb["cells"], strict=True):
+        m = after["metadata"]["nbgrader"]
+        assert m["grade_id"] == before["metadata"]["nbgrader"]["grade_id"]
+        assert m["cell_type"] == after["cell_type"]
+        if G.is_solution(after):
+            assert "# YOUR CODE HERE" in "".join(after["source"])
+            assert "raise NotImplementedError()" in "".join(after["source"])
+            assert after["metadata"]["deletable"] is False
+        elif G.is_grade(after) or m["locked"]:
+            assert after["metadata"]["deletable"] is False and after["metadata"]["editable"] is False
+        if after["cell_type"] == "code":
+            assert after["outputs"] == [] and after["execution_count"] is None
+    # the source is untouched
+    assert G.BEGIN_SOLUTION in json.dumps(source(aid))
+
+
+def test_stub_keeps_the_regions_indentation() -> None:
+    nb = G.student_version(source("a3-rate-vs-rtt"))
+    text = "".join(cell_by_id(nb, "a3_model_answer")["source"])
+    assert text == "def predicted_per_1000(rtt_ms, interval_ms, p_marked):\n    # YOUR CODE HERE\n" \
+                   "    raise NotImplementedError()"
+
+
+def test_student_version_rejects_malformed_regions() -> None:
+    nb = source("a1-double-placement")
+    bad = copy.deepcopy(nb)
+    cell_by_id(bad, "a1_gap_answer")["source"] = "### BEGIN SOLUTION\nGAP = ()\n"
+    with pytest.raises(G.GradingError, match="without '### END SOLUTION'"):
+        G.student_version(bad)
+    bad = copy.deepcopy(nb)
+    cell_by_id(bad, "a1_setup")["source"] = "### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n"
+    with pytest.raises(G.GradingError, match="not marked as a solution"):
+        G.student_version(bad)
+    bad = copy.deepcopy(nb)
+    cell_by_id(bad, "a1_setup")["source"] = "### BEGIN HIDDEN TESTS\nx = 1\n### END HIDDEN TESTS\n"
+    with pytest.raises(G.GradingError, match="not marked as graded"):
+        G.student_version(bad)
+
+
+# -- wrong answers get feedback that says why ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("schedule", "words"), [
+    ("v1:S1", ["before W1's DEL 1:lock", "the lock was still there"]),
+    ("v1:W1*12.S1", ["after W1's SREM stalled 1", "no longer marked"]),
+    ("v1:W1*3", ["after W1's SREM stalled 1"]),
+    ("v1:W1*9.X1", ["does not fit the scenario", "unknown actor 'X1'"]),
+    ("W1*9.S1", ["does not fit the scenario", "v1:"]),
+])
+def test_a1_wrong_schedule_says_why(schedule: str, words: list[str]) -> None:
+    v = G.grade_a1_schedule(schedule)
+    assert not v.passed
+    for w in words:
+        assert w in v.feedback, v.feedback
+
+
+def test_a1_right_schedule_in_any_spelling() -> None:
+    assert G.grade_a1_schedule("v1:W1*9.S1").passed
+    assert G.grade_a1_schedule(" V1: w1*9 . s1 . w1*8 ").passed
+
+
+@pytest.mark.parametrize(("gap", "words"), [
+    (("DEL", "LREM"), ["closes earlier than LREM"]),
+    (("GET", "SREM"), ["opens at DEL 1:lock"]),
+    ("DEL", ["pair of command names"]),
+])
+def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
+    v = G.grade_a1_gap(gap)
+    assert not v.passed
+    for w in words:
+        assert w in v.feedback, v.feedback
+    assert G.grade_a1_gap(("del 1:lock", "srem stalled 1")).passed
+
+
+def test_a1_wrong_count() -> None:
+    v = G.grade_a1_atomic(1)
+    assert not v.passed and "finds an anomaly in 0" in v.feedback
+
+
+FIXED = """
+local lock, stalled, active, completed, job = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, token, now, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if redis.call("GET", lock) ~= token then return -2 end
+if redis.call("LREM", active, -1, id) == 0 then return -3 end
+redis.call("ZADD", completed, now, id)
+redis.call("HSET", job, "returnvalue", value, "finishedOn", now)
+redis.call("SREM", stalled, id)
+redis.call("DEL", lock)
+return 0
+"""
+IGNORES_COUNT = FIXED.replace('if redis.call("LREM", active, -1, id) == 0 then return -3 end',
+                              'redis.call("LREM", active, -1, id)')
+FORGETS_LOCK = FIXED.replace('redis.call("DEL", lock)\n', "")
+ATOMIC_CHEAT = 'return redis.call("EVAL", "return 0", 0)'
+
+
+def broken() -> str:
+    """The notebook's BROKEN_FINISH_LUA (its setup cell defines it)."""
+    run = G.run_notebook({"cells": [cell_by_id(source("a2-repair-finish"), "a2_setup")]})
+    assert not run.errors
+    return str(run.namespace["BROKEN_FINISH_LUA"])
+
+
+def test_a2_broken_finish_feedback_shows_the_witness() -> None:
+    lua = broken()
+    assert G.grade_a2_sequential(lua).passed  # it does finish a job on its own
+    v = G.grade_a2_sweep(lua)
+    assert not v.passed
+    assert "double-placement" in v.feedback and "Shortest witness" in v.feedback
+    assert "DEL 1:lock" in v.feedback and "because S1 ran after W1" in v.feedback
+
+
+def test_a2_ignoring_the_lrem_count_fails_only_the_hidden_test() -> None:
+    assert G.grade_a2_sequential(IGNORES_COUNT).passed
+    assert G.grade_a2_sweep(IGNORES_COUNT).passed
+    v = G.grade_a2_lease(IGNORES_COUNT)
+    assert not v.passed
+    assert "lease lapses" in v.feedback and "double-placement" in v.feedback and "LREM count" in v.feedback
+
+
+def test_a2_forgetting_the_lock_is_reported() -> None:
+    v = G.grade_a2_sequential(FORGETS_LOCK)
+    assert not v.passed and "lock is still there" in v.feedback
+
+
+def test_a2_atomic_cheat_is_refused() -> None:
+    for grader in (G.grade_a2_sequential, G.grade_a2_sweep, G.grade_a2_lease):
+        v = grader(ATOMIC_CHEAT)
+        assert not v.passed and "EVAL" in v.feedback and "order of its commands" in v.feedback
+
+
+def test_a2_syntax_error() -> None:
+    v = G.grade_a2_sweep("if then")
+    assert not v.passed and v.feedback.startswith("FINISH_LUA does not compile")
+
+
+def test_a2_wrong_two_workers_answer() -> None:
+    v = G.grade_a2_two_workers(True)
+    assert not v.passed and "W2" in v.feedback
+    assert not G.grade_a2_two_workers("no").passed
+
+
+def test_a3_wrong_model_and_measurement() -> None:
+    v = G.grade_a3_model(lambda rtt, interval, p: 1000 * p * rtt / interval)
+    assert not v.passed and "RTT / (interval + RTT)" in v.feedback
+    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=G._model(5, 30, 0.9), P_MARKED=0.9)
+    assert not v.passed and "deterministic for its seed" in v.feedback
+    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=50.0, P_MARKED=0.9)
+    assert not v.passed and "PREDICTED is 50.00" in v.feedback
+    assert not G.grade_a3_p_marked(0.5).passed
+    assert not G.grade_a3_atomic(3.0).passed
+
+
+def test_wrong_answer_in_a_notebook() -> None:
+    nb = with_answer("a1-double-placement", "a1_schedule_answer", 'SCHEDULE = "v1:S1"\n')
+    report = G.grade_notebook(nb, name="a1.ipynb")
+    cells = {c.grade_id: c for c in report.cells}
+    assert report.score == 2  # the other two answers are the solution's
+    assert not cells["a1_schedule"].passed and "before W1's DEL 1:lock" in cells["a1_schedule"].feedback
+
+
+def test_answer_cell_that_raises_is_reported() -> None:
+    nb = with_answer("a1-double-placement", "a1_gap_answer", "GAP = (DEL, SREM)\n")
+    report = G.grade_notebook(nb, name="a1.ipynb")
+    gap = next(c for c in report.cells if c.grade_id == "a1_gap")
+    assert not gap.passed and "NameError" in gap.feedback
+    assert any(e.grade_id == "a1_gap_answer" for e in report.errors)
+
+
+def test_check_raises_with_the_feedback() -> None:
+    assert "Right" in G.check("a1_gap", {"GAP": ("DEL", "SREM")})
+    with pytest.raises(AssertionError, match="closes earlier than LREM"):
+        G.check("a1_gap", {"GAP": ("DEL", "LREM")})
+    with pytest.raises(AssertionError, match="not defined"):
+        G.check("a1_gap", {})
+
+
+def test_grading_is_deterministic() -> None:
+    a = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
+    G._timed.cache_clear()  # recompute the timed runs: same seed, same numbers
+    b = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
+    a.pop("elapsed_s"), b.pop("elapsed_s")
+    assert a == b
+
+
+def test_grading_needs_no_nbgrader() -> None:
+    G.grade_notebook(NOTEBOOKS["a1-double-placement"])
+    assert "nbgrader" not in sys.modules
+    text = Path(G.__file__).read_text()
+    assert "import nbformat" not in text and "import nbgrader" not in text
+
+
+def test_not_an_assignment(tmp_path: Path) -> None:
+    p = tmp_path / "x.ipynb"
+    p.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    with pytest.raises(G.GradingError, match="not an emqlab assignment"):
+        G.grade_notebook(p)
+    p.write_text("{")
+    with pytest.raises(G.GradingError, match="not a notebook"):
+        G.grade_notebook(p)
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------
+
+
+def test_cli_grade_solution_and_json() -> None:
+    nb = str(NOTEBOOKS["a1-double-placement"])
+    res = CliRunner().invoke(main, ["grade", nb])
+    assert res.exit_code == 0, res.output
+    assert "score 5/5" in res.output
+    res = CliRunner().invoke(main, ["grade", nb, "--json"])
+    data = json.loads(res.output)
+    assert data["score"] == data["max_score"] == 5
+    assert {c["grade_id"] for c in data["cells"]} == {"a1_schedule", "a1_gap", "a1_atomic"}
+
+
+def test_cli_student_file_and_directory(tmp_path: Path) -> None:
+    out = tmp_path / "one.ipynb"
+    res = CliRunner().invoke(main, ["student", str(NOTEBOOKS["a2-repair-finish"]), str(out)])
+    assert res.exit_code == 0, res.output
+    assert G.BEGIN_SOLUTION not in out.read_text()
+    res = CliRunner().invoke(main, ["student", str(SOURCES), str(tmp_path / "release")])
+    assert res.exit_code == 0, res.output
+    made = sorted(p.name for p in (tmp_path / "release").glob("*.ipynb"))
+    assert made == sorted(p.name for p in NOTEBOOKS.values())
+    res = CliRunner().invoke(main, ["grade", str(tmp_path / "release" / "a2-repair-finish.ipynb")])
+    assert res.exit_code == 0 and "score 0/7" in res.output
+    assert "still has the stub" in res.output
+
+
+def test_cli_refuses_to_overwrite_the_sources(tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["student", str(SOURCES), str(SOURCES)])
+    assert res.exit_code == 2 and "would overwrite" in res.output

@@ -1,0 +1,133 @@
+"""Plots: each checked by its data and rendered to PNG bytes (matplotlib Agg, no display)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from emqlab import plots  # noqa: E402
+from emqlab.explore import explore  # noqa: E402
+from emqlab.scenario import load  # noqa: E402
+from emqlab.timing import MODES, TimingConfig, simulate, sweep_rtt  # noqa: E402
+
+
+def _png_ok(fig: Figure) -> bytes:
+    png = plots.to_png(fig)
+    assert png[:8] == plots.PNG_SIGNATURE
+    assert len(png) > 1000
+    return png
+
+
+@pytest.fixture(scope="module")
+def reports():  # type: ignore[no-untyped-def]
+    sc = load("stalled-finish")
+    return explore(sc, "split"), explore(sc, "atomic")
+
+
+@pytest.fixture(scope="module")
+def sweep():  # type: ignore[no-untyped-def]
+    return sweep_rtt([0.05, 1.0, 75.0], MODES, TimingConfig(jobs=20, workers=4))
+
+
+def test_timeline_of_the_witness(reports) -> None:  # type: ignore[no-untyped-def]
+    h = reports[0].witnesses["double-placement"]
+    data = plots.timeline_data(h)
+    assert data["lanes"] == ["W1", "S1"]
+    assert [s["index"] for s in data["steps"]] == list(range(1, len(h.steps) + 1))
+    sweep_step = next(s for s in data["steps"] if s["actor"] == "S1")
+    assert sweep_step["kind"] == "script" and sweep_step["op"] == "moveStalledJobsToWait"
+    (a,) = data["anomalies"]
+    assert a["kind"] == "double-placement" and a["job"] == "1"
+    # the window spans the steps that cause it: the DEL of the lock, the sweep, the SREM, the ZADD
+    assert a["window"] == [float(min(a["steps"])), float(max(a["steps"]))]
+    ops = {s["index"]: s["op"] for s in data["steps"]}
+    assert {ops[i] for i in a["steps"]} >= {"DEL", "moveStalledJobsToWait", "ZADD"}
+    assert "because" in a["because"]
+    fig = plots.plot_timeline(data)
+    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["S1", "W1"]
+    _png_ok(fig)
+    # updated in place from another history (the atomic run: no anomaly)
+    atomic = plots.timeline_data(reports[1].witnesses.get("double-placement") or _atomic_history())
+    assert plots.update_timeline(fig, atomic) is fig and atomic["anomalies"] == []
+    _png_ok(fig)
+
+
+def _atomic_history():  # type: ignore[no-untyped-def]
+    from emqlab.schedule import Runner
+
+    with Runner(load("stalled-finish"), "atomic") as r:
+        return r.run()
+
+
+def test_timeline_of_a_timed_run_uses_virtual_time() -> None:
+    r = simulate("split", TimingConfig(jobs=6, workers=2, rtt_ms=20.0), effects=True)
+    data = plots.timeline_data(r.history, x="time")
+    assert data["x"] == "time" and data["steps"][0]["x"] == 0.0
+    xs = [s["x"] for s in data["steps"]]
+    assert xs == sorted(xs) and xs[-1] > 100
+    assert data["lanes"][:2] == ["W1", "W2"]
+    _png_ok(plots.plot_timeline(data))
+
+
+def test_rate_vs_rtt(sweep) -> None:  # type: ignore[no-untyped-def]
+    data = plots.rate_data(sweep)
+    assert data["rtts"] == [0.05, 1.0, 75.0] and data["jobs"] == 20
+    assert set(data["modes"]) == set(MODES)
+    assert data["modes"]["atomic"]["per_1000"] == [0.0, 0.0, 0.0]
+    assert data["modes"]["finish-then-fetch"]["per_1000"] == [0.0, 0.0, 0.0]
+    split = data["modes"]["split"]
+    assert split["per_1000"][-1] > 0 and split["expected"] == sorted(split["expected"])
+    fig = plots.plot_rate(data, marker=1.0)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert list(lines["split"].get_ydata()) == split["per_1000"]
+    _png_ok(fig)
+    marker = fig.emqlab_artists["marker"]
+    assert plots.update_rate(fig, data, marker=75.0) is fig
+    assert list(marker.get_xdata()) == [75.0, 75.0]  # the same artist, moved
+    _png_ok(fig)
+
+
+def test_round_trips_and_throughput_vs_rtt(sweep) -> None:  # type: ignore[no-untyped-def]
+    data = plots.cost_data(sweep)
+    assert data["modes"]["atomic"]["round_trips_per_job"] == [1.0, 1.0, 1.0]
+    assert data["modes"]["finish-then-fetch"]["round_trips_per_job"] == [2.0, 2.0, 2.0]
+    assert min(data["modes"]["split"]["round_trips_per_job"]) > 15
+    at_75 = {m: v["jobs_per_s"][-1] for m, v in data["modes"].items()}
+    assert at_75["atomic"] > at_75["finish-then-fetch"] > at_75["split"]  # 1 vs 2 vs N round trips
+    fig = plots.plot_cost(data, marker=1.0)
+    assert len(fig.axes) == 2 and all(ax.get_xscale() == "log" for ax in fig.axes)
+    rt_line = next(ln for ln in fig.axes[0].get_lines() if ln.get_label() == "finish-then-fetch")
+    assert list(rt_line.get_ydata()) == [2.0, 2.0, 2.0]
+    _png_ok(fig)
+    assert plots.update_cost(fig, data, marker=75.0) is fig
+    _png_ok(fig)
+    _png_ok(plots.plot_sweep(sweep, marker=75.0))
+
+
+def test_interleaving_counts(reports) -> None:  # type: ignore[no-untyped-def]
+    data = plots.interleaving_data(list(reports))
+    split, atomic = data["reports"]
+    assert data["kinds"] == ["double-placement"]
+    assert (split["label"], atomic["label"]) == ("split", "atomic")
+    assert split["raw"] == reports[0].raw_interleavings > atomic["raw"] == 2
+    assert split["with"]["double-placement"] >= 1 and atomic["with"]["double-placement"] == 0
+    fig = plots.plot_interleavings(data)
+    bars = [p for p in fig.axes[0].patches]
+    assert len(bars) == 2 * 3  # 2 reports x (raw, explored, double-placement)
+    _png_ok(fig)
+    one = plots.interleaving_data(reports[1])
+    assert one["kinds"] == [] and one["reports"][0]["raw"] == 2
+    assert plots.update_interleavings(fig, one) is fig
+    _png_ok(fig)
+
+
+def test_save_svg(tmp_path, sweep) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "sweep.svg"
+    plots.save(plots.plot_sweep(sweep), str(path))
+    assert path.read_text().lstrip().startswith("<?xml")
