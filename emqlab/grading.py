@@ -412,8 +412,7 @@ def _a1_steps(h: Any) -> dict[str, int | None]:
     sweep = next((s.index for s in h.steps if s.actor == "S1"), None)
     dele = next((s.index for s in h.steps if s.actor == "W1" and s.op == "DEL" and s.args[:1] == ["1:lock"]), None)
     srem = next((s.index for s in h.steps if s.actor == "W1" and s.op == "SREM"), None)
-    return {"sweep": sweep, "del": dele, "srem": srem, "last_w1": max((s.index for s in h.steps if s.actor == "W1"),
-                                                                        default=None)}
+    return {"sweep": sweep, "del": dele, "srem": srem}
 
 
 def grade_a1_schedule(SCHEDULE: Any) -> Verdict:  # noqa: N803 - the notebook's answer name
@@ -434,7 +433,6 @@ def grade_a1_schedule(SCHEDULE: Any) -> Verdict:  # noqa: N803 - the notebook's 
         a = next(x for x in h.anomalies if x["kind"] == "double-placement")
         return Verdict(True, f"Replaying {h.schedule} with a split finish: {a['because']}.")
     s, d, r = pos["sweep"], pos["del"], pos["srem"]
-    where = ""
     if s is None:
         why = "S1 never ran, so nothing raced W1's finish"
     elif d is not None and s < d:
@@ -445,11 +443,8 @@ def grade_a1_schedule(SCHEDULE: Any) -> Verdict:  # noqa: N803 - the notebook's 
                "sweep had nothing to recover")
     else:
         why = f"S1 ran at step {s}, but the job was not recovered"
-    if d is not None:
-        where = (f" The gap that matters is one round trip wide: after W1's DEL 1:lock (step {d}) and before its "
-                 "next command.")
     return Verdict(False, f"Replaying {h.schedule} (split) leaves job 1 in "
-                          f"{', '.join(h.final['placements'].get('1', [])) or 'no list'} only: {why}.{where}")
+                          f"{', '.join(h.final['placements'].get('1', [])) or 'no list'} only: {why}.")
 
 
 def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803

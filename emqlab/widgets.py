@@ -164,8 +164,8 @@ class RoundTripSlider(_View):
         assert r is not None
         rtt = float(self.rtt.value)
         where = f" ({self.preset})" if self.preset else ""
-        kinds = ", ".join(f"{k} {n}" for k, n in r.anomalies.items())
-        extra = f" ({kinds}; the window model expects {r.expected_per_1000:.1f})" if r.mode.startswith("split") else ""
+        kinds = "".join(f"{k} {n}; " for k, n in r.anomalies.items())
+        extra = f" ({kinds}the window model expects {r.expected_per_1000:.1f})" if r.mode.startswith("split") else ""
         return (f"RTT {rtt:.3g} ms{where} · {self.mode.value} finish, fetch_next = {int(self.fetch_next.value)}"
                 f" [{r.mode}]: {r.round_trips_per_job:.2f} round trips/job · {_num(r.jobs_per_s)} jobs/s · "
                 f"{r.anomalies_per_1000:.1f} anomalies per 1,000 jobs{extra}")
@@ -216,7 +216,10 @@ class SchedulerStepper(_View):
 
     Controls: ``buttons`` (actor id → Button), ``atomic`` (ToggleButton), ``reset_button``,
     ``rest_button`` (runs the remaining steps in scenario order). Data: ``data`` (dict), ``summary`` (str).
-    Programmatic: :meth:`step`, :meth:`play` (a schedule string), :meth:`reset`.
+    Programmatic: :meth:`step`, :meth:`play` (a schedule string), :meth:`reset`; :meth:`close` deletes the
+    run's keys. The stepper's runner keeps its queue's keys while it lives: give it a connection of its own
+    (on fakeredis a scenario's queue name is fixed, so another run of the same scenario on the same server
+    would find the keys taken).
     """
 
     def __init__(self, scenario: str | Scenario = "stalled-finish", conn: Any = None, *, atomic: bool = False) -> None:
@@ -276,6 +279,10 @@ class SchedulerStepper(_View):
         for actor in parse_schedule(schedule, [a.id for a in self.scenario.actors]):
             self.runner.step(actor)
         self._render()
+
+    def close(self) -> None:
+        """Delete the run's keys (on a live server: the stepper's own unique queue)."""
+        self.runner.close()
 
     def run_rest(self) -> None:
         """Run every remaining step, each actor to its end in scenario order."""
