@@ -180,6 +180,16 @@ def stolen_lock(h: History) -> list[Anomaly]:
     return out
 
 
+def _release_step(h: History, e: Any) -> int | None:
+    """When execution ``e`` let go of its job: the first step of its own actor that cleared its own lock
+    (a split finish's DEL, or the atomic finish that did it), else the end of a finish that succeeded."""
+    mark = f"{e.job}:lock {e.token} -> -"
+    for s in h.steps[max(0, e.start - 1):]:
+        if s.actor == e.actor and mark in s.effects:
+            return s.index
+    return e.end if e.released else None
+
+
 def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
     by_job: dict[str, list[Any]] = {}
@@ -191,15 +201,19 @@ def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[An
         runs.sort(key=lambda e: e.start)
         for i, later in enumerate(runs):
             for earlier in runs[:i]:
-                if earlier.end is None or earlier.end >= later.start:
+                released = _release_step(h, earlier)
+                if released is None or released > later.start:
                     since = f"since step {earlier.start}" if earlier.start else "from the start"
+                    how = "had not released it" if earlier.end is None or earlier.end > later.start else \
+                        f"had not released it (its finish was refused at step {earlier.end}: {earlier.result})"
                     out.append(Anomaly(
                         "duplicate-execution", job,
                         f"{later.actor} started job {job} (step {later.start}) while {earlier.actor}'s execution"
-                        f" ({since}) had not released it",
+                        f" ({since}) {how}",
                         [later.start]))
                     break
-                if earlier.released and (completes is None or earlier.actor in completes):
+                if earlier.released and (completes is None or earlier.actor in completes) and \
+                        earlier.end is not None and earlier.end <= later.start:
                     out.append(Anomaly(
                         "duplicate-execution", job,
                         f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had already"

@@ -357,6 +357,10 @@ def scripts(bullmq: bool) -> None:
 
 # -- sweep-rtt (timed runs: emqlab.timing) ----------------------------------------------------------------------
 
+from .timing import TimingConfig as _TimingConfig  # noqa: E402  (the command's defaults are the model's)
+
+_TIMING_DEFAULTS = _TimingConfig()
+
 
 def _float_list(text: str, what: str) -> list[float]:
     try:
@@ -374,17 +378,20 @@ def _float_list(text: str, what: str) -> list[float]:
 @click.option("--rtt", "rtt_text", default="0.05,1,75", show_default=True, metavar="MS,MS",
               help="Round-trip times in ms (presets: 0.03 Unix socket, 0.05 loopback, 0.2 LAN, 1 cross-AZ,"
                    " 75 cross-region, 250 slow link).")
-@click.option("--jobs", type=click.IntRange(1), default=200, show_default=True, help="Jobs per run.")
-@click.option("--workers", type=click.IntRange(1), default=8, show_default=True, help="Workers per run.")
+@click.option("--jobs", type=click.IntRange(1), default=_TIMING_DEFAULTS.jobs, show_default=True,
+              help="Jobs per run.")
+@click.option("--workers", type=click.IntRange(1), default=_TIMING_DEFAULTS.workers, show_default=True,
+              help="Workers per run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the RTT and processing-time draws.")
-@click.option("--processing", "processing_ms", type=click.FloatRange(0), default=50.0, show_default=True,
-              help="Mean processing time per job (virtual ms).")
-@click.option("--interval", "interval_ms", type=click.FloatRange(0, min_open=True), default=20.0,
-              show_default=True, help="The sweep's stalled interval (virtual ms).")
-@click.option("--jitter", type=click.FloatRange(0), default=0.3, show_default=True,
+@click.option("--processing", "processing_ms", type=click.FloatRange(0), default=_TIMING_DEFAULTS.processing_ms,
+              show_default=True, help="Mean processing time per job (virtual ms).")
+@click.option("--interval", "interval_ms", type=click.FloatRange(0, min_open=True),
+              default=_TIMING_DEFAULTS.stalled_interval_ms, show_default=True,
+              help="The sweep's stalled interval (virtual ms; BullMQ's 30 s compressed 1000x).")
+@click.option("--jitter", type=click.FloatRange(0), default=_TIMING_DEFAULTS.jitter, show_default=True,
               help="Lognormal sigma of each round trip (0 = every RTT exactly --rtt).")
-@click.option("--lock", "lock_ms", type=click.FloatRange(0, min_open=True), default=30000.0, show_default=True,
-              help="Lock duration (virtual ms); renewed every half of it while a job is processed.")
+@click.option("--lock", "lock_ms", type=click.FloatRange(0, min_open=True), default=_TIMING_DEFAULTS.lock_ms,
+              show_default=True, help="Lock duration (virtual ms); renewed every half of it while a job is processed.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Write the plots (anomaly rate, round trips per job, jobs/s vs RTT) to a .png or .svg.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write the rows as CSV.")
@@ -408,7 +415,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
       emqlab sweep-rtt --rtt 0.03,0.05,0.2,1,75,250 --out rtt.png --csv rtt.csv
       emqlab sweep-rtt --modes split --rtt 1 --jobs 1000 --json
     """
-    from .timing import ALL_MODES, TimingConfig, sweep_rtt
+    from .timing import ALL_MODES, sweep_rtt
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ALL_MODES]
@@ -421,7 +428,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
         from .backends import connect
 
         conn = connect(redis_url)
-        config = TimingConfig(jobs=jobs, workers=workers, seed=seed, processing_ms=processing_ms,
+        config = _TimingConfig(jobs=jobs, workers=workers, seed=seed, processing_ms=processing_ms,
                               stalled_interval_ms=interval_ms, jitter=jitter, lock_ms=lock_ms)
         sweep = _with_timed_progress(lambda progress: sweep_rtt(rtts, mode_list, config, conn, progress=progress),
                                      quiet=as_json)

@@ -125,7 +125,8 @@ class _Node:
         return self.node.start_mark.line + 1
 
     def fail(self, msg: str) -> ScenarioError:
-        return ScenarioError(f"{self.path}:{self.line}: {self.where}: {msg}")
+        field_ = f"{self.where}: " if self.where else ""
+        return ScenarioError(f"{self.path}:{self.line}: {field_}{msg}")
 
     def mapping(self, allowed: tuple[str, ...] | None = None) -> dict[str, _Node]:
         if not isinstance(self.node, yaml.MappingNode):
@@ -166,6 +167,12 @@ class _Node:
         if minimum is not None and v < minimum:
             raise self.fail(f"must be >= {minimum}, got {v}")
         return v
+
+    def number(self) -> float:
+        v = self.scalar()
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(f"expected a number, got {v!r}")
+        return float(v)
 
     def boolean(self) -> bool:
         v = self.scalar()
@@ -233,7 +240,14 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 0
-        problem = getattr(e, "problem", None) or str(e)
+        problem = " ".join((getattr(e, "problem", None) or str(e)).split())
+        opened = getattr(e, "context_mark", None)
+        context = getattr(e, "context", None)
+        if opened is not None and context and opened.line + 1 < line:
+            # an unclosed quote or bracket: point at the line that opened it
+            what = " ".join(context.split()).removeprefix("while parsing ").removeprefix("while scanning ")
+            raise ScenarioError(f"{path}:{opened.line + 1}: YAML syntax: {what} opened here is not closed"
+                                f" ({problem} at line {line})") from None
         raise ScenarioError(f"{path}:{line}: YAML syntax: {problem}") from None
     if root is None:
         raise ScenarioError(f"{path}:1: the file is empty")
@@ -290,7 +304,7 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
                 continue
             scored = name in ("delayed", "prioritized", "completed", "failed")
             if scored and isinstance(sm[name].node, yaml.MappingNode):
-                state[name] = {jid: float(v.scalar()) for jid, v in sm[name].mapping().items()}
+                state[name] = {jid: v.number() for jid, v in sm[name].mapping().items()}
             else:
                 state[name] = sm[name].ids()
             for jid in state[name]:
@@ -309,10 +323,6 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         if "metrics" in sm:
             metrics = sm["metrics"].boolean()
 
-    for a in actors:
-        for ref in (a.holds, a.job):
-            if ref is not None and ref not in jobs:
-                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}: unknown job {ref!r} (declare it under jobs:)")
 
     modes = list(MODES)
     if "modes" in top:
@@ -321,6 +331,8 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
     expect: dict[str, Expectation] = {}
     if "expect" in top:
         for mode, node in top["expect"].mapping(MODES).items():
+            if mode not in modes:
+                raise node.fail(f"mode {mode} is not among this scenario's modes ({', '.join(modes)})")
             if isinstance(node.node, yaml.SequenceNode):
                 expect[mode] = Expectation([n.choice(ANOMALY_KINDS, "anomaly") for n in node.sequence()])
             else:
@@ -382,7 +394,10 @@ def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec]) 
     for key, node in m.items():
         if key in ("id", "kind"):
             continue
-        setattr(spec, key, setters[key](node))
+        value = setters[key](node)
+        if key in ("holds", "job") and value is not None and value not in jobs:
+            raise node.fail(f"unknown job {value!r} (declare it under jobs:)")
+        setattr(spec, key, value)
     if spec.kind in ("lease", "producer", "canceller") and spec.job is None:
         raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.job: missing (required for a {spec.kind})")
 
