@@ -312,6 +312,7 @@ def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | N
         ax.minorticks_off()
         ax.set_xlabel("round-trip time (ms, log)")
         ax.grid(alpha=0.3)
+    _round_trip_ticks(left, data)
     left.set_ylabel("round trips per job")
     left.set_title("round trips per job: 1 vs 2 vs N", fontsize=10)
     right.set_ylabel("jobs per second (virtual time)")
@@ -323,6 +324,16 @@ def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     fig.tight_layout()
     fig.emqlab_artists = artists  # type: ignore[attr-defined]
     return fig
+
+
+def _round_trip_ticks(ax: Any, data: dict[str, Any]) -> None:
+    """Readable y ticks for round trips per job (a log axis would label only 1 and 10)."""
+    from matplotlib.ticker import FixedLocator, ScalarFormatter
+
+    top = max([v for m in data["modes"].values() for v in m["round_trips_per_job"]] or [1.0])
+    ticks = [t for t in (1, 2, 5, 10, 20, 50, 100) if t <= top * 1.5]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(ScalarFormatter())
 
 
 def update_cost(fig: Figure, data: dict[str, Any], marker: float | None = None) -> Figure:
@@ -361,6 +372,7 @@ def plot_sweep(sweep: Any, marker: float | None = None) -> Figure:
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("anomalies per 1,000 jobs")
     axes[1].set_yscale("log")
+    _round_trip_ticks(axes[1], cost)
     axes[1].set_ylabel("round trips per job")
     axes[2].set_yscale("log")
     axes[2].set_ylabel("jobs per second (virtual time)")

@@ -271,3 +271,29 @@ def test_config_is_checked() -> None:
         TimingConfig(rtt_ms=-1)
     with pytest.raises(ValueError):
         simulate("watch")
+
+
+# -- the CLI ------------------------------------------------------------------------------------------------
+
+
+def test_cli_sweep_rtt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from click.testing import CliRunner
+
+    from emqlab.cli import main
+
+    png, csv_path = tmp_path / "rtt.png", tmp_path / "rtt.csv"
+    args = ["sweep-rtt", "--rtt", "1,75", "--jobs", "10", "--workers", "2"]
+    res = CliRunner().invoke(main, [*args, "--out", str(png), "--csv", str(csv_path)])
+    assert res.exit_code == 0, res.output
+    assert "finish-then-fetch" in res.output and "trips/job" in res.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = csv_path.read_text().splitlines()
+    assert rows[0].startswith("mode,rtt_ms,round_trips_per_job") and len(rows) == 1 + 6
+    res = CliRunner().invoke(main, [*args, "--modes", "atomic", "--json"])
+    data = json.loads(res.output)
+    assert [r["round_trips_per_job"] for r in data["results"]] == [1.0, 1.0]
+    assert data["config"]["jobs"] == 10
+    bad = CliRunner().invoke(main, ["sweep-rtt", "--modes", "watch"])
+    assert bad.exit_code == 2 and "unknown mode" in bad.output
