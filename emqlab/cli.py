@@ -26,7 +26,7 @@ from .scenario import ScenarioError
 from .schedule import ScheduleError
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_ANOMALY = 1
 EXIT_ERROR = 2
@@ -223,7 +223,8 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
             n = rep.runs_with[kind]
             a.add_row(f"[red]{kind}[/]", str(n), f"{n / max(1, rep.explored):.1%}", str(rep.min_preemptions[kind]))
         console.print(a)
-    finishes = {actor: res for actor, res in rep.results.items() if any(k.startswith(("finish", "cancel")) for k in res)}
+    finishes = {actor: res for actor, res in rep.results.items()
+                if any(k.startswith(("finish", "cancel")) for k in res)}
     if finishes:
         console.print()
         console.print("[bold]finish results[/] (return code → runs): " + "; ".join(
@@ -271,7 +272,14 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
-        rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
+        try:
+            rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
+        except ScheduleError as e:
+            if "has no step left" in str(e):
+                others = ", ".join(f"--{m}" for m in sc.modes if m != mode)
+                raise ScheduleError(f"{e}; a schedule belongs to the mode it was found in (this is --{mode};"
+                                    f" try {others})") from None
+            raise
     h = next(iter(rep.witnesses.values()), None)
     if h is None:  # no anomaly: rerun to show the history
         from .schedule import Runner, parse_schedule
@@ -291,7 +299,8 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the library as JSON.")
-@click.option("--check", is_flag=True, help="Explore every scenario in every mode and compare with its expected outcome.")
+@click.option("--check", is_flag=True,
+              help="Explore every scenario in every mode and compare with its expected outcome.")
 def scenarios(as_json: bool, check: bool) -> None:
     """List the scenario library: name, the anomaly it shows, its lesson and source.
 
@@ -331,10 +340,20 @@ def _check_scenarios(lib) -> None:  # type: ignore[no-untyped-def]
             rep = explore(s, mode, conn=connect())
             got = rep.anomaly_kinds
             ok = exp is None or sorted(exp.anomalies) == got
+            missing_codes = []
+            if exp is not None:
+                for actor, codes in exp.codes.items():
+                    seen = {k.split(":")[-1] for k in rep.results.get(actor, {}) if k.startswith(("finish", "cancel"))}
+                    missing_codes += [f"{actor} {c}" for c in codes if str(c) not in seen]
+            ok = ok and not missing_codes
             bad += not ok
             mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"
-            console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}"
-                          + ("" if ok or exp is None else f" expected {sorted(exp.anomalies)}"))
+            detail = ""
+            if not ok and exp is not None:
+                detail = f" expected {sorted(exp.anomalies)}"
+                if missing_codes:
+                    detail += f"; return codes never seen: {', '.join(missing_codes)}"
+            console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}{detail}")
     sys.exit(EXIT_ANOMALY if bad else 0)
 
 

@@ -113,12 +113,21 @@ class Runner:
     that the anomaly checks' "because" sentences use (faster, for counting only). ``clock`` replaces the
     step-counting virtual clock (timed runs); ``factories`` maps actor kinds to generator functions,
     overriding or adding to :data:`emqlab.actors.FACTORIES`.
+
+    On fakeredis (``local_scripts=True``, the default) an atomic step runs the script through the Lua host
+    with its commands executed back to back inside the one step, instead of fakeredis's own EVALSHA: nothing
+    can run between them (the scheduler is single-threaded and owns the in-process server), so the step is
+    exactly as atomic; fakeredis's EVALSHA recompiles the script and collects Lua garbage on every call
+    (~9 ms for moveToFinished) and iterates sets in Python hash order. ``local_scripts=False`` uses
+    fakeredis's EVALSHA (``tests/test_simulate.py`` checks both give the same histories). On a live server
+    an atomic step is always one EVALSHA.
     """
 
     def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
                  scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True,
                  clock: Callable[[], int] | None = None,
-                 factories: dict[str, Callable[..., actor_mod.ActorGen]] | None = None) -> None:
+                 factories: dict[str, Callable[..., actor_mod.ActorGen]] | None = None,
+                 local_scripts: bool = True) -> None:
         from .backends import connect
 
         self.scenario = scenario
@@ -130,6 +139,11 @@ class Runner:
         self.namespace = Namespace(self.conn, self.keys).claim()
         self.scripts = scripts or default_scripts()
         self.exec = command_executor(self.conn)
+        fake = is_fake(self.conn)
+        if fake:
+            self.exec = _sorted_smembers(self.exec)
+        self._local_scripts = local_scripts and fake
+        self._names: set[str] | None = None
         self.host = LuaHost()
         self.effects = effects
         self.clock = clock
@@ -339,9 +353,12 @@ class Runner:
 
     # -- internals -------------------------------------------------------------------------------
     def _evalsha(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """EVALSHA through the command executor (the NOSCRIPT fallback loads the script and retries)."""
+        """One atomic script step: EVALSHA (loading the script on NOSCRIPT) — or, on fakeredis with
+        ``local_scripts``, the same script run to its end through the Lua host inside this one step."""
         script = self.scripts[name]
         script.check_keys(keys)
+        if self._local_scripts:
+            return self.host.run(self.exec, script.text, keys, args)
         fields = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode(),
                   *(k.encode() if isinstance(k, str) else k for k in keys),
                   *(a.encode() if isinstance(a, str) else a for a in args)]
@@ -352,11 +369,14 @@ class Runner:
             return self.exec(*fields)
 
     def _key_names(self) -> set[str]:
+        if self._names is not None:
+            return self._names
         names = {"wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled",
                  "stalled-check", "meta", "events", "marker", "limiter", "pc", "id", "metrics:completed",
                  "metrics:failed"}
         for j in self.job_ids:
             names.update({j, f"{j}:lock"})
+        self._names = names
         return names
 
     def _show(self, a: Any) -> str:
@@ -503,6 +523,25 @@ class Runner:
         locks = {j: raw[f"lock:{j}"] for j in self.job_ids}
         hashes = {j: raw[f"hash:{j}"] for j in self.job_ids}
         return {"raw": raw, "place": place, "stalled": raw["stalled"], "locks": locks, "hashes": hashes}
+
+
+def _member_order(m: Any) -> tuple[int, Any]:
+    return (0, int(m)) if isinstance(m, bytes) and m.isdigit() else (1, m if isinstance(m, bytes) else str(m))
+
+
+def _sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
+    """fakeredis keeps a set's members in a Python set, whose order follows ``PYTHONHASHSEED``; Redis
+    returns a small set of integer ids (an intset) sorted. Sorting ``SMEMBERS`` on fakeredis keeps runs the
+    same from one Python process to the next (the sweep's candidate order decides which job is requeued
+    first)."""
+
+    def run(*command: Any) -> Any:
+        reply = execute(*command)
+        if isinstance(reply, list) and command and command[0].upper() == b"SMEMBERS":
+            reply = sorted(reply, key=_member_order)
+        return reply
+
+    return run
 
 
 def _diff(before: dict[str, Any] | None, after: dict[str, Any]) -> list[str]:

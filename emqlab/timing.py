@@ -290,55 +290,11 @@ def _sig(x: float) -> str:
 
 
 class _TimedRunner(Runner):
-    """The engine's :class:`Runner`, with two shortcuts for long runs (same commands, same replies):
-
-    * the set of key names shown in a step is computed once, not per argument (it is fixed per run);
-    * on fakeredis, ``SMEMBERS`` replies come back sorted (integers numerically), as Redis returns a small
-      set of integer ids (an intset): fakeredis keeps members in a Python set, whose order follows
-      ``PYTHONHASHSEED`` — and the order of the sweep's candidates decides which requeued job is taken next,
-      so without this a run would differ from one Python process to the next;
-    * on fakeredis, an atomic script runs through the runner's Lua host with its commands executed
-      back-to-back inside the one step, instead of fakeredis's EVALSHA (which recompiles the script and
-      collects Lua garbage on every call, ~9 ms for moveToFinished). Nothing runs between those commands:
-      the simulation is single-threaded and this process is the fake server's only client, so the script
-      is exactly as atomic as EVALSHA. On a live server it is EVALSHA, always.
-    """
+    """The engine's :class:`Runner` (on fakeredis: sorted ``SMEMBERS`` and atomic scripts run through the
+    Lua host inside one step — see :class:`emqlab.schedule.Runner`)."""
 
     def __init__(self, *args: Any, local_scripts: bool = True, **kw: Any) -> None:
-        self._names: set[str] | None = None
-        self._local = False
-        super().__init__(*args, **kw)
-        from .backends import is_fake
-
-        self._local = local_scripts and is_fake(self.conn)
-        if is_fake(self.conn):
-            self.exec = _sorted_smembers(self.exec)
-
-    def _key_names(self) -> set[str]:
-        if self._names is None:
-            self._names = super()._key_names()
-        return self._names
-
-    def _evalsha(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        if not self._local:
-            return super()._evalsha(name, keys, args)
-        script = self.scripts[name]
-        script.check_keys(keys)
-        return self.host.run(self.exec, script.text, keys, args)
-
-
-def _member_order(m: Any) -> tuple[int, Any]:
-    return (0, int(m)) if isinstance(m, bytes) and m.isdigit() else (1, m if isinstance(m, bytes) else str(m))
-
-
-def _sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
-    def run(*command: Any) -> Any:
-        reply = execute(*command)
-        if isinstance(reply, list) and command and command[0].upper() == b"SMEMBERS":
-            reply = sorted(reply, key=_member_order)
-        return reply
-
-    return run
+        super().__init__(*args, local_scripts=local_scripts, **kw)
 
 
 @dataclass

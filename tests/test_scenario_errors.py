@@ -224,8 +224,6 @@ def test_cli_prints_the_line_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in res.output
 
 
-@pytest.mark.xfail(strict=True, reason="the CLI's error console wraps a long message at the terminal width "
-                                       "(soft_wrap is off), so the one-line message spans several lines")
 def test_cli_error_is_one_line(tmp_path: Path) -> None:
     p = tmp_path / "broken.yaml"
     p.write_text(edit("kind: sweep", "kind: wroker"))

@@ -305,3 +305,22 @@ def test_explorer_reports_raw_count_from_the_longest_runs() -> None:
     # W2 fetches, then finishes only when the fetch got the job: 2 steps at most
     assert rep.steps_per_actor == {"W1": 1, "L1": 1, "S1": 1, "W2": 2}
     assert rep.raw_interleavings == multinomial([1, 1, 1, 2])
+
+
+@pytest.mark.parametrize("name", ["stalled-finish", "lease-lapse", "two-workers"])
+@pytest.mark.parametrize("mode", ["atomic", "finish-then-fetch"])
+def test_atomic_steps_via_host_equal_fakeredis_evalsha(name: str, mode: str) -> None:
+    """On fakeredis an atomic step runs the script through the Lua host inside the step; fakeredis's own
+    EVALSHA gives the same exploration (counts, results, witnesses)."""
+    sc = scenario.load(name)
+    reports = []
+    for local in (True, False):
+        with Runner(sc, mode, connect(), local_scripts=local) as r:
+            reports.append(_counts(Explorer(r).exhaustive(preemption_bound=sc.preemptions)))
+    assert reports[0] == reports[1]
+
+
+def test_replay_in_the_wrong_mode_says_so() -> None:
+    out = CliRunner().invoke(main, ["replay", "v1:W1*9.S1", "--atomic"])
+    assert out.exit_code == 2
+    assert "a schedule belongs to the mode it was found in (this is --atomic; try --split" in out.output
