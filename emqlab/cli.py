@@ -210,6 +210,15 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
     t.add_row("distinct final states", str(rep.distinct_outcomes))
     t.add_row("runs per second", f"{rep.runs_per_second:.0f}")
     console.print(t)
+    notes = []
+    if rep.pruned:
+        notes.append("pruned = runs cut short by partial-order reduction: they only reordered commands on"
+                     " different keys, so they reach states already explored")
+    bound = rep.params.get("preemption_bound")
+    if bound is not None:
+        notes.append(f"only schedules with at most {bound} preemption(s) were explored (--preemptions)")
+    for n in notes:
+        console.print(f"[dim]{n}[/]")
     console.print()
     if not rep.anomaly_kinds:
         console.print(f"[bold green]no anomaly[/] in {rep.explored} run(s).")
