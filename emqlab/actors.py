@@ -99,6 +99,16 @@ def _code(reply: Any) -> str:
     return "0" if reply is None else str(reply)
 
 
+def _fetch(runner: Runner, spec: ActorSpec, token: str) -> Generator[Op, Any, str | None]:
+    """One moveToActive-11 round trip for ``spec``'s worker; the fetched job id, or None."""
+    keys = runner.keys
+    reply = yield from _script(
+        runner, "atomic", lambda now: api.move_to_active_call(keys, token, timestamp=now, name=spec.id),
+        "moveToActive")
+    runner.result(spec.id, "fetch:" + _code(reply))
+    return _next_job(reply)
+
+
 def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
     mode = spec.mode or runner.mode
     keys = runner.keys
@@ -110,13 +120,7 @@ def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
     else:
         for _ in range(spec.fetch_attempts):
             token = runner.new_token(spec.id)
-            tok = token
-            reply = yield from _script(
-                runner, "atomic",
-                lambda now, tok=tok: api.move_to_active_call(keys, tok, timestamp=now, name=spec.id),
-                "moveToActive")
-            runner.result(spec.id, "fetch:" + _code(reply))
-            nj = _next_job(reply)
+            nj = yield from _fetch(runner, spec, token)
             if nj is not None:
                 job = nj
                 runner.begin(spec.id, job, token)
@@ -153,13 +157,7 @@ def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
             return
         nxt = _next_job(reply) if ok and fetch else None
         if nxt is None and mode == "finish-then-fetch" and spec.fetch_next:
-            tok = token
-            reply = yield from _script(
-                runner, "atomic",
-                lambda now, tok=tok: api.move_to_active_call(keys, tok, timestamp=now, name=spec.id),
-                "moveToActive")
-            runner.result(spec.id, "fetch:" + _code(reply))
-            nxt = _next_job(reply)
+            nxt = yield from _fetch(runner, spec, token)
         job = nxt
         if job is not None:
             runner.begin(spec.id, job, token)

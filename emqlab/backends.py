@@ -316,20 +316,15 @@ class _FakeDirect:
             result = self._run(func, sig, args, False)
         return self._convert(result)
 
-    def _convert(self, r: object) -> object:
+    def _convert(self, r: object, nested: bool = False) -> object:
+        """fakeredis's reply objects → raw RESP2-like values; an error at the top is raised, an error inside
+        an array stays an element (as redis-py parses it)."""
         if isinstance(r, list):
-            return [self._convert_nested(x) for x in r]
+            return [self._convert(x, True) for x in r]
         if isinstance(r, self._simple_error):
+            if nested:
+                return self._parse_error(r.value)
             raise self._parse_error(r.value)
-        if isinstance(r, self._simple_string):
-            return self._status(r.value)
-        return r
-
-    def _convert_nested(self, r: object) -> object:
-        if isinstance(r, list):
-            return [self._convert_nested(x) for x in r]
-        if isinstance(r, self._simple_error):
-            return self._parse_error(r.value)
         if isinstance(r, self._simple_string):
             return self._status(r.value)
         return r

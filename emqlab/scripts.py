@@ -109,24 +109,22 @@ class FinishError(Exception):
         super().__init__(_finish_message(self.code, job_id, command, state))
 
 
+#: The message of each return code, in the words BullMQ's clients use (``{job}``, ``{command}``, ``{state}``).
+_FINISH_MESSAGES: dict[int, str] = {
+    -1: "Missing key for job {job}. {command}",
+    -2: "Missing lock for job {job}. {command}",
+    -3: "Job {job} is not in the {state} state. {command}",
+    -4: "Job {job} has pending dependencies. {command}",
+    -5: "Missing key for parent job of {job}. {command}",
+    -6: "Lock mismatch for job {job}. Cmd {command} from {state}",
+    -7: "The parent job {job} cannot be replaced. {command}",
+    -9: "Cannot complete job {job} because it has at least one failed child. {command}",
+}
+
+
 def _finish_message(code: int, job_id: str | None, command: str, state: str) -> str:
-    if code == -1:
-        return f"Missing key for job {job_id}. {command}"
-    if code == -2:
-        return f"Missing lock for job {job_id}. {command}"
-    if code == -3:
-        return f"Job {job_id} is not in the {state} state. {command}"
-    if code == -4:
-        return f"Job {job_id} has pending dependencies. {command}"
-    if code == -5:
-        return f"Missing key for parent job of {job_id}. {command}"
-    if code == -6:
-        return f"Lock mismatch for job {job_id}. Cmd {command} from {state}"
-    if code == -7:
-        return f"The parent job {job_id} cannot be replaced. {command}"
-    if code == -9:
-        return f"Cannot complete job {job_id} because it has at least one failed child. {command}"
-    return f"Unknown code {code} error for {job_id}. {command}"
+    template = _FINISH_MESSAGES.get(code, "Unknown code " + str(code) + " error for {job}. {command}")
+    return template.format(job=job_id, command=command, state=state)
 
 
 # -- calls ----------------------------------------------------------------------------------------------
