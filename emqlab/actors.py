@@ -176,14 +176,19 @@ def sweep(runner: Runner, spec: ActorSpec) -> ActorGen:
     for _ in range(spec.runs):
         # a new stalled interval: the throttle key of the previous sweep has lapsed
         pre: list[Command] = [(b"DEL", keys.stalled_check.encode())]
-        reply = yield from _script(
-            runner, mode,
-            lambda now: api.move_stalled_jobs_to_wait_call(keys, spec.max_stalled, 30000, timestamp=now),
-            "moveStalledJobsToWait", pre)
+        reply = yield from _script(runner, mode, lambda now: _sweep_call(runner, spec, now),
+                                   "moveStalledJobsToWait", pre)
         if isinstance(reply, list):
             runner.result(spec.id, "sweep:" + ",".join(x.decode() if isinstance(x, bytes) else str(x) for x in reply))
         else:
             runner.result(spec.id, "sweep:" + _code(reply))
+
+
+def _sweep_call(runner: Runner, spec: ActorSpec, now: int) -> api.ScriptCall:
+    call = api.move_stalled_jobs_to_wait_call(runner.keys, spec.max_stalled, 30000, timestamp=now)
+    if runner.scripts[call.name].numkeys == len(call.keys) + 1:
+        call.keys.append(runner.keys.repeat)  # BullMQ's current sweep (-9) also takes the `repeat` key
+    return call
 
 
 def lease(runner: Runner, spec: ActorSpec) -> ActorGen:

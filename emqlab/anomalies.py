@@ -123,9 +123,16 @@ def double_placement(h: History) -> list[Anomaly]:
                 continue
             before, after = _window(h, inner, outer.actor)
             if before and after:
-                because = (f" because {inner.actor} ran after {outer.actor} {_what(before, job).split(', ', 1)[-1]}"
-                           f" (step {before.index}, {before.op}) and before {outer.actor}'s next command"
-                           f" (step {after.index}, {_what(after, job)})")
+                effects = [e for e in before.effects if e.startswith((f"{job} ", f"{job}:lock "))]
+                did = f"{outer.actor} {_describe_effect(effects[0])}" if effects else f"{outer.actor}'s read"
+                because = (f" because {inner.actor} ran after {did} (step {before.index}, {before.op}) and before"
+                           f" {outer.actor}'s next command (step {after.index}, {after.op}), inside {outer.actor}'s"
+                           f" split {after.note or 'script'}")
+                lapses = [s for s in h.steps[before.index:inner.index - 1]
+                          if s.kind == "clock" and f"{job}:lock" in " ".join(s.effects)]
+                if lapses:
+                    because += f"; {outer.actor}'s lease had lapsed in between (step {lapses[0].index})"
+                    involved.append(lapses[0].index)
                 involved += [before.index, after.index]
                 break
         if not because and s1 is not None and s2 is not None and s1.actor != s2.actor:

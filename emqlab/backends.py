@@ -79,6 +79,11 @@ def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
         return _connect_fake()
     if url == "live":
         url = live_url()
+        if os.environ.get("EMQLAB_REDIS_URL"):
+            try:
+                return _connect_live(url, ping=ping)
+            except BackendError as e:
+                raise BackendError(f"{e} (from $EMQLAB_REDIS_URL)") from None
     return _connect_live(url, ping=ping)
 
 
@@ -115,11 +120,19 @@ def _connect_fake() -> redis.Redis:
 
 def _connect_live(url: str, *, ping: bool) -> redis.Redis:
     parts = urlsplit(url)
+    usage = "expected redis://[[user]:password@]host[:port][/db], rediss://… or unix:///path/to/socket"
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise BackendError(
-            f"malformed Redis URL {url!r}: expected redis://[[user]:password@]host[:port][/db], "
-            "rediss://… or unix:///path/to/socket"
-        )
+        raise BackendError(f"malformed Redis URL {url!r}: {usage}")
+    if parts.scheme != "unix":
+        if not parts.hostname:
+            raise BackendError(f"malformed Redis URL {_redact(url)!r}: no host ({usage})")
+        db = parts.path.lstrip("/")
+        if db and not db.isdigit():
+            raise BackendError(f"malformed Redis URL {_redact(url)!r}: the database {db!r} is not a number")
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError as e:
+            raise BackendError(f"malformed Redis URL {_redact(url)!r}: {e}") from None
     try:
         conn = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10, protocol=2)
     except ValueError as e:

@@ -2,7 +2,7 @@
 
     emqlab simulate --split              explore a split finish racing the recovery sweep
     emqlab simulate --atomic             the same with one EVALSHA per finish: no anomaly
-    emqlab replay 'v1:W1*9.S1.W1*12' --split
+    emqlab replay 'v1:W1*9.S1.W1*8' --split
     emqlab scenarios                     the scenario library
     emqlab scripts                       the Lua scripts, their KEYS count and SHA1
 """
@@ -10,6 +10,9 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -204,7 +207,8 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
     t.add_column("interleavings")
     t.add_column("count", justify="right")
     t.add_row(f"raw (multinomial of {steps})", str(rep.raw_interleavings))
-    t.add_row("explored" + ("" if rep.complete else " (stopped early)"), str(rep.explored))
+    ran = "explored" if rep.strategy in ("exhaustive", "replay") else f"runs ({rep.strategy} samples, may repeat)"
+    t.add_row(ran + ("" if rep.complete else " (stopped early)"), str(rep.explored))
     if rep.pruned:
         t.add_row("pruned (sleep sets)", str(rep.pruned))
     t.add_row("distinct final states", str(rep.distinct_outcomes))
@@ -216,9 +220,11 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
                      " different keys, so they reach states already explored")
     bound = rep.params.get("preemption_bound")
     if bound is not None:
-        notes.append(f"only schedules with at most {bound} preemption(s) were explored (--preemptions)")
+        origin = "--preemptions" if rep.params.get("bound_from") == "option" else \
+            f"preemptions: {bound} in the scenario file; --preemptions K overrides it"
+        notes.append(f"only schedules with at most {bound} preemption(s) were explored ({origin})")
     for n in notes:
-        console.print(f"[dim]{n}[/]")
+        console.print(f"[dim]{n}[/]", soft_wrap=False)
     console.print()
     if not rep.anomaly_kinds:
         console.print(f"[bold green]no anomaly[/] in {rep.explored} run(s).")
@@ -252,12 +258,12 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
                       f"{rep.min_preemptions[kind]} preemption(s)):")
         console.print(h.annotated(marks=marks), markup=False)
         for x in found:
-            console.print(f"[bold]why:[/] {x['because']}", markup=True)
+            console.print(f"[bold]why:[/] {x['because']}", markup=True, soft_wrap=False)
         console.print(f"[bold]replay:[/] {_replay_cmd(h.schedule, scenario_name, mode, redis_url, script_set)}",
                       markup=True)
     if sc.lesson:
         console.print()
-        console.print(f"[dim]lesson: {sc.lesson}[/]")
+        console.print(f"[dim]lesson: {sc.lesson}[/]", soft_wrap=False)
 
 
 @main.command()
@@ -269,12 +275,12 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     """Replay one schedule and print its annotated history.
 
     SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
-    *N for repeats (v1:W1*9.S1.W1*12). Whitespace and case do not matter. If it ends before every actor
+    *N for repeats (v1:W1*9.S1.W1*8). Whitespace and case do not matter. If it ends before every actor
     is done, the run continues without further preemption.
 
     \b
     Examples:
-      emqlab replay 'v1:W1*9.S1.W1*12' --split
+      emqlab replay 'v1:W1*9.S1.W1*8' --split
       emqlab replay 'v1:W1*9.S1' --split --redis live
     """
     from .explore import explore
@@ -285,9 +291,8 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
             rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
         except ScheduleError as e:
             if "has no step left" in str(e):
-                others = ", ".join(f"--{m}" for m in sc.modes if m != mode)
-                raise ScheduleError(f"{e}; a schedule belongs to the mode it was found in (this is --{mode};"
-                                    f" try {others})") from None
+                raise ScheduleError(f"{e}; a schedule only fits the scenario and mode it was found in"
+                                    f" (this is {sc.name} in --{mode})") from None
             raise
     h = next(iter(rep.witnesses.values()), None)
     if h is None:  # no anomaly: rerun to show the history
@@ -303,7 +308,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     if not h.anomalies:
         console.print("[bold green]no anomaly[/]")
     for a in h.anomalies:
-        console.print(f"[red]{a['kind']}[/]: {a['because']}")
+        console.print(f"[red]{a['kind']}[/]: {a['because']}", soft_wrap=False)
 
 
 @main.command()
@@ -315,6 +320,12 @@ def scenarios(as_json: bool, check: bool) -> None:
 
     Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
     each of its modes and the anomalies found are compared with the file's `expect:` section.
+
+    \b
+    Examples:
+      emqlab scenarios
+      emqlab scenarios --json
+      emqlab scenarios --check     # about half a minute: every scenario, every mode
     """
     from .scenario import shipped
 
@@ -328,14 +339,17 @@ def scenarios(as_json: bool, check: bool) -> None:
                                 "source": s.source, "modes": s.modes,
                                 "expect": {m: e.anomalies for m, e in s.expect.items()}} for s in lib], indent=2))
         return
-    t = Table(show_header=True, header_style="bold", show_lines=True)
-    t.add_column("name", style="cyan", no_wrap=True)
-    t.add_column("anomaly (split)", style="red")
-    t.add_column("lesson")
-    t.add_column("source", style="dim")
+    from rich.markup import escape
+
     for s in lib:
-        t.add_row(s.name, s.anomaly, s.lesson, "\n".join(s.source))
-    console.print(t)
+        console.print(f"[bold cyan]{s.name}[/]  [red]{s.anomaly}[/]  [dim]({', '.join(s.modes)})[/]")
+        console.print(f"  {escape(s.title)}", soft_wrap=False)
+        if s.lesson:
+            console.print(f"  [dim]{escape(s.lesson)}[/]", soft_wrap=False)
+        for src in s.source:
+            console.print(f"  [dim]source: {escape(src)}[/]", soft_wrap=False)
+        console.print()
+    console.print(f"{len(lib)} scenarios · run one: emqlab simulate --split --scenario NAME", soft_wrap=False)
 
 
 def _check_scenarios(lib) -> None:  # type: ignore[no-untyped-def]
@@ -369,7 +383,13 @@ def _check_scenarios(lib) -> None:  # type: ignore[no-untyped-def]
 @main.command()
 @click.option("--bullmq", is_flag=True, help="List BullMQ's shipped scripts (from the installed bullmq package).")
 def scripts(bullmq: bool) -> None:
-    """List the Lua scripts: command name, number of KEYS, SHA1, file."""
+    """List the Lua scripts: command name, number of KEYS, SHA1, size in bytes (after includes).
+
+    \b
+    Examples:
+      emqlab scripts
+      emqlab scripts --bullmq      # BullMQ's shipped set (needs the test extra: pip install -e '.[test]')
+    """
     with _errors():
         s = ScriptSet.bullmq() if bullmq else ScriptSet.emqlab()
     t = Table(title=f"{s.origin} scripts", show_header=True, header_style="bold", box=None)
@@ -395,9 +415,22 @@ def _float_list(text: str, what: str) -> list[float]:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise click.BadParameter(f"{what}: expected numbers separated by commas, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise click.BadParameter(f"{what}: expected one or more non-negative numbers, got {text!r}")
+    if not values or any(not math.isfinite(v) or v < 0 or v > 3_600_000 for v in values):
+        raise click.BadParameter(f"{what}: expected one or more finite numbers from 0 to 3600000 ms, got {text!r}")
     return values
+
+
+def _check_finite(**values: float) -> None:
+    for name, v in values.items():
+        if not math.isfinite(v) or v > 3_600_000:
+            _fail(f"--{name} {v}: expected a finite number of ms up to 3600000")
+
+
+def _check_out_dir(path: str | None, option: str) -> None:
+    if path:
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            _fail(f"{option} {path}: the folder {parent} does not exist")
 
 
 @main.command("sweep-rtt")
@@ -452,6 +485,16 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
     if out_path and not out_path.lower().endswith((".png", ".svg", ".pdf")):
         _fail(f"--out {out_path}: use a .png, .svg or .pdf file name")
     rtts = _float_list(rtt_text, "--rtt")
+    _check_finite(processing=processing_ms, interval=interval_ms, lock=lock_ms, jitter=jitter)
+    if jitter > 5:
+        _fail(f"--jitter {jitter}: a lognormal sigma above 5 makes round trips meaningless")
+    if workers > 10_000 or jobs > 1_000_000:
+        _fail("--workers is limited to 10000 and --jobs to 1000000")
+    if processing_ms > 1000 * interval_ms:
+        _fail(f"--processing {processing_ms} is over 1000 stalled intervals (--interval {interval_ms}): "
+              "the run would take forever in steps")
+    _check_out_dir(out_path, "--out")
+    _check_out_dir(csv_path, "--csv")
     with _errors():
         from .backends import connect
 
@@ -594,5 +637,25 @@ def student(source: str, out: str) -> None:
         console.print(f"wrote {p}", highlight=False)
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    # SystemExit unwinds through the runners' context managers: a live run deletes its keys on SIGTERM
+    # (a CI timeout, `kill`) as it does on Ctrl-C.
+    raise SystemExit(128 + signum)
+
+
+def entry() -> None:
+    """The console script: :func:`main` with SIGTERM/SIGHUP turned into a clean exit and a closed pipe
+    (``emqlab scenarios | head``) ending quietly."""
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, _terminate)
+    try:
+        main()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry()

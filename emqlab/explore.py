@@ -449,6 +449,7 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
         if strategy == "exhaustive":
             bound = preemptions if preemptions is not None else scenario.preemptions
             rep = ex.exhaustive(preemption_bound=bound, reduce=reduce)
+            rep.params["bound_from"] = "option" if preemptions is not None else "scenario"
         elif strategy == "random":
             rep = ex.random(runs, seed)
         elif strategy == "pct":

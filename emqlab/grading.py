@@ -214,7 +214,13 @@ def make_student_versions(source: str | Path, out: str | Path) -> list[Path]:
         dst.mkdir(parents=True, exist_ok=True)
         pairs = [(p, dst / p.name) for p in notebooks]
     else:
-        target = dst / src.name if dst.is_dir() else dst
+        if str(out).endswith(("/", "\\")) or dst.is_dir():
+            dst.mkdir(parents=True, exist_ok=True)
+            target = dst / src.name
+        else:
+            if not dst.parent.is_dir():
+                raise GradingError(f"{dst}: the folder {dst.parent} does not exist")
+            target = dst
         if target.resolve() == src.resolve():
             raise GradingError(f"{target}: would overwrite the source notebook; choose another path")
         pairs = [(src, target)]
@@ -259,10 +265,41 @@ def _python_of(text: str) -> str:
     return "\n".join(f"# {line}" if _MAGIC.match(line) else line for line in text.split("\n"))
 
 
+#: Seconds one cell may run before it is stopped (nbgrader's default cell timeout is 30 s).
+CELL_TIMEOUT_S = 30
+
+
+class CellTimeout(Exception):
+    """A cell ran longer than :data:`CELL_TIMEOUT_S`."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int) -> Any:
+    """Stop the block after ``seconds`` (SIGALRM; only in the main thread of a POSIX process, else no limit)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(_signum: int, _frame: Any) -> None:
+        raise CellTimeout(f"the cell ran longer than {seconds} s and was stopped")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_notebook(nb: Mapping[str, Any], *, tests: bool = False) -> NotebookRun:
     """Run the notebook's code cells in order in one fresh namespace, as a kernel would, capturing their
     output. Test cells (graded, not solutions) run only with ``tests=True``. A cell that raises is recorded
-    and the run goes on (nbgrader autograde does the same)."""
+    and the run goes on (nbgrader autograde does the same); a cell that runs longer than
+    :data:`CELL_TIMEOUT_S` seconds is stopped and recorded as ``CellTimeout``."""
     ns: dict[str, Any] = {"__name__": "__main__"}
     run = NotebookRun(ns)
     buf = io.StringIO()
@@ -273,7 +310,7 @@ def run_notebook(nb: Mapping[str, Any], *, tests: bool = False) -> NotebookRun:
             continue
         code = _python_of(_source(cell))
         try:
-            with contextlib.redirect_stdout(buf):
+            with contextlib.redirect_stdout(buf), _time_limit(CELL_TIMEOUT_S):
                 exec(compile(code, f"<cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
         except BaseException as e:  # noqa: BLE001 - a student's cell may raise anything, even SystemExit
             if isinstance(e, KeyboardInterrupt):

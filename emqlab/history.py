@@ -80,7 +80,7 @@ class History:
     results: dict[str, list[str]] = field(default_factory=dict)
 
     # -- rendering ---------------------------------------------------------------------------------
-    def annotated(self, *, marks: dict[int, str] | None = None, width: int = 58) -> str:
+    def annotated(self, *, marks: dict[int, str] | None = None, width: int = 44) -> str:
         """The history as an annotated linear script, one line per step::
 
              3  DEL 1:lock                     -- W1  -> 1        1:lock W1:1 -> -

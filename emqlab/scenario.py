@@ -227,9 +227,11 @@ def load(source: str | Path) -> Scenario:
             )
         path = shipped
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{source}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{source}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
     return loads(text, str(path.name if path.parent == _shipped_dir() else path))
 
 

@@ -2,7 +2,7 @@
 order a schedule says, against fakeredis or a live Redis, and records the history.
 
 A **schedule** is the sequence of actors chosen at each scheduling point. Its string form is versioned,
-short and legible: ``v1:W1*3.S1.W1*12`` (actor ids joined by dots, ``*n`` repeats), case- and
+short and legible: ``v1:W1*9.S1.W1*8`` (actor ids joined by dots, ``*n`` repeats), case- and
 whitespace-insensitive. Replaying a schedule string gives the same history on fakeredis and on a live
 server: every timestamp comes from a virtual clock (step *k* runs at ``T0 + k`` ms), every lock token is
 deterministic (``W1:1`` = W1's first acquisition), and time-driven events (a lock lapsing, the stalled
@@ -58,7 +58,9 @@ def format_schedule(choices: Sequence[str]) -> str:
     return f"{SCHEDULE_VERSION}:" + ".".join(parts)
 
 
-_PART = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\*(\d+))?$")
+_PART = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\*([0-9]+))?$", re.ASCII)
+#: The longest schedule a string may spell out (a run longer than this is surely a typo).
+MAX_SCHEDULE_STEPS = 100_000
 
 
 def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[str]:
@@ -79,9 +81,12 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
         m = _PART.match(part)
         if not m:
             raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} is not ACTOR or ACTOR*COUNT")
-        actor, count = m.group(1), int(m.group(2) or 1)
+        actor, digits = m.group(1), m.group(2) or "1"
+        count = int(digits) if len(digits) <= 7 else MAX_SCHEDULE_STEPS + 1
         if count < 1:
             raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} repeats {count} times")
+        if len(out) + count > MAX_SCHEDULE_STEPS:
+            raise ScheduleError(f"bad schedule {text[:60]!r}: more than {MAX_SCHEDULE_STEPS} steps")
         if by_upper is not None:
             if actor.upper() not in by_upper:
                 raise ScheduleError(
@@ -245,7 +250,9 @@ class Runner:
         op = self.pending.get(actor)
         if op is None:
             left = ", ".join(self.enabled) or "none"
-            raise ScheduleError(f"actor {actor} has no step left at step {self.index + 1} (actors with steps: {left})")
+            took = self.actor_steps.get(actor)
+            raise ScheduleError(f"actor {actor} has no step left at step {self.index + 1} (it took all its"
+                                f" {took} steps; actors with steps left: {left})")
         self.enabled_at.append(self.enabled)
         self.choices.append(actor)
         self.index += 1

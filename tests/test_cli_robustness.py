@@ -1,0 +1,133 @@
+"""Bad input gets a clear one-line error and loses nothing; interrupted live runs clean up after themselves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from emqlab import grading
+from emqlab.backends import BackendError, connect
+from emqlab.cli import main
+from emqlab.schedule import ScheduleError, parse_schedule
+from tests.conftest import backend_conn
+
+
+def _one_line_error(args: list[str]) -> str:
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: ") and res.output.count("\n") == 1, res.output
+    assert "Traceback" not in res.output
+    return res.output
+
+
+@pytest.mark.parametrize("text", ["v1:W1*99999999999999999999", "v1:W1*100001", "v1:" + ".".join(["W1*60000"] * 2)])
+def test_huge_repeat_counts_are_refused_before_expanding(text: str) -> None:
+    with pytest.raises(ScheduleError, match="more than 100000 steps"):
+        parse_schedule(text)
+
+
+def test_only_ascii_digits_and_letters_in_schedules() -> None:
+    with pytest.raises(ScheduleError, match="is not ACTOR or ACTOR\\*COUNT"):
+        parse_schedule("v1:W1*\u0663")  # ARABIC-INDIC DIGIT THREE
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("redis://127.0.0.1:6379/abc", "the database 'abc' is not a number"),
+        ("redis://:@/", "no host"),
+        ("redis://127.0.0.1:notaport/0", "malformed Redis URL"),
+        ("foo", "malformed Redis URL 'foo'"),
+        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0"),
+    ],
+)
+def test_bad_redis_urls(url: str, words: str) -> None:
+    with pytest.raises(BackendError, match=words):
+        connect(url)
+    assert words in _one_line_error(["simulate", "--redis", url])
+
+
+def test_a_bad_url_in_the_environment_says_where_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMQLAB_REDIS_URL", "garbage")
+    with pytest.raises(BackendError, match=r"\(from \$EMQLAB_REDIS_URL\)"):
+        connect("live")
+
+
+def test_replay_with_too_long_a_schedule_names_the_step_count() -> None:
+    out = _one_line_error(["replay", "v1:W1*30", "--split"])
+    assert "it took all its 20 steps" in out or "it took all its" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["sweep-rtt", "--rtt", "nan"],
+    ["sweep-rtt", "--rtt", "inf"],
+    ["sweep-rtt", "--processing", "inf"],
+    ["sweep-rtt", "--processing", "1e12"],
+    ["sweep-rtt", "--jitter", "inf"],
+    ["sweep-rtt", "--workers", "100000"],
+    ["sweep-rtt", "--out", "/nonexistent/dir/x.png"],
+    ["sweep-rtt", "--csv", "/nonexistent/dir/x.csv"],
+])
+def test_sweep_rtt_refuses_unusable_numbers_and_paths_at_once(args: list[str]) -> None:
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+
+
+def test_student_and_grade_paths(tmp_path: Path) -> None:
+    src = "notebooks/assignments/a1-double-placement.ipynb"
+    assert "the folder /nonexistent/dir does not exist" in _one_line_error(["student", src, "/nonexistent/dir/a1.ipynb"])
+    res = CliRunner().invoke(main, ["student", src, f"{tmp_path}/out/"])
+    assert res.exit_code == 0 and (tmp_path / "out" / "a1-double-placement.ipynb").is_file()
+    text = tmp_path / "notes.txt"
+    text.write_text("not a notebook")
+    assert CliRunner().invoke(main, ["grade", str(text)]).exit_code == 2
+    assert CliRunner().invoke(main, ["grade", str(tmp_path / "missing.ipynb")]).exit_code == 2
+
+
+def test_a_cell_that_never_ends_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grading, "CELL_TIMEOUT_S", 1)
+    nb = {"cells": [{"cell_type": "code", "source": "while True:\n    pass\n", "metadata": {}},
+                    {"cell_type": "code", "source": "after = 1\n", "metadata": {}}]}
+    t0 = time.monotonic()
+    run = grading.run_notebook(nb)
+    assert time.monotonic() - t0 < 10
+    assert run.errors and run.errors[0].error.startswith("CellTimeout")
+    assert run.namespace["after"] == 1  # the run went on
+
+
+def test_bullmq_script_set_runs_from_the_cli() -> None:
+    res = CliRunner().invoke(main, ["simulate", "--split", "--scripts", "bullmq", "--json"])
+    assert res.exit_code == 0, res.output
+    # BullMQ's moveToFinished re-checks LREM's count after its writes began: split, it answers -3 instead
+    # of filing the job twice (PROTOCOL.md §11)
+    assert '"finish:1:-3"' in res.output
+
+
+def test_sigterm_on_a_live_run_deletes_its_keys() -> None:
+    conn = backend_conn("live")
+
+    def ours() -> set[bytes]:
+        return set(conn.scan_iter(match="emq:{q-*", count=1000))
+
+    before = ours()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split", "--scenario",
+         "two-workers", "--preemptions", "2", "--redis", "live"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (ours() - before):
+        time.sleep(0.1)
+    assert ours() - before, "the run never wrote its keys"
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert ours() - before == set()
