@@ -561,9 +561,11 @@ def _print_sweep(sweep) -> None:  # type: ignore[no-untyped-def]
             console.print(f"  [red]{r.mode} @ {r.rtt_ms:g} ms[/]: {kinds}")
     if any(r.truncated for r in sweep.results):
         console.print("  * stopped at the execution cap (5 x jobs): requeued jobs kept coming back")
-    console.print("[dim]trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs · "
+    console.print("[dim]trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs (one"
+                  " job can show several, so it can pass 1,000) · "
                   "model/1k = expected from the finish's DEL→SREM window, RTT/(interval + RTT) per marked job · "
-                  "hits = sweeps that requeued a job while its split finish ran · runs = job executions[/]")
+                  "hits = sweeps that requeued a job while its split finish ran · runs = job executions[/]",
+                  soft_wrap=False)
 
 
 def _sig3(x: float) -> str:

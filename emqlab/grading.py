@@ -856,8 +856,9 @@ def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any) -> Verdict: 
                               f".anomalies_per_1000 is {measured:.2f}. A timed run is deterministic for its seed "
                               "and parameters: did you change one of them?")
     ratio = measured / want_pred if want_pred else math.inf
-    return Verdict(True, f"Measured {measured:.1f} anomalies per 1,000 jobs against a predicted {want_pred:.1f} "
-                         f"(ratio {ratio:.2f}).")
+    return Verdict(True, f"Both numbers are right: measured {measured:.1f} anomalies per 1,000 jobs against your"
+                         f" model's {want_pred:.1f} (ratio {ratio:.2f}). The grade is for computing each correctly;"
+                         " where they differ, the written answer should say which effect the model leaves out.")
 
 
 def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803

@@ -146,7 +146,8 @@ class ScriptSet:
             version = importlib.metadata.version("bullmq")
             root = importlib.resources.files("bullmq") / "commands"
         except (importlib.metadata.PackageNotFoundError, ModuleNotFoundError) as e:
-            raise ScriptError("the bullmq package is not installed: pip install 'emqlab[test]'") from e
+            raise ScriptError("the bullmq package is not installed: pip install -e '.[test]' in the emqlab"
+                              " checkout (it is part of the test extra)") from e
         return cls.from_dir(Path(str(root)), f"bullmq {version}")
 
     # -- access ------------------------------------------------------------------------------------

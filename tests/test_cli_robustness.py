@@ -83,7 +83,8 @@ def test_sweep_rtt_refuses_unusable_numbers_and_paths_at_once(args: list[str]) -
 
 def test_student_and_grade_paths(tmp_path: Path) -> None:
     src = "notebooks/assignments/a1-double-placement.ipynb"
-    assert "the folder /nonexistent/dir does not exist" in _one_line_error(["student", src, "/nonexistent/dir/a1.ipynb"])
+    out = _one_line_error(["student", src, "/nonexistent/dir/a1.ipynb"])
+    assert "the folder /nonexistent/dir does not exist" in out
     res = CliRunner().invoke(main, ["student", src, f"{tmp_path}/out/"])
     assert res.exit_code == 0 and (tmp_path / "out" / "a1-double-placement.ipynb").is_file()
     text = tmp_path / "notes.txt"

@@ -323,4 +323,4 @@ def test_atomic_steps_via_host_equal_fakeredis_evalsha(name: str, mode: str) -> 
 def test_replay_in_the_wrong_mode_says_so() -> None:
     out = CliRunner().invoke(main, ["replay", "v1:W1*9.S1", "--atomic"])
     assert out.exit_code == 2
-    assert "a schedule only fits the scenario and mode it was found in (this is stalled-finish in --atomic)" in out.output
+    assert "only fits the scenario and mode it was found in (this is stalled-finish in --atomic)" in out.output
