@@ -90,6 +90,13 @@ def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _one_mode_flag() -> None:
+    """Refuse two finish-mode flags at once (click would silently keep the last)."""
+    given = [a for a in sys.argv[1:] if a in ("--split", "--atomic", "--finish-then-fetch")]
+    if len(set(given)) > 1:
+        _fail(f"choose one finish mode, not {' and '.join(dict.fromkeys(given))}")
+
+
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every count).")(f)
     f = click.option("--scripts", "script_set", type=click.Choice(["emqlab", "bullmq"]), default="emqlab",
@@ -147,6 +154,16 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: s
     """
     from .explore import explore
 
+    _one_mode_flag()
+    ctx = click.get_current_context()
+    from click.core import ParameterSource
+
+    explicit = {p for p in ("runs", "seed", "depth") if ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE}
+    if strategy == "exhaustive" and explicit:
+        _fail(f"--{', --'.join(sorted(explicit))} only apply to --strategy random or pct (exhaustive runs every"
+              " interleaving)")
+    if strategy != "exhaustive" and (preemptions is not None or no_reduce):
+        _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         if mode not in sc.modes:
@@ -285,6 +302,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     """
     from .explore import explore
 
+    _one_mode_flag()
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         try:

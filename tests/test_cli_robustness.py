@@ -132,3 +132,16 @@ def test_sigterm_on_a_live_run_deletes_its_keys() -> None:
     proc.wait(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM
     assert ours() - before == set()
+
+
+def test_options_that_do_not_apply_are_refused() -> None:
+    assert "only apply to --strategy random or pct" in _one_line_error(["simulate", "--runs", "5"])
+    assert "only apply to --strategy exhaustive" in _one_line_error(
+        ["simulate", "--strategy", "pct", "--preemptions", "1"])
+
+
+def test_two_finish_modes_at_once_are_refused() -> None:
+    res = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split",
+                          "--atomic"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "choose one finish mode, not --split and --atomic" in res.stderr
