@@ -26,7 +26,7 @@ from .actors import Op
 from .history import History
 from .scenario import Scenario
 from .schedule import READ_ONLY as _READ_ONLY
-from .schedule import Runner, ScheduleError, format_schedule, parse_schedule
+from .schedule import Runner, ScheduleError, command_keys, format_schedule, parse_schedule
 
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
 
@@ -58,16 +58,14 @@ SCRIPT_FOOTPRINTS: dict[str, tuple[list[Key], list[Key]]] = {
 
 
 def _classify(rel: str) -> Key:
+    """``wait`` and ``metrics:completed`` → queue keys; ``1`` → a job hash; ``1:lock`` → a lock; ``1:logs`` → a
+    job's other keys."""
     head, sep, tail = rel.partition(":")
-    if not sep or rel.startswith("metrics:"):
-        if head.isdigit() or (head and head not in _QUEUE_NAMES):
-            return ("job", head) if not sep else ("q", rel)
-        return ("q", rel)
-    if tail == "lock":
-        return ("lock", head)
     if head in _QUEUE_NAMES:
         return ("q", rel)
-    return ("jobsub", rel)
+    if not sep:
+        return ("job", rel)
+    return ("lock", head) if tail == "lock" else ("jobsub", rel)
 
 
 _QUEUE_NAMES = frozenset(
@@ -119,18 +117,11 @@ def footprint(op: Op | None, base: str = "") -> Footprint:
         return Footprint(frozenset(fp[0]), frozenset(fp[1]))
     if op.kind != "command" or op.command is None:
         return Footprint.everything()
-    cmd = op.command
-    name = cmd[0].upper()
-    if name in (b"DEL", b"EXISTS", b"MGET", b"UNLINK"):
-        keys = cmd[1:]
-    elif name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE"):
-        keys = cmd[1:3]
-    elif name in (b"EVAL", b"EVALSHA", b"XREAD", b"ZUNIONSTORE", b"ZINTERSTORE", b"SUNIONSTORE", b"MSET"):
+    keys = command_keys(op.command)
+    if keys is None:
         return Footprint.everything()
-    else:
-        keys = cmd[1:2]
     ks = frozenset(_classify(rel(k)) for k in keys)
-    if name in _READ_ONLY:
+    if op.command[0].upper() in _READ_ONLY:
         return Footprint(ks, frozenset())
     return Footprint(ks, ks)
 

@@ -16,7 +16,7 @@ import importlib.metadata
 import importlib.resources
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,18 +176,24 @@ class ScriptSet:
         once. Returns the raw reply (int, bytes, list, None). Raises :class:`KeyCountMismatch` before sending
         anything when ``len(keys)`` differs from the declared count, and ``redis.ResponseError`` for an
         error reply (a Lua error inside the script included)."""
+        return self.call(conn.execute_command, name, keys, args)
+
+    def call(self, send: Callable[..., Any], name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
+        """:meth:`execute` through ``send(*command)``, any function that sends one raw command (a redis-py
+        ``execute_command``, or :func:`emqlab.backends.command_executor`)."""
         script = self[name]
         script.check_keys(keys)
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         try:
-            return conn.evalsha(script.sha, len(keys), *keys, *args)
+            return send(*command)
         except redis.exceptions.NoScriptError:
-            loaded = conn.script_load(script.text)
+            loaded = send("SCRIPT", "LOAD", script.text)
             if isinstance(loaded, bytes):
                 loaded = loaded.decode()
             if loaded != script.sha:  # pragma: no cover - a server that hashes differently
                 raise ScriptError(
                     f"server returned SHA1 {loaded} for {script.file_name}, expected {script.sha}") from None
-            return conn.evalsha(script.sha, len(keys), *keys, *args)
+            return send(*command)
 
 
 _DEFAULT: ScriptSet | None = None

@@ -362,18 +362,15 @@ class Runner:
     def _evalsha(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """One atomic script step: EVALSHA (loading the script on NOSCRIPT) — or, on fakeredis with
         ``local_scripts``, the same script run to its end through the Lua host inside this one step."""
-        script = self.scripts[name]
-        script.check_keys(keys)
         if self._local_scripts:
+            script = self.scripts[name]
+            script.check_keys(keys)
             return self.host.run(self.exec, script.text, keys, args)
-        fields = [b"EVALSHA", script.sha.encode(), str(len(keys)).encode(),
-                  *(k.encode() if isinstance(k, str) else k for k in keys),
-                  *(a.encode() if isinstance(a, str) else a for a in args)]
-        try:
-            return self.exec(*fields)
-        except redis.exceptions.NoScriptError:
-            self.exec(b"SCRIPT", b"LOAD", script.text)
-            return self.exec(*fields)
+        return self.scripts.call(self._send, name, keys, args)
+
+    def _send(self, *command: Any) -> Any:
+        """One raw command through the executor (arguments as bytes, as the executor expects)."""
+        return self.exec(*(a if isinstance(a, bytes) else str(a).encode() for a in command))
 
     def _key_names(self) -> set[str]:
         if self._names is not None:
@@ -491,15 +488,9 @@ class Runner:
         """The watched components a single command can change (None = all of them)."""
         if op.kind != "command" or command is None:
             return None
-        name = command[0].upper()
-        if name in (b"EVAL", b"EVALSHA", b"MSET", b"RENAME"):
+        keys = command_keys(command)
+        if keys is None:
             return None
-        if name in (b"DEL", b"UNLINK"):
-            keys = command[1:]
-        elif name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE"):
-            keys = command[1:3]
-        else:
-            keys = command[1:2]
         out = []
         base = self.keys.base.encode()
         for key in keys:
@@ -530,6 +521,19 @@ class Runner:
         locks = {j: raw[f"lock:{j}"] for j in self.job_ids}
         hashes = {j: raw[f"hash:{j}"] for j in self.job_ids}
         return {"raw": raw, "place": place, "stalled": raw["stalled"], "locks": locks, "hashes": hashes}
+
+
+def command_keys(command: Sequence[bytes]) -> Sequence[bytes] | None:
+    """The key arguments of one command (from the command table's key positions), or ``None`` for a
+    command whose keys cannot be told from its arguments (EVAL, EVALSHA, MSET, …)."""
+    name = command[0].upper()
+    if name in (b"EVAL", b"EVALSHA", b"MSET", b"RENAME", b"XREAD", b"ZUNIONSTORE", b"ZINTERSTORE", b"SUNIONSTORE"):
+        return None
+    if name in (b"DEL", b"UNLINK", b"EXISTS", b"MGET"):
+        return command[1:]
+    if name in (b"RPOPLPUSH", b"LMOVE", b"SMOVE"):
+        return command[1:3]
+    return command[1:2]
 
 
 def _member_order(m: Any) -> tuple[int, Any]:

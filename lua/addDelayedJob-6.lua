@@ -17,16 +17,10 @@
 ]]
 --@include "includes/addJob.lua"
 
-local job, problem = readNewJob()
-if not job then
-  return problem
+local id, cap, job = addNewJob(KEYS[3], KEYS[2], KEYS[6])
+if not id then
+  return cap -- the reply for bad arguments or a taken custom id
 end
-local id, jobKey, duplicate = allocateJobId(KEYS[3], job)
-local cap = eventCap(KEYS[2])
-if duplicate then
-  return reportDuplicate(KEYS[6], cap, id)
-end
-storeNewJob(KEYS[6], jobKey, id, job)
 local dueAt = job.timestamp + math.max(job.delay, 0)
 call("ZADD", KEYS[4], delayedScore(KEYS[4], dueAt), id)
 call("XADD", KEYS[6], "MAXLEN", "~", cap, "*", "event", "delayed", "jobId", id, "delay", dueAt)

@@ -20,16 +20,10 @@
 ]]
 --@include "includes/addJob.lua"
 
-local job, problem = readNewJob()
-if not job then
-  return problem
+local id, cap, job = addNewJob(KEYS[3], KEYS[2], KEYS[8])
+if not id then
+  return cap -- the reply for bad arguments or a taken custom id
 end
-local id, jobKey, duplicate = allocateJobId(KEYS[3], job)
-local cap = eventCap(KEYS[2])
-if duplicate then
-  return reportDuplicate(KEYS[8], cap, id)
-end
-storeNewJob(KEYS[8], jobKey, id, job)
 local held = queueHeld(KEYS[2], KEYS[7])
 call("ZADD", KEYS[4], priorityScore(KEYS[9], job.priority), id)
 signalWork(KEYS[1], held)

@@ -21,16 +21,10 @@
 ]]
 --@include "includes/addJob.lua"
 
-local job, problem = readNewJob()
-if not job then
-  return problem
+local id, cap, job = addNewJob(KEYS[4], KEYS[3], KEYS[8])
+if not id then
+  return cap -- the reply for bad arguments or a taken custom id
 end
-local id, jobKey, duplicate = allocateJobId(KEYS[4], job)
-local cap = eventCap(KEYS[3])
-if duplicate then
-  return reportDuplicate(KEYS[8], cap, id)
-end
-storeNewJob(KEYS[8], jobKey, id, job)
 local held = queueHeld(KEYS[3], KEYS[7])
 if job.opts["lifo"] then
   call("RPUSH", KEYS[1], id)

@@ -85,3 +85,20 @@ local function storeNewJob(eventsKey, jobKey, id, job)
     "timestamp", job.timestamp, "delay", job.delay, "priority", job.priority)
   call("XADD", eventsKey, "*", "event", "added", "jobId", id, "name", job.name)
 end
+
+-- The part every add script shares: check the arguments, take the id, store the job. Returns the id, the
+-- event stream's cap and the job; or nil and the reply the script must return at once (bad arguments, or a
+-- custom id that is taken).
+local function addNewJob(idKey, metaKey, eventsKey)
+  local job, problem = readNewJob()
+  if not job then
+    return nil, problem
+  end
+  local id, jobKey, duplicate = allocateJobId(idKey, job)
+  local cap = eventCap(metaKey)
+  if duplicate then
+    return nil, reportDuplicate(eventsKey, cap, id)
+  end
+  storeNewJob(eventsKey, jobKey, id, job)
+  return id, cap, job
+end
