@@ -3,32 +3,41 @@
 An actor yields an :class:`Op` — the next thing it will send — and receives the reply (or the
 ``redis.ResponseError``) when the scheduler lets it run. Nothing is sent until the scheduler picks the
 actor, so the pending op of every actor is known at each scheduling point (the stepper widget shows them).
+Actors see the run only through an :class:`emqlab.context.ActorContext`.
 
 * **Worker** — holds a job (or fetches one) and finishes it:
   ``atomic`` = one EVALSHA of moveToFinished-14 (fetch_next = 1 when it wants another job);
   ``finish-then-fetch`` = EVALSHA with fetch_next = 0, then a separate moveToActive-11;
   ``split`` = the same moveToFinished-14 text run client-side, one step per ``redis.call``.
+  A fetched job that carries a deferred failure (``defa``, set by the sweep past ``maxStalledCount``) is
+  failed with that reason instead of being processed, as BullMQ's worker does.
 * **RecoverySweep** — moveStalledJobsToWait-8, atomic or split. Each run starts a new stalled interval (the
   ``stalled-check`` throttle key lapses first, a clock effect, not a round trip).
 * **LeaseClock** — a lock lapses: its TTL runs out, modelled as an explicit event that deletes the lock key
   if it still holds the acquisition it belonged to (the same on fakeredis and a live server).
 * **Producer** — adds a job (addStandardJob-9 / addDelayedJob-6 / addPrioritizedJob-9).
-* **Canceller** — an outside finish: moveToFinished-14 to ``failed`` with the bypass token ``"0"``.
+* **Canceller** — an outside finish: moveToFinished-14 to ``failed`` with the bypass token ``"0"``, atomic
+  or (``--split``, or ``mode: split`` in the scenario) split.
+
+The building blocks (:func:`script`, :func:`fetch`, :func:`finish`) are what the timed model and the
+graders build their own actors from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import scripts as api
+from .outcome import Outcome, Result
 from .scenario import ActorSpec
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .schedule import Runner
+    from .context import ActorContext
 
 Command = tuple[bytes, ...]
+OpKind = Literal["command", "script", "clock"]
 
 #: Lua for a lock lapsing: the TTL of *this acquisition* ran out (a later SET … PX would have replaced it).
 LAPSE_LUA = b"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -39,11 +48,13 @@ class Op:
     """The next step of an actor.
 
     ``kind``: ``command`` (one command of a split script: ``command`` is set), ``script`` (one EVALSHA:
-    ``build(now_ms)`` makes the :class:`emqlab.scripts.ScriptCall`) or ``clock`` (``command`` is an EVAL of
-    a clock event). ``pre`` are clock effects applied just before (no round trip), ``label`` names the
-    script the op belongs to, ``section`` a note for the history."""
+    ``build(now_ms)`` makes the :class:`emqlab.scripts.ScriptCall`) or ``clock`` (``command`` — or
+    ``lazy()``, evaluated when the event fires — is an EVAL of a clock event). ``pre`` are clock effects
+    applied just before (no round trip), ``label`` names the script the op belongs to, ``section`` a note
+    for the history, ``run`` the actor's script-run number (the commands of one split script share it),
+    ``job`` the job a clock event concerns."""
 
-    kind: str
+    kind: OpKind
     label: str
     command: Command | None = None
     build: Callable[[int], api.ScriptCall] | None = None
@@ -53,6 +64,8 @@ class Op:
     #: client-side time (virtual ms) the actor spends before sending this op: processing a job, waiting for
     #: the next sweep period. Ignored by logical exploration; the timed runs (emqlab.timing) use it.
     delay_ms: float = 0.0
+    run: int | None = None
+    job: str | None = None
 
     @property
     def round_trip(self) -> bool:
@@ -60,70 +73,114 @@ class Op:
 
 
 ActorGen = Generator[Op, Any, None]
+Sub = Generator[Op, Any, Any]
 
 
-def _split(runner: Runner, call: api.ScriptCall, label: str,
-           pre: list[Command] | None = None) -> Generator[Op, Any, Any]:
+def split_run(ctx: ActorContext, call: api.ScriptCall, label: str, pre: list[Command] | None = None) -> Sub:
     """Run ``call`` client-side through the Lua host, one step per ``redis.call``; returns the script's
-    reply (or the ``ResponseError`` it raised)."""
-    run = runner.host.start(runner.script_text(call.name), call.keys, call.args)
-    first = True
-    while run.pending is not None:
-        reply = yield Op("command", label, command=run.pending, pre=(pre or []) if first else [],
-                         section=label)
-        first = False
-        run.resume(reply)
+    reply (or the ``ResponseError`` it raised, as EVALSHA would have)."""
+    run = ctx.split(call.name, call.keys, call.args)
+    number = _run_number(ctx, label)
     try:
-        return run.value()
-    except Exception as e:  # a Lua error: what EVALSHA would have raised
-        return e
+        first = True
+        while run.pending is not None:
+            reply = yield Op("command", label, command=run.pending, pre=(pre or []) if first else [],
+                             section=label, run=number)
+            first = False
+            run.resume(reply)
+        try:
+            return run.value()
+        except Exception as e:  # a Lua error: what EVALSHA would have raised
+            return e
+    finally:
+        run.close()
 
 
-def _script(runner: Runner, mode: str, build: Callable[[int], api.ScriptCall], label: str,
-            pre: list[Command] | None = None) -> Generator[Op, Any, Any]:
-    """One script, atomic (one EVALSHA step) or split (one step per command)."""
+def _run_number(ctx: ActorContext, label: str) -> int | None:
+    numbering = getattr(ctx, "script_run", None)
+    return numbering(label) if numbering is not None else None
+
+
+def script(ctx: ActorContext, mode: str, build: Callable[[int], api.ScriptCall], label: str,
+           pre: list[Command] | None = None) -> Sub:
+    """One script, atomic (one EVALSHA step) or split (one step per command); returns the raw reply."""
     if mode == "split":
-        reply = yield from _split(runner, build(runner.now()), label, pre)
+        reply = yield from split_run(ctx, build(ctx.now()), label, pre)
         return reply
     reply = yield Op("script", label, build=build, pre=pre or [])
     return reply
 
 
+# kept for code written against the first release
+_script = script
+_split = split_run
+
+
 def _code(reply: Any) -> str:
-    if isinstance(reply, BaseException):
-        return f"ERR {str(reply).split(' script:')[0]}"
-    if isinstance(reply, int):
-        return str(reply)
-    if isinstance(reply, list):
-        return "next" if reply and reply[0] not in (0, None) else "0"
-    return "0" if reply is None else str(reply)
+    """The text of a reply's outcome (``0``, ``-2``, ``next``, ``ERR …``)."""
+    return str(Outcome.of(reply))
 
 
-def _fetch(runner: Runner, spec: ActorSpec, token: str) -> Generator[Op, Any, str | None]:
-    """One moveToActive-11 round trip for ``spec``'s worker; the fetched job id, or None."""
-    keys = runner.keys
-    reply = yield from _script(
-        runner, "atomic", lambda now: api.move_to_active_call(keys, token, timestamp=now, name=spec.id),
+def _next_job(reply: Any) -> str | None:
+    return Outcome.of(reply).next_job
+
+
+def fetch(ctx: ActorContext, actor: str, token: str, *, lock_duration: int = 30000) -> Sub:
+    """One moveToActive-11 round trip for ``actor`` under ``token``; returns the raw reply."""
+    keys = ctx.keys
+    reply = yield from script(
+        ctx, "atomic",
+        lambda now: api.move_to_active_call(keys, token, timestamp=now, lock_duration=lock_duration, name=actor),
         "moveToActive")
-    runner.result(spec.id, "fetch:" + _code(reply))
-    return _next_job(reply)
+    ctx.note(actor, Result("fetch", outcome=Outcome.of(reply)))
+    return reply
 
 
-def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
-    mode = spec.mode or runner.mode
-    keys = runner.keys
-    scenario = runner.scenario
+def deferred_failure(reply: Any) -> str | None:
+    """The ``defa`` reason in a fetch (or fetch-next) reply, if the job carries one."""
+    nxt = api.decode_next(reply) if isinstance(reply, list) else None
+    return nxt.deferred_failure if nxt is not None else None
+
+
+def finish(ctx: ActorContext, actor: str, mode: str, job: str, target: api.Target, value: Any,
+           opts: api.FinishOpts, fetch_next: bool) -> Sub:
+    """One finish of ``job`` (split or atomic), recorded as a result and as the end of the execution;
+    returns the raw reply."""
+    keys = ctx.keys
+    reply = yield from script(
+        ctx, "split" if mode == "split" else "atomic",
+        lambda now: api.move_to_finished_call(keys, job, opts.token, target, value, opts, fetch_next, timestamp=now),
+        "moveToFinished")
+    outcome = Outcome.of(reply)
+    ctx.note(actor, Result("finish", job=job, outcome=outcome))
+    ctx.end(actor, job, outcome)
+    return reply
+
+
+def _extend_call(keys: Any, job: str, token: str, duration_ms: int = 30000) -> Callable[[int], api.ScriptCall]:
+    def build(now: int) -> api.ScriptCall:
+        return api.extend_lock_call(keys, job, token, duration_ms)
+    return build
+
+
+def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    mode = spec.mode or ctx.mode
+    keys = ctx.keys
+    scenario = ctx.scenario
     job = spec.holds
-    token = runner.new_token(spec.id) if job is not None else None
+    token = ctx.new_token(spec.id) if job is not None else None
+    defa: str | None = None
     if job is not None:
-        runner.begin(spec.id, job, token or "")
+        ctx.begin(spec.id, job, token or "")
     else:
         for _ in range(spec.fetch_attempts):
-            token = runner.new_token(spec.id)
-            nj = yield from _fetch(runner, spec, token)
+            token = ctx.new_token(spec.id)
+            reply = yield from fetch(ctx, spec.id, token)
+            nj = _next_job(reply)
             if nj is not None:
                 job = nj
-                runner.begin(spec.id, job, token)
+                defa = deferred_failure(reply)
+                ctx.begin(spec.id, job, token)
                 break
         if job is None:
             return
@@ -137,101 +194,96 @@ def worker(runner: Runner, spec: ActorSpec) -> ActorGen:
                               backoff=jspec.backoff if jspec else 0,
                               max_metrics_size=10 if scenario.metrics else "", name=spec.id)
         for _ in range(spec.renewals):
-            tok = token
-            reply = yield from _script(
-                runner, "atomic", lambda now, j=job, tok=tok: api.extend_lock_call(keys, j, tok, 30000), "extendLock")
-            runner.result(spec.id, f"extend:{_code(reply)}")
-        fetch = spec.fetch_next and wants_more and mode != "finish-then-fetch"
-        finish_mode = "split" if mode == "split" else "atomic"
-        value = spec.value if spec.finish == "completed" else (spec.value if spec.value != "done" else "failed")
-        reply = yield from _script(
-            runner, finish_mode,
-            lambda now, j=job, o=opts, f=fetch, v=value: api.move_to_finished_call(
-                keys, j, o.token, spec.finish, v, o, f, timestamp=now),
-            "moveToFinished")
-        code = _code(reply)
-        runner.result(spec.id, f"finish:{job}:{code}")
-        ok = not isinstance(reply, BaseException) and not (isinstance(reply, int) and reply < 0)
-        runner.end(spec.id, job, code, released=ok)
+            reply = yield from script(ctx, "atomic", _extend_call(keys, job, token), "extendLock")
+            ctx.note(spec.id, Result("extend", outcome=Outcome.of(reply)))
+        fetch_next = spec.fetch_next and wants_more and mode != "finish-then-fetch"
+        target: api.Target = "failed" if spec.finish == "failed" or defa else "completed"
+        if defa:
+            value: Any = defa
+        elif spec.finish == "completed":
+            value = spec.value
+        else:
+            value = spec.value if spec.value != "done" else "failed"
+        reply = yield from finish(ctx, spec.id, mode, job, target, value, opts, fetch_next)
         if not wants_more:
             return
-        nxt = _next_job(reply) if ok and fetch else None
+        outcome = Outcome.of(reply)
+        nxt = outcome.next_job if outcome.ok and fetch_next else None
+        defa = deferred_failure(reply) if nxt is not None else None
         if nxt is None and mode == "finish-then-fetch" and spec.fetch_next:
-            nxt = yield from _fetch(runner, spec, token)
+            reply = yield from fetch(ctx, spec.id, token)
+            nxt = _next_job(reply)
+            defa = deferred_failure(reply)
         job = nxt
         if job is not None:
-            runner.begin(spec.id, job, token)
+            ctx.begin(spec.id, job, token)
 
 
-def _next_job(reply: Any) -> str | None:
-    if isinstance(reply, list) and len(reply) >= 2 and isinstance(reply[0], list):
-        jid = reply[1]
-        return jid.decode() if isinstance(jid, bytes) else str(jid)
-    return None
-
-
-def sweep(runner: Runner, spec: ActorSpec) -> ActorGen:
+def sweep(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     mode = spec.mode or "atomic"
-    keys = runner.keys
+    keys = ctx.keys
     for _ in range(spec.runs):
         # a new stalled interval: the throttle key of the previous sweep has lapsed
         pre: list[Command] = [(b"DEL", keys.stalled_check.encode())]
-        reply = yield from _script(runner, mode, lambda now: _sweep_call(runner, spec, now),
-                                   "moveStalledJobsToWait", pre)
+        reply = yield from script(ctx, mode, lambda now: sweep_call(ctx, spec.max_stalled, now),
+                                  "moveStalledJobsToWait", pre)
         if isinstance(reply, list):
-            runner.result(spec.id, "sweep:" + ",".join(x.decode() if isinstance(x, bytes) else str(x) for x in reply))
+            ids = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in reply)
+            ctx.note(spec.id, Result("sweep", jobs=ids))
         else:
-            runner.result(spec.id, "sweep:" + _code(reply))
+            ctx.note(spec.id, Result("sweep", outcome=Outcome.of(reply)))
 
 
-def _sweep_call(runner: Runner, spec: ActorSpec, now: int) -> api.ScriptCall:
-    call = api.move_stalled_jobs_to_wait_call(runner.keys, spec.max_stalled, 30000, timestamp=now)
-    if runner.scripts[call.name].numkeys == len(call.keys) + 1:
-        call.keys.append(runner.keys.repeat)  # BullMQ's current sweep (-9) also takes the `repeat` key
+def sweep_call(ctx: ActorContext, max_stalled: int, now: int, interval_ms: int = 30000) -> api.ScriptCall:
+    """The sweep's call for the context's script set: BullMQ's current sweep (``-9``) also takes the
+    ``repeat`` key."""
+    call = api.move_stalled_jobs_to_wait_call(ctx.keys, max_stalled, interval_ms, timestamp=now)
+    if ctx.scripts[call.name].numkeys == len(call.keys) + 1:
+        call.keys.append(ctx.keys.repeat)
     return call
 
 
-def lease(runner: Runner, spec: ActorSpec) -> ActorGen:
+def lease(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     assert spec.job is not None
     owner = spec.of
     job = spec.job
-    lock = runner.keys.lock(job).encode()
+    lock = ctx.keys.lock(job).encode()
 
     def command() -> Command:
         # the lease's token is read when the event fires (the owner may have re-acquired since)
-        token = runner.current_token(owner, job) if owner else None
+        token = ctx.current_token(owner, job) if owner else None
         return (b"EVAL", LAPSE_LUA, b"1", lock, (token or "").encode())
 
-    yield Op("clock", "lapse", lazy=command, section=f"{job}:lock of {owner} lapses")
-    runner.result(spec.id, "lapsed")
+    yield Op("clock", "lapse", lazy=command, section=f"{job}:lock of {owner} lapses", job=job)
+    ctx.note(spec.id, Result("lapsed"))
 
 
-def producer(runner: Runner, spec: ActorSpec) -> ActorGen:
+def producer(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     assert spec.job is not None
-    j = runner.scenario.jobs[spec.job]
-    keys = runner.keys
-    reply = yield from _script(
-        runner, "atomic",
+    j = ctx.scenario.jobs[spec.job]
+    keys = ctx.keys
+    reply = yield from script(
+        ctx, "atomic",
         lambda now: api.add_job_call(keys, j.name, j.data, job_id=j.id, delay=j.delay, priority=j.priority,
                                      attempts=j.attempts or None, timestamp=now),
         "addJob")
-    runner.result(spec.id, "add:" + _code(reply))
+    ctx.note(spec.id, Result("add", outcome=Outcome.of(reply)))
 
 
-def canceller(runner: Runner, spec: ActorSpec) -> ActorGen:
+def canceller(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     assert spec.job is not None
-    keys = runner.keys
-    mode = spec.mode or "atomic"
+    keys = ctx.keys
+    mode = spec.mode or ("split" if ctx.mode == "split" else "atomic")
     reason = spec.value if spec.value != "done" else "cancelled"
-    opts = api.FinishOpts(token="0", max_metrics_size=10 if runner.scenario.metrics else "")
-    reply = yield from _script(
-        runner, mode,
+    opts = api.FinishOpts(token="0", max_metrics_size=10 if ctx.scenario.metrics else "")
+    reply = yield from script(
+        ctx, mode,
         lambda now: api.move_to_finished_call(keys, spec.job or "", "0", "failed", reason, opts, False, timestamp=now),
         "moveToFinished")
-    runner.result(spec.id, f"cancel:{spec.job}:{_code(reply)}")
+    ctx.note(spec.id, Result("cancel", job=spec.job, outcome=Outcome.of(reply)))
 
 
-FACTORIES: dict[str, Callable[[Runner, ActorSpec], ActorGen]] = {
+FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "worker": worker,
     "sweep": sweep,
     "lease": lease,

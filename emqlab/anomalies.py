@@ -1,89 +1,123 @@
-"""Anomaly checks: pure functions over a run's :class:`~emqlab.history.History` (its steps, their effects,
-the executions and the final state). Each finding names its job, the steps that cause it, and a "because"
-sentence that explains it in terms of those steps, in the manner of Elle's explanations.
+"""Anomaly checks: pure functions over a run's typed :class:`~emqlab.history.History` (its steps and their
+effects, the executions, the final state). Each finding names its job, the steps that cause it, and a
+"because" sentence that explains it in terms of those steps, in the manner of Elle's explanations.
 
-==================== =====================================================================================
-kind                 definition
-==================== =====================================================================================
-double-placement     at the end, one job id is in more than one of wait, active, prioritized, delayed,
-                     paused, completed, failed
-lost-job             at the end, a job that exists and was not finished is in none of them
-stolen-lock          a job's lock was deleted or overwritten by an actor other than its owner while the
-                     owner's execution was still open (a lease lapsing is expiry, not theft)
-duplicate-execution  a job was started by a worker while another execution of it had not released it, or
-                     after it had been completed
-metrics-drift        with metrics on, ``metrics:<target>``'s count differs from the number of jobs that
-                     reached <target>
-attempts-overrun     a job's attempts made (``atm``) exceed its attempt ceiling
-==================== =====================================================================================
+Definitions (``docs/concepts.md`` explains each with an example). An *execution* is one worker running one
+job: from the step that gave it the job (0 = it held the job from the start) to the end of its finish. A
+job's *incarnation* changes when an add script creates its hash again: a re-added id is a new job.
+
+==================== ================ =====================================================================
+kind                 needs            definition
+==================== ================ =====================================================================
+double-placement     final            at the end, one job id is held more than once by wait, active,
+                                      prioritized, delayed, paused, completed, failed (two structures, or
+                                      two copies in one)
+lost-job             final            at the end, a job's hash with its payload is in no structure, and no
+                                      execution of it finished it
+stolen-lock          effects          a job's lock was deleted or overwritten by an actor other than its
+                                      owner while the owner's execution was open (a lease lapsing is
+                                      expiry, not theft)
+duplicate-execution  effects          an execution of a job started after another execution of the same
+                                      incarnation had started, unless that one had already handed the job
+                                      on for a retry (its finish put the job back to wait, delayed or
+                                      prioritized before the second started)
+metrics-drift        effects          with metrics on, ``metrics:<target>``'s count differs from the number
+                                      of jobs that reached <target>
+attempts-overrun     final            a job's attempts made (``atm``) exceed its attempt ceiling
+orphan-data          final            at the end, a job's hash is in no structure although the job was
+                                      finished or the hash is a fragment without the job's payload
+phantom-job          final            at the end, an id is placed in a structure but has no job hash
+stuck-active         final            at the end, a job is in ``active`` with no lock and no open
+                                      execution, and no recovery sweep runs that would ever find it
+work-thrown-away     effects          an execution's finish was refused although no one had touched its
+                                      lock, and the job did not end up finished (its result was the only
+                                      one, and it is lost)
+==================== ================ =====================================================================
+
+"needs" is what the check reads: the final state (always recorded) or the per-step effects (recorded by
+the :class:`emqlab.runner.EffectRecorder`). A history recorded without effects gets the first kind of
+check only, and the others are reported as *unchecked* rather than guessed.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from .history import History, Step
+from .effects import Effect as _Effect
+from .effects import HashCreated, HashDeleted, LockChanged, Marked, Placed, Removed, Unmarked
+from .history import Anomaly, Execution, History, Step
+from .keys import PLACEMENTS, WAITING
 from .scenario import Scenario
 
-PLACES = ("wait", "active", "prioritized", "delayed", "paused", "completed", "failed")
-_PLACE_EFFECT = re.compile(r"^(?P<job>\S+) (?P<sign>[+-])(?P<place>[a-z]+)$")
-_LOCK_EFFECT = re.compile(r"^(?P<job>\S+):lock (?P<before>\S+) -> (?P<after>\S+)$")
+PLACES = PLACEMENTS
+FINAL_PLACES = ("completed", "failed")
+ADD_SCRIPTS = frozenset({"addStandardJob", "addDelayedJob", "addPrioritizedJob", "addJob"})
+
+Checker = Callable[[History, "Scenario | None"], list[Anomaly]]
 
 
-@dataclass
-class Anomaly:
+@dataclass(frozen=True)
+class CheckSpec:
     kind: str
-    job: str
-    because: str
-    steps: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    needs: frozenset[str]
+    run: Checker
 
 
-def check(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
-    """Every anomaly in ``h``, in a stable order (kind, job)."""
+def checker(h: History, scenario: Scenario | None = None) -> tuple[list[Anomaly], list[str]]:
+    """Every anomaly in ``h`` and the kinds that could not be checked (their inputs were not recorded)."""
     found: list[Anomaly] = []
-    found += double_placement(h)
-    found += lost_job(h)
-    found += stolen_lock(h)
-    found += duplicate_execution(h, scenario)
-    found += metrics_drift(h)
-    found += attempts_overrun(h, scenario)
-    return found
+    unchecked: list[str] = []
+    available = {"final", *h.recorded}
+    for spec in CHECKS:
+        if not spec.needs <= available:
+            unchecked.append(spec.kind)
+            continue
+        found += spec.run(h, scenario)
+    return found, unchecked
+
+
+def check(h: History, scenario: Scenario | None = None, *, kinds: Sequence[str] | None = None) -> list[Anomaly]:
+    """Every anomaly in ``h``, in a stable order (check, then job). With ``kinds``, only those checks;
+    raises :class:`CheckInputMissing` when one of them needs an input the history did not record."""
+    if kinds is None:
+        return checker(h, scenario)[0]
+    available = {"final", *h.recorded}
+    out: list[Anomaly] = []
+    for spec in CHECKS:
+        if spec.kind not in kinds:
+            continue
+        if not spec.needs <= available:
+            missing = ", ".join(sorted(spec.needs - available))
+            raise CheckInputMissing(f"{spec.kind} needs {missing}, which this history did not record")
+        out += spec.run(h, scenario)
+    return out
+
+
+class CheckInputMissing(ValueError):
+    """A check was asked for whose input (the per-step effects) the history did not record."""
 
 
 # -- helpers ----------------------------------------------------------------------------------------------
 
 
-def _describe_effect(effect: str) -> str:
-    m = _PLACE_EFFECT.match(effect)
-    if m:
-        verb = "put it in" if m["sign"] == "+" else "took it out of"
-        return f"{verb} {m['place']}"
-    m = _LOCK_EFFECT.match(effect)
-    if m:
-        if m["after"] == "-":
-            return "cleared the lock"
-        return f"set the lock to {m['after']}"
-    return effect
-
-
-def _what(step: Step, job: str) -> str:
-    """``DEL, cleared the lock`` — the command and its effect on ``job``."""
-    effects = [e for e in step.effects if e.startswith((f"{job} ", f"{job}:lock "))]
-    op = step.op
-    return f"{op}, {_describe_effect(effects[0])}" if effects else op
-
-
-def _placed_by(h: History, job: str, place: str) -> Step | None:
-    last = None
-    for s in h.steps:
-        if f"{job} +{place}" in s.effects:
-            last = s
-    return last
+def _describe(effect: _Effect) -> str:
+    if isinstance(effect, Placed):
+        return f"put it in {effect.place}"
+    if isinstance(effect, Removed):
+        return f"took it out of {effect.place}"
+    if isinstance(effect, Marked):
+        return "marked it stalled"
+    if isinstance(effect, Unmarked):
+        return "took it out of stalled"
+    if isinstance(effect, LockChanged):
+        return "cleared the lock" if effect.after is None else f"set the lock to {effect.after}"
+    if isinstance(effect, HashCreated):
+        return "created its hash"
+    if isinstance(effect, HashDeleted):
+        return "deleted its hash"
+    return str(effect)
 
 
 def _ref(step: Step | None) -> str:
@@ -92,30 +126,92 @@ def _ref(step: Step | None) -> str:
     return f"{step.actor} step {step.index}, {step.op}"
 
 
+def _copies(h: History, job: str) -> list[tuple[str, Step | None]]:
+    """The copies of ``job`` held at the end, each with the step that placed it (``None``: the initial
+    state). A removal takes the oldest copy, as the queue's consumers do (FIFO)."""
+    final = list(h.final.placements.get(job, h.final.others.get(job, [])))
+    placed: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    for s in h.steps:
+        for e in s.effects:
+            if isinstance(e, Placed) and e.job == job:
+                placed[e.place] = placed.get(e.place, 0) + e.count
+            elif isinstance(e, Removed) and e.job == job:
+                removed[e.place] = removed.get(e.place, 0) + e.count
+    queues: dict[str, deque[Step | None]] = {}
+    for place in set(final) | set(placed):
+        initial = final.count(place) - placed.get(place, 0) + removed.get(place, 0)
+        queues[place] = deque([None] * max(0, initial))
+    for s in h.steps:
+        for e in s.effects:
+            if isinstance(e, Placed) and e.job == job:
+                queues[e.place].extend([s] * e.count)
+            elif isinstance(e, Removed) and e.job == job:
+                q = queues.setdefault(e.place, deque())
+                for _ in range(min(e.count, len(q))):
+                    q.popleft()
+    out: list[tuple[str, Step | None]] = []
+    for place in PLACES:
+        q = queues.get(place, deque())
+        want = final.count(place)
+        items: list[Step | None] = list(q)[-want:] if want else []
+        pad: list[Step | None] = [None] * (want - len(items))
+        items = pad + items
+        out += [(place, s) for s in items]
+    return out
+
+
 def _window(h: History, inner: Step, outer_actor: str) -> tuple[Step | None, Step | None]:
-    """``outer_actor``'s last step before ``inner`` and first after it, when both belong to one split
-    script run (same section)."""
+    """``outer_actor``'s last step before ``inner`` and first after it, when both are commands of one split
+    script run."""
     before = next((s for s in reversed(h.steps[: inner.index - 1]) if s.actor == outer_actor), None)
     after = next((s for s in h.steps[inner.index:] if s.actor == outer_actor), None)
-    if before and after and before.kind == after.kind == "command" and before.note == after.note:
-        return before, after
+    if before and after and before.kind == after.kind == "command":
+        same = before.run == after.run if before.run is not None else before.note == after.note
+        if same:
+            return before, after
     return None, None
+
+
+def _incarnation_steps(h: History, job: str) -> list[int]:
+    """Steps at which an add script created ``job``'s hash (each begins a new incarnation)."""
+    return [s.index for s in h.steps
+            if any(isinstance(e, HashCreated) and e.job == job for e in s.effects) and s.op in ADD_SCRIPTS]
+
+
+def _same_job(h: History, job: str, a: int, b: int) -> bool:
+    """Steps ``a`` and ``b`` (a ≤ b) see the same incarnation of ``job``."""
+    return not any(a < i <= b for i in _incarnation_steps(h, job))
+
+
+def _finish_steps(h: History, e: Execution) -> list[Step]:
+    """The steps of ``e``'s actor from its start to its end (its processing and its finish)."""
+    end = e.end if e.end is not None else len(h.steps)
+    return [s for s in h.steps if e.start < s.index <= end and s.actor == e.actor]
+
+
+def _placed_by(h: History, e: Execution, places: Sequence[str]) -> Step | None:
+    """The first step of ``e``'s finish that placed its job in one of ``places``."""
+    for s in _finish_steps(h, e):
+        if any(isinstance(x, Placed) and x.job == e.job and x.place in places for x in s.effects):
+            return s
+    return None
 
 
 # -- the checks ----------------------------------------------------------------------------------------------
 
 
-def double_placement(h: History) -> list[Anomaly]:
+def double_placement(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
-    for job, places in sorted(h.final.get("placements", {}).items()):
-        places = [p for p in places if p in PLACES]
-        if len(places) < 2:
+    jobs = {**h.final.others, **h.final.placements}
+    for job, places in sorted(jobs.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        if len([p for p in places if p in PLACES]) < 2:
             continue
-        steps = [(p, _placed_by(h, job, p)) for p in places]
-        steps.sort(key=lambda ps: ps[1].index if ps[1] else 0)
-        (p1, s1), (p2, s2) = steps[0], steps[-1]
+        copies = _copies(h, job)
+        copies.sort(key=lambda ps: ps[1].index if ps[1] else 0)
+        (p1, s1), (p2, s2) = copies[0], copies[-1]
         sentence = f"job {job} is in {p1} ({_ref(s1)}) and in {p2} ({_ref(s2)})"
-        involved = [s.index for _, s in steps if s]
+        involved = [s.index for _, s in copies if s]
         because = ""
         # Which placement happened inside the other actor's split run?
         for inner, outer in ((s1, s2), (s2, s1)):
@@ -123,13 +219,17 @@ def double_placement(h: History) -> list[Anomaly]:
                 continue
             before, after = _window(h, inner, outer.actor)
             if before and after:
-                effects = [e for e in before.effects if e.startswith((f"{job} ", f"{job}:lock "))]
-                did = f"{outer.actor} {_describe_effect(effects[0])}" if effects else f"{outer.actor}'s read"
-                because = (f" because {inner.actor} ran after {did} (step {before.index}, {before.op}) and before"
-                           f" {outer.actor}'s next command (step {after.index}, {after.op}), inside {outer.actor}'s"
-                           f" split {after.note or 'script'}")
+                effects = before.effects_on(job)
+                if effects:
+                    did = f"{outer.actor} {_describe(effects[0])} (step {before.index}, {before.op})"
+                elif before.read_only:
+                    did = f"{outer.actor}'s read (step {before.index}, {before.op})"
+                else:
+                    did = f"{outer.actor}'s step {before.index} ({before.op}, which did not change job {job})"
+                because = (f" because {inner.actor} ran after {did} and before {outer.actor}'s next command"
+                           f" (step {after.index}, {after.op}), inside {outer.actor}'s split {after.note or 'script'}")
                 lapses = [s for s in h.steps[before.index:inner.index - 1]
-                          if s.kind == "clock" and f"{job}:lock" in " ".join(s.effects)]
+                          if s.kind == "clock" and any(isinstance(e, LockChanged) and e.job == job for e in s.effects)]
                 if lapses:
                     because += f"; {outer.actor}'s lease had lapsed in between (step {lapses[0].index})"
                     involved.append(lapses[0].index)
@@ -138,111 +238,160 @@ def double_placement(h: History) -> list[Anomaly]:
         if not because and s1 is not None and s2 is not None and s1.actor != s2.actor:
             because = (f" because {s2.actor}'s {s2.op} (step {s2.index}) did not check that the job had"
                        f" already been placed in {p1}")
-        out.append(Anomaly("double-placement", job, sentence + because, sorted(set(involved))))
+        elif not because and s1 is not None and s2 is not None and s1 is not s2:
+            because = (f" because {s2.actor}'s {s2.op} (step {s2.index}) placed it again after its own"
+                       f" {s1.op} (step {s1.index})")
+        out.append(Anomaly("double-placement", job, sentence + because, tuple(sorted(set(involved)))))
     return out
 
 
-def lost_job(h: History) -> list[Anomaly]:
+def _finished_ok(h: History, job: str) -> list[Execution]:
+    return [e for e in h.executions if e.job == job and e.released]
+
+
+def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
-    jobs = h.final.get("jobs", {})
-    for job, places in sorted(h.final.get("placements", {}).items()):
-        info = jobs.get(job, {})
-        if places or not info.get("exists"):
+    for job, places in sorted(h.final.placements.items()):
+        info = h.final.jobs.get(job, {})
+        if places or not info.get("exists") or not info.get("payload", True) or _finished_ok(h, job):
             continue
         removed = None
         for s in h.steps:
-            if any(e.startswith(f"{job} -") and not e.endswith("stalled") for e in s.effects):
+            if any(isinstance(e, Removed) and e.job == job for e in s.effects):
                 removed = s
         because = f"job {job} exists but is in no list or set"
         if removed is not None:
             because += f": {_ref(removed)} took it out and nothing put it back"
-        out.append(Anomaly("lost-job", job, because, [removed.index] if removed else []))
+        out.append(Anomaly("lost-job", job, because, (removed.index,) if removed else ()))
     return out
 
 
-def stolen_lock(h: History) -> list[Anomaly]:
+def orphan_data(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    out = []
+    for job, places in sorted(h.final.placements.items()):
+        info = h.final.jobs.get(job, {})
+        if places or not info.get("exists"):
+            continue
+        fragment = not info.get("payload", True)
+        done = _finished_ok(h, job)
+        if not fragment and not done:
+            continue  # a lost job, not left-over data
+        wrote = [s for s in h.steps if any(isinstance(e, HashCreated) and e.job == job for e in s.effects)]
+        if fragment:
+            because = f"job {job}'s hash is a fragment without its payload and is in no list or set"
+            if wrote:
+                because += f": {_ref(wrote[-1])} wrote into the job after it had been deleted"
+        else:
+            because = (f"job {job}'s hash is in no list or set although {done[0].actor} finished it"
+                       f" (step {done[0].end})")
+        out.append(Anomaly("orphan-data", job, because, (wrote[-1].index,) if wrote else ()))
+    return out
+
+
+def phantom_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    out = []
+    ids = {j: p for j, p in h.final.placements.items() if p and not h.final.jobs.get(j, {}).get("exists")}
+    ids.update({j: p for j, p in h.final.others.items() if p})
+    for job, places in sorted(ids.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        copies = [(p, s) for p, s in _copies(h, job) if p in places]
+        where = ", ".join(dict.fromkeys(places))
+        placed = next((s for _, s in reversed(copies) if s is not None), None)
+        because = f"job {job} is in {where} but has no job hash"
+        if placed is not None:
+            because += f": {_ref(placed)} placed the id after the job had been removed"
+        out.append(Anomaly("phantom-job", job, because, (placed.index,) if placed else ()))
+    return out
+
+
+def stuck_active(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    if scenario is not None and any(a.kind == "sweep" for a in scenario.actors):
+        return []  # a sweep marks every lock-less job in active and recovers it the next time
+    out = []
+    for job, places in sorted(h.final.placements.items()):
+        if "active" not in places or h.final.locks.get(job):
+            continue
+        if any(e.job == job and e.end is None for e in h.executions):
+            continue
+        ended = [e for e in h.executions if e.job == job and e.end is not None]
+        last = max(ended, key=lambda e: e.end or 0) if ended else None
+        because = f"job {job} is in active with no lock and no worker holding it after every actor ended"
+        if last is not None and last.end is not None:
+            because += f" ({last.actor}'s finish at step {last.end} answered {last.result})"
+        out.append(Anomaly("stuck-active", job, because, (last.end,) if last and last.end else ()))
+    return out
+
+
+def stolen_lock(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
     for s in h.steps:
         if s.kind == "clock":
             continue
         for e in s.effects:
-            m = _LOCK_EFFECT.match(e)
-            if not m or m["before"] == "-":
+            if not isinstance(e, LockChanged) or e.before is None:
                 continue
-            owner_token = m["before"]
-            owner = owner_token.split(":", 1)[0]
-            if owner == s.actor:
+            ex = next((x for x in h.executions if x.token == e.before and x.job == e.job), None)
+            if ex is None or ex.actor == s.actor:
                 continue
-            ex = next((x for x in h.executions if x.token == owner_token and x.job == m["job"]), None)
-            if ex is None or ex.start > s.index or (ex.end is not None and ex.end < s.index):
+            if ex.start > s.index or (ex.end is not None and ex.end < s.index):
                 continue
-            action = "deleted" if m["after"] == "-" else f"overwrote (with {m['after']})"
+            owner = ex.actor
+            action = "deleted" if e.after is None else f"overwrote (with {e.after})"
             until = f"until step {ex.end}" if ex.end is not None else "to the end of the run"
             since = f"since step {ex.start}" if ex.start else "from the start"
             out.append(Anomaly(
-                "stolen-lock", m["job"],
-                f"{s.actor} {action} {owner}'s lock on job {m['job']} (step {s.index}, {s.op}) while {owner}"
+                "stolen-lock", e.job,
+                f"{s.actor} {action} {owner}'s lock on job {e.job} (step {s.index}, {s.op}) while {owner}"
                 f" still held the job ({since}, {until})",
-                [s.index]))
+                (s.index,)))
     return out
-
-
-def _release_step(h: History, e: Any) -> int | None:
-    """When execution ``e`` let go of its job: the first step of its own actor that cleared its own lock
-    (a split finish's DEL, or the atomic finish that did it), else the end of a finish that succeeded."""
-    mark = f"{e.job}:lock {e.token} -> -"
-    for s in h.steps[max(0, e.start - 1):]:
-        if s.actor == e.actor and mark in s.effects:
-            return s.index
-    return e.end if e.released else None
 
 
 def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
-    by_job: dict[str, list[Any]] = {}
+    by_job: dict[str, list[Execution]] = {}
     for e in h.executions:
         by_job.setdefault(e.job, []).append(e)
-    completes = {a.id for a in scenario.actors if a.kind == "worker" and a.finish == "completed"} \
-        if scenario else None
     for job, runs in sorted(by_job.items()):
-        runs.sort(key=lambda e: e.start)
+        runs = sorted(runs, key=lambda e: e.start)
         for i, later in enumerate(runs):
-            for earlier in runs[:i]:
-                released = _release_step(h, earlier)
-                if released is None or released > later.start:
-                    since = f"since step {earlier.start}" if earlier.start else "from the start"
-                    how = "had not released it" if earlier.end is None or earlier.end > later.start else \
-                        f"had not released it (its finish was refused at step {earlier.end}: {earlier.result})"
-                    out.append(Anomaly(
-                        "duplicate-execution", job,
-                        f"{later.actor} started job {job} (step {later.start}) while {earlier.actor}'s execution"
-                        f" ({since}) {how}",
-                        [later.start]))
-                    break
-                if earlier.released and (completes is None or earlier.actor in completes) and \
-                        earlier.end is not None and earlier.end <= later.start:
-                    out.append(Anomaly(
-                        "duplicate-execution", job,
-                        f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had already"
-                        f" completed it (step {earlier.end})",
-                        [later.start, earlier.end]))
-                    break
+            for earlier in reversed(runs[:i]):
+                if not _same_job(h, job, earlier.start, later.start):
+                    continue
+                retry = _placed_by(h, earlier, WAITING) if earlier.released else None
+                if retry is not None and retry.index < later.start:
+                    continue  # a legitimate retry: the earlier finish handed the job on
+                since = f"since step {earlier.start}" if earlier.start else "from the start"
+                done = _placed_by(h, earlier, FINAL_PLACES)
+                if done is not None and done.index < later.start:
+                    because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
+                               f" already completed it (step {done.index})")
+                    steps: tuple[int, ...] = (later.start, done.index)
+                elif earlier.end is not None and earlier.end < later.start and earlier.outcome is not None \
+                        and earlier.outcome.refused:
+                    because = (f"{later.actor} started job {job} (step {later.start}) although {earlier.actor} had"
+                               f" already run it ({since}); {earlier.actor}'s finish was refused at step"
+                               f" {earlier.end} ({earlier.result}: {earlier.outcome.meaning})")
+                    steps = (later.start, earlier.end)
+                else:
+                    because = (f"{later.actor} started job {job} (step {later.start}) while {earlier.actor}'s"
+                               f" execution ({since}) had not released it")
+                    steps = (later.start,)
+                out.append(Anomaly("duplicate-execution", job, because, steps))
+                break
     return out
 
 
-def metrics_drift(h: History) -> list[Anomaly]:
-    if not h.final.get("metrics_on"):
+def metrics_drift(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    if not h.final.metrics_on:
         return []
     out = []
-    for target in ("completed", "failed"):
-        reached = {s_job for s in h.steps for e in s.effects
-                   if (m := _PLACE_EFFECT.match(e)) and m["place"] == target and m["sign"] == "+"
-                   for s_job in [m["job"]]}
-        count = h.final.get("metrics", {}).get(target) or 0
+    for target in FINAL_PLACES:
+        reached = {e.job for s in h.steps for e in s.effects if isinstance(e, Placed) and e.place == target}
+        count = h.final.metrics.get(target) or 0
         if count != len(reached):
             out.append(Anomaly(
                 "metrics-drift", ",".join(sorted(reached)) or "-",
-                f"metrics:{target} counts {count} but {len(reached)} job(s) reached {target}", []))
+                f"metrics:{target} counts {count} but {len(reached)} job(s) reached {target}", ()))
     return out
 
 
@@ -250,7 +399,7 @@ def attempts_overrun(h: History, scenario: Scenario | None) -> list[Anomaly]:
     if scenario is None:
         return []
     out = []
-    for job, info in sorted(h.final.get("jobs", {}).items()):
+    for job, info in sorted(h.final.jobs.items()):
         spec = scenario.jobs.get(job)
         ceiling = spec.attempts if spec else 0
         if not ceiling:
@@ -258,5 +407,44 @@ def attempts_overrun(h: History, scenario: Scenario | None) -> list[Anomaly]:
         made = int(info.get("atm", 0) or 0)
         if made > ceiling:
             out.append(Anomaly("attempts-overrun", job,
-                               f"job {job} has {made} attempts made, over its ceiling of {ceiling}", []))
+                               f"job {job} has {made} attempts made, over its ceiling of {ceiling}", ()))
     return out
+
+
+def work_thrown_away(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    out = []
+    for e in h.executions:
+        if e.end is None or e.outcome is None or not e.outcome.refused:
+            continue
+        if any(p in FINAL_PLACES for p in h.final.placements.get(e.job, [])):
+            continue  # someone's result stands
+        touched = [s for s in h.steps
+                   if e.start < s.index <= e.end and s.actor != e.actor
+                   and any(isinstance(x, LockChanged) and x.job == e.job and x.before == e.token for x in s.effects)]
+        if touched:
+            continue  # its lock lapsed or was taken: the refusal is the protocol working
+        out.append(Anomaly(
+            "work-thrown-away", e.job,
+            f"{e.actor}'s finish of job {e.job} was refused (step {e.end}: {e.result}, {e.outcome.meaning})"
+            f" although no one had touched its lock {e.token}, and no result of the job stands: {e.actor}'s"
+            f" work was thrown away",
+            (e.end,)))
+    return out
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("double-placement", frozenset({"final"}), double_placement),
+    CheckSpec("lost-job", frozenset({"final"}), lost_job),
+    CheckSpec("stolen-lock", frozenset({"effects"}), stolen_lock),
+    CheckSpec("duplicate-execution", frozenset({"effects"}), duplicate_execution),
+    CheckSpec("metrics-drift", frozenset({"effects"}), metrics_drift),
+    CheckSpec("attempts-overrun", frozenset({"final"}), attempts_overrun),
+    CheckSpec("orphan-data", frozenset({"final"}), orphan_data),
+    CheckSpec("phantom-job", frozenset({"final"}), phantom_job),
+    CheckSpec("stuck-active", frozenset({"final"}), stuck_active),
+    CheckSpec("work-thrown-away", frozenset({"effects"}), work_thrown_away),
+)
+
+KINDS: tuple[str, ...] = tuple(c.kind for c in CHECKS)
+
+__all__ = ["Anomaly", "CHECKS", "CheckInputMissing", "KINDS", "check", "checker"]

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -80,21 +81,33 @@ def main() -> None:
 
 
 def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--finish-then-fetch", "mode", flag_value="finish-then-fetch",
-                     help="Atomic finish with fetch_next=0, then a separate moveToActive (two round trips).")(f)
-    f = click.option("--atomic", "mode", flag_value="atomic",
-                     help="Each finish is one EVALSHA of moveToFinished-14 (fetch_next=1).")(f)
-    f = click.option("--split", "mode", flag_value="split", default=True,
+    """The three finish-mode flags; the command receives ``mode``. Two of them at once is a usage error
+    (checked on the parsed options, so it holds in-process too: click's CliRunner, a notebook)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, split_flag: bool = False, atomic_flag: bool = False, ftf_flag: bool = False,
+                **kwargs: Any) -> Any:
+        given = [name for name, on in (("--split", split_flag), ("--atomic", atomic_flag),
+                                       ("--finish-then-fetch", ftf_flag)) if on]
+        if len(given) > 1:
+            _fail(f"choose one finish mode, not {' and '.join(given)}")
+        kwargs["mode"] = {"--atomic": "atomic", "--finish-then-fetch": "finish-then-fetch"}.get(
+            given[0] if given else "--split", "split")
+        return f(*args, **kwargs)
+
+    g: Callable[..., Any] = wrapper
+    g = click.option("--finish-then-fetch", "ftf_flag", is_flag=True,
+                     help="Atomic finish with fetch_next=0, then a separate moveToActive (two round trips).")(g)
+    g = click.option("--atomic", "atomic_flag", is_flag=True,
+                     help="Each finish is one EVALSHA of moveToFinished-14 (fetch_next=1).")(g)
+    g = click.option("--split", "split_flag", is_flag=True,
                      help="Each finish is the same script run client-side, one round trip per redis.call"
-                          " (default).")(f)
-    return f
+                          " (default).")(g)
+    return g
 
 
 def _one_mode_flag() -> None:
-    """Refuse two finish-mode flags at once (click would silently keep the last)."""
-    given = [a for a in sys.argv[1:] if a in ("--split", "--atomic", "--finish-then-fetch")]
-    if len(set(given)) > 1:
-        _fail(f"choose one finish mode, not {' and '.join(dict.fromkeys(given))}")
+    """Kept for callers of the first release: the mode flags are now checked by :func:`_mode_options`."""
 
 
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,7 +124,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _load(scenario_name: str, redis_url: str | None, script_set: str):  # type: ignore[no-untyped-def]
+def _load(scenario_name: str, redis_url: str | None, script_set: str) -> tuple[Any, Any, Any]:
     from .backends import connect
     from .scenario import load
 
@@ -215,7 +228,8 @@ def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | N
     return " ".join(parts)
 
 
-def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None, script_set: str) -> None:  # type: ignore[no-untyped-def]
+def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
+                  script_set: str) -> None:
     console.print(f"[bold]emqlab simulate[/] · scenario [cyan]{sc.name}[/] · mode [cyan]{mode}[/] · "
                   f"{rep.backend} · {rep.strategy}")
     console.print(f"[dim]{sc.title}[/]")
@@ -223,37 +237,51 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("interleavings")
     t.add_column("count", justify="right")
-    t.add_row(f"raw (multinomial of {steps})", str(rep.raw_interleavings))
-    ran = "explored" if rep.strategy in ("exhaustive", "replay") else f"runs ({rep.strategy} samples, may repeat)"
-    t.add_row(ran + ("" if rep.complete else " (stopped early)"), str(rep.explored))
+    bound = rep.params.get("preemption_bound")
+    within = f" with ≤{bound} preemption(s)" if bound is not None else ""
+    if rep.raw_exact:
+        t.add_row(f"interleavings{within} (exact)", f"{rep.raw_interleavings:,}")
+    else:
+        t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
+    if rep.strategy == "exhaustive" and rep.reduction != "off":
+        ran = "runs executed (one per trace)"
+    elif rep.strategy in ("exhaustive", "replay"):
+        ran = "runs executed"
+    else:
+        ran = f"runs ({rep.strategy} samples, may repeat)"
+    t.add_row(ran + ("" if rep.complete else " (stopped early)"), f"{rep.explored:,}")
     if rep.pruned:
-        t.add_row("pruned (sleep sets)", str(rep.pruned))
+        t.add_row("runs cut short (sleep sets)", f"{rep.pruned:,}")
+    if rep.outside_bound:
+        t.add_row("traces beyond the bound", f"{rep.outside_bound:,}")
     t.add_row("distinct final states", str(rep.distinct_outcomes))
     t.add_row("runs per second", f"{rep.runs_per_second:.0f}")
     console.print(t)
     notes = []
+    if rep.strategy == "exhaustive" and rep.reduction != "off":
+        notes.append("a trace = the interleavings that differ only in the order of steps on different keys:"
+                     " they end in the same state; one run per trace (partial-order reduction, DPOR)")
     if rep.pruned:
-        notes.append("pruned = runs cut short by partial-order reduction: they only reordered commands on"
-                     " different keys, so they reach states already explored")
-    bound = rep.params.get("preemption_bound")
+        notes.append("cut short = runs the reduction stopped because they would repeat a trace")
     if bound is not None:
         origin = "--preemptions" if rep.params.get("bound_from") == "option" else \
             f"preemptions: {bound} in the scenario file; --preemptions K overrides it"
-        notes.append(f"only schedules with at most {bound} preemption(s) were explored ({origin})")
+        notes.append(f"counted: interleavings with at most {bound} preemption(s) ({origin})")
     for n in notes:
-        console.print(f"[dim]{n}[/]", soft_wrap=False)
+        console.print(f"[dim]{n}[/]")
     console.print()
     if not rep.anomaly_kinds:
-        console.print(f"[bold green]no anomaly[/] in {rep.explored} run(s).")
+        console.print(f"[bold green]no anomaly[/] in {rep.raw_interleavings:,} interleaving(s)"
+                      f"{'' if rep.raw_exact else ' (estimate)'}.")
     else:
         a = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         a.add_column("anomaly")
-        a.add_column("runs", justify="right")
+        a.add_column("interleavings" if rep.raw_exact else "runs", justify="right")
         a.add_column("share", justify="right")
         a.add_column("min preemptions", justify="right")
         for kind in rep.anomaly_kinds:
-            n = rep.runs_with[kind]
-            a.add_row(f"[red]{kind}[/]", str(n), f"{n / max(1, rep.explored):.1%}", str(rep.min_preemptions[kind]))
+            n = rep.interleavings_with[kind] if rep.raw_exact else rep.runs_with[kind]
+            a.add_row(f"[red]{kind}[/]", f"{n:,}", f"{rep.share(kind):.1%}", str(rep.min_preemptions[kind]))
         console.print(a)
     finishes = {actor: res for actor, res in rep.results.items()
                 if any(k.startswith(("finish", "cancel")) for k in res)}
@@ -266,7 +294,7 @@ def _print_report(rep, sc, mode: str, scenario_name: str, redis_url: str | None,
     for kind in rep.anomaly_kinds:
         h = rep.witnesses[kind]
         found = [x for x in h.anomalies if x["kind"] == kind]
-        marks = {}
+        marks: dict[int, str] = {}
         for x in found:
             for s in x["steps"]:
                 marks.setdefault(s, kind)
@@ -370,7 +398,7 @@ def scenarios(as_json: bool, check: bool) -> None:
     console.print(f"{len(lib)} scenarios · run one: emqlab simulate --split --scenario NAME", soft_wrap=False)
 
 
-def _check_scenarios(lib) -> None:  # type: ignore[no-untyped-def]
+def _check_scenarios(lib: Any) -> None:
     from .backends import connect
     from .explore import explore
 
@@ -557,7 +585,7 @@ def _with_timed_progress(fn: Callable[[Callable[[int, int], None] | None], Any],
         return fn(progress)
 
 
-def _print_sweep(sweep) -> None:  # type: ignore[no-untyped-def]
+def _print_sweep(sweep: Any) -> None:
     cfg = sweep.config
     console.print(f"[bold]emqlab sweep-rtt[/] · {cfg['jobs']} jobs · {cfg['workers']} workers · processing "
                   f"{cfg['processing_ms']:g} ms · stalled interval {cfg['stalled_interval_ms']:g} ms · lock "

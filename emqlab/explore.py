@@ -1,15 +1,36 @@
-"""Exploring interleavings: exhaustive DFS (optional preemption bound, Redis-key-aware partial-order
-reduction with sleep sets), random(seed), PCT(seed, depth) and replay(schedule).
+"""Exploring interleavings: exhaustive (with dynamic partial-order reduction, or every schedule),
+random(seed), PCT(seed, depth) and replay(schedule).
 
 Every run starts from the scenario's initial state (the runner resets the queue's keys), so no state leaks
 between runs. Exploration is *stateless* in the sense of CHESS and loom: a run is re-executed from the
 start along a schedule prefix rather than restored from a snapshot.
 
-Partial-order reduction: two pending steps are *independent* when they are single commands of different
-actors that touch disjoint keys, or only read (Redis commands' key positions and read/write flags from the
-command table; scripts and clock events are treated as touching every key). Sleep sets then skip
-interleavings that only reorder independent steps: they reach the same state with the same replies. With
-``reduce=False`` every interleaving is run.
+**Reduction.** Two steps of different actors are *independent* when their footprints — the keys each read
+and wrote, observed as it ran (:mod:`emqlab.footprints`) — do not conflict: running them in either order
+gives the same state and the same replies. Interleavings that differ only in the order of independent
+steps form one Mazurkiewicz trace and end in the same state with the same anomalies. With ``reduce=True``
+(the default) the exhaustive search runs Source-DPOR (Abdulla, Aronis, Jonsson, Sagonas, "Optimal dynamic
+partial order reduction", POPL 2014, Algorithm 1: source sets and sleep sets): at least one run per trace,
+and never two complete runs of one trace. A run that a sleep set blocks before it completes is *cut short*
+and counted as such.
+
+**Counts are exact.** Each complete run stands for its trace; the number of interleavings of a trace is
+the number of linear extensions of its happens-before order, counted by dynamic programming over the
+actors' positions. Their sum is the exact number of interleavings (``raw``), and the interleavings showing
+each anomaly are counted the same way. ``tests/test_reduction.py`` checks both against the unreduced
+search.
+
+**A preemption bound** (CHESS's: context switches away from an actor that could still run) is, with
+reduction, a filter over traces rather than a cut of the search: a trace is within bound ``K`` when one of
+its interleavings has at most ``K`` preemptions (the minimum is found by the same dynamic programming), and
+only interleavings with at most ``K`` preemptions are counted. This finds exactly the final states and
+anomalies the unreduced bounded search finds (sleep sets and bounding do not combine soundly — Coons,
+Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the bound never prunes the reduced
+search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
+
+**The witness** of an anomaly is, among the interleavings that show it, the one with the fewest
+preemptions, then the fewest steps, then the earliest in scenario order (the actors' order in the
+scenario file, compared step by step); it is replayed to print its history.
 """
 
 from __future__ import annotations
@@ -18,129 +39,58 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
+from . import footprints as _fp
 from .actors import Op
+from .footprints import Footprint
 from .history import History
+from .runner import Runner
 from .scenario import Scenario
-from .schedule import READ_ONLY as _READ_ONLY
-from .schedule import Runner, ScheduleError, command_keys, format_schedule, parse_schedule
+from .schedule import Runner as _CheckedRunner
+from .schedules import ScheduleError, format_schedule, parse_schedule
+from .schedules import preemptions as _preemptions
 
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
-
-_ALL = ("*", "*")
-
-Key = tuple[str, str]  # (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs")
-
-#: What each script may read and write, as relative keys; "*" in the name matches any job id. An
-#: over-approximation from the scripts' code (a footprint that is too large only costs pruning).
-_TRIM = [("q", "meta"), ("q", "events")]
-SCRIPT_FOOTPRINTS: dict[str, tuple[list[Key], list[Key]]] = {
-    "moveStalledJobsToWait": (
-        [("lock", "*"), ("q", "meta"), ("q", "paused")],
-        [("q", "stalled"), ("q", "stalled-check"), ("q", "wait"), ("q", "active"), ("q", "marker"),
-         ("job", "*"), *_TRIM],
-    ),
-    "moveToActive": (
-        [("q", "paused"), ("q", "meta")],
-        [("q", "wait"), ("q", "active"), ("q", "prioritized"), ("q", "pc"), ("q", "delayed"), ("q", "marker"),
-         ("q", "limiter"), ("job", "*"), ("lock", "*"), *_TRIM],
-    ),
-    "addStandardJob": ([("q", "paused")], [("q", "id"), ("q", "wait"), ("q", "marker"), ("job", "*"),
-                                          ("q", "completed"), *_TRIM]),
-    "addDelayedJob": ([], [("q", "id"), ("q", "delayed"), ("q", "marker"), ("job", "*"), ("q", "completed"),
-                           *_TRIM]),
-    "addPrioritizedJob": ([("q", "paused")], [("q", "id"), ("q", "prioritized"), ("q", "pc"), ("q", "marker"),
-                                             ("job", "*"), ("q", "completed"), *_TRIM]),
-}
-
-
-def _classify(rel: str) -> Key:
-    """``wait`` and ``metrics:completed`` → queue keys; ``1`` → a job hash; ``1:lock`` → a lock; ``1:logs`` → a
-    job's other keys."""
-    head, sep, tail = rel.partition(":")
-    if head in _QUEUE_NAMES:
-        return ("q", rel)
-    if not sep:
-        return ("job", rel)
-    return ("lock", head) if tail == "lock" else ("jobsub", rel)
-
-
-_QUEUE_NAMES = frozenset(
-    "wait active paused prioritized delayed completed failed waiting-children stalled stalled-check limiter "
-    "meta id pc events marker repeat metrics".split()
-)
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """The keys a step may read and may write (relative to the queue's base)."""
-
-    reads: frozenset[Key]
-    writes: frozenset[Key]
-
-    @classmethod
-    def everything(cls) -> Footprint:
-        return cls(frozenset([_ALL]), frozenset([_ALL]))
-
-
-def _match(a: Key, b: Key) -> bool:
-    if a == _ALL or b == _ALL:
-        return True
-    return a[0] == b[0] and (a[1] == b[1] or a[1] == "*" or b[1] == "*")
+#: Kept for code written against the first release: the declared footprints, now in emqlab.footprints.
+SCRIPT_FOOTPRINTS = _fp.SCRIPT_PRIORS
 
 
 def footprint(op: Op | None, base: str = "") -> Footprint:
-    """The keys an op may touch: exact for one command (key positions from the command table; read-only
-    commands only read), from :data:`SCRIPT_FOOTPRINTS` for a known script (plus its KEYS), the lock key for
-    a lease lapsing, everything otherwise."""
+    """The footprint an op *may* have, before it runs: exact for one command (the command table), the
+    declared prior for a script, everything otherwise. The exploration itself uses observed footprints."""
     if op is None:
         return Footprint.everything()
-
-    def rel(k: bytes | str) -> str:
-        t = k.decode("utf-8", "replace") if isinstance(k, bytes) else k
-        return t[len(base):] if base and t.startswith(base) else t
-
-    if op.kind == "clock" and op.label == "lapse" and op.section:
-        job = op.section.split(":", 1)[0]
-        return Footprint(frozenset(), frozenset([("lock", job)]))
-    if op.kind == "script":
-        if op.label == "extendLock" and op.build is not None:
-            call = op.build(0)
-            ks = frozenset(_classify(rel(k)) for k in call.keys)
-            return Footprint(ks, ks)
-        fp = SCRIPT_FOOTPRINTS.get(op.label)
-        if fp is None:
-            return Footprint.everything()
-        return Footprint(frozenset(fp[0]), frozenset(fp[1]))
-    if op.kind != "command" or op.command is None:
+    if op.kind == "script" and op.build is not None:
+        call = op.build(0)
+        return _fp.prior(call.name, call.keys, base)
+    command = op.lazy() if op.lazy is not None else op.command
+    if command is None:
         return Footprint.everything()
-    keys = command_keys(op.command)
-    if keys is None:
-        return Footprint.everything()
-    ks = frozenset(_classify(rel(k)) for k in keys)
-    if op.command[0].upper() in _READ_ONLY:
-        return Footprint(ks, frozenset())
-    return Footprint(ks, ks)
+    fp = _fp.of_command(command, base)
+    for pre in op.pre:
+        fp = fp | _fp.of_command(pre, base)
+    return fp
 
 
 def independent(a: Op | None, b: Op | None, base: str = "") -> bool:
-    """True when the two ops commute: neither writes a key the other reads or writes."""
-    fa, fb = footprint(a, base), footprint(b, base)
-    for w in fa.writes:
-        if any(_match(w, k) for k in fb.reads | fb.writes):
-            return False
-    for w in fb.writes:
-        if any(_match(w, k) for k in fa.reads | fa.writes):
-            return False
-    return True
+    """True when the two ops commute by their footprints (see :func:`footprint`)."""
+    return not footprint(a, base).conflicts(footprint(b, base))
 
 
 @dataclass
 class Report:
-    """What an exploration found. Counts are of runs (one run = one complete interleaving)."""
+    """What an exploration found.
+
+    ``explored`` counts runs executed to completion, ``pruned`` runs cut short by a sleep set (the
+    reduction knew they would repeat a trace), ``raw_interleavings`` the interleavings the exploration
+    covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
+    from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
+    :meth:`emqlab.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
+    ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``)."""
 
     scenario: str
     mode: str
@@ -148,16 +98,22 @@ class Report:
     backend: str
     steps_per_actor: dict[str, int] = field(default_factory=dict)
     raw_interleavings: int = 0
+    raw_exact: bool = False
     explored: int = 0
     pruned: int = 0
+    outside_bound: int = 0
     distinct_outcomes: int = 0
     runs_with: dict[str, int] = field(default_factory=dict)
+    interleavings_with: dict[str, int] = field(default_factory=dict)
     min_preemptions: dict[str, int] = field(default_factory=dict)
     witnesses: dict[str, History] = field(default_factory=dict)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     elapsed_s: float = 0.0
     complete: bool = True
+    reduction: str = "off"
+    steps_executed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    outcomes: set[Any] = field(default_factory=set, repr=False)
 
     @property
     def anomaly_kinds(self) -> list[str]:
@@ -167,13 +123,34 @@ class Report:
     def runs_per_second(self) -> float:
         return self.explored / self.elapsed_s if self.elapsed_s else 0.0
 
+    def share(self, kind: str) -> float:
+        """The fraction of the covered interleavings that show ``kind``."""
+        if self.raw_exact and self.raw_interleavings:
+            return self.interleavings_with.get(kind, 0) / self.raw_interleavings
+        return self.runs_with.get(kind, 0) / max(1, self.explored)
+
+    def claims(self) -> dict[str, Any]:
+        """What the exploration says about the system, without how much work it took: the same on every
+        backend and with or without reduction (where the counts are exact)."""
+        d = self.to_dict()
+        inter = d["interleavings"]
+        return {"scenario": self.scenario, "mode": self.mode, "strategy": self.strategy,
+                "steps_per_actor": self.steps_per_actor,
+                "interleavings": {k: inter[k] for k in ("raw", "raw_exact", "distinct_outcomes", "complete")},
+                "interleavings_with": d["interleavings_with"], "min_preemptions": d["min_preemptions"],
+                "witnesses": d["witnesses"]}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario, "mode": self.mode, "strategy": self.strategy, "backend": self.backend,
             "params": self.params, "steps_per_actor": self.steps_per_actor,
-            "interleavings": {"raw": self.raw_interleavings, "explored": self.explored, "pruned": self.pruned,
-                              "distinct_outcomes": self.distinct_outcomes, "complete": self.complete},
+            "interleavings": {"raw": self.raw_interleavings, "raw_exact": self.raw_exact,
+                              "explored": self.explored, "pruned": self.pruned,
+                              "outside_bound": self.outside_bound,
+                              "distinct_outcomes": self.distinct_outcomes, "complete": self.complete,
+                              "reduction": self.reduction, "steps_executed": self.steps_executed},
             "runs_with": dict(sorted(self.runs_with.items())),
+            "interleavings_with": dict(sorted(self.interleavings_with.items())),
             "min_preemptions": dict(sorted(self.min_preemptions.items())),
             "results": self.results,
             "witnesses": {k: {"schedule": h.schedule, "anomalies": [a for a in h.anomalies if a["kind"] == k],
@@ -190,6 +167,116 @@ def multinomial(counts: list[int]) -> int:
     return total
 
 
+# -- linear extensions of one trace ----------------------------------------------------------------------
+
+
+class Trace:
+    """A complete run's happens-before order: ``actors[i]`` took event ``i``; ``preds[i]`` is the bit set
+    of events that happen before it (dependent events earlier in the run, transitively, program order
+    included). Answers questions about all interleavings of the trace by dynamic programming over the
+    actors' positions."""
+
+    def __init__(self, actors: Sequence[str], preds: Sequence[int], order: Sequence[str]) -> None:
+        self.order = [a for a in order if a in set(actors)]
+        idx = {a: i for i, a in enumerate(self.order)}
+        self.lanes: list[list[int]] = [[] for _ in self.order]
+        for i, a in enumerate(actors):
+            self.lanes[idx[a]].append(i)
+        self.lengths = tuple(len(lane) for lane in self.lanes)
+        pos_of = {e: (idx[a], k) for i, a in enumerate(actors) for e, k in [(i, self.lanes[idx[a]].index(i))]}
+        # need[e][b]: how many of lane b's events must have run before event e can
+        self.need: dict[int, tuple[int, ...]] = {}
+        for e in range(len(actors)):
+            n = [0] * len(self.order)
+            bits = preds[e]
+            while bits:
+                low = bits & -bits
+                p = low.bit_length() - 1
+                bits ^= low
+                lane, k = pos_of[p]
+                n[lane] = max(n[lane], k + 1)
+            self.need[e] = tuple(n)
+
+    def _moves(self, pos: tuple[int, ...]) -> list[int]:
+        out = []
+        for lane, k in enumerate(pos):
+            if k < self.lengths[lane]:
+                e = self.lanes[lane][k]
+                if all(pos[b] >= self.need[e][b] for b in range(len(pos))):
+                    out.append(lane)
+        return out
+
+    def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:
+        return int(last >= 0 and lane != last and pos[last] < self.lengths[last])
+
+    def counts(self, bound: int | None) -> tuple[int, int]:
+        """(interleavings of this trace, those with at most ``bound`` preemptions)."""
+
+        @cache
+        def go(pos: tuple[int, ...], last: int) -> tuple[int, ...]:
+            # ways[u] = completions from here using exactly u more preemptions (u capped at cap)
+            if pos == self.lengths:
+                return (1,) + (0,) * cap
+            acc = [0] * (cap + 1)
+            for lane in self._moves(pos):
+                c = self._cost(pos, last, lane)
+                nxt = list(pos)
+                nxt[lane] += 1
+                sub = go(tuple(nxt), lane)
+                for u, w in enumerate(sub):
+                    acc[min(cap, u + c)] += w
+            return tuple(acc)
+
+        cap = bound + 1 if bound is not None else 0
+        ways = go(tuple(0 for _ in self.order), -1)
+        total = sum(ways)
+        within = total if bound is None else sum(ways[: bound + 1])
+        go.cache_clear()
+        return total, within
+
+    def best(self) -> tuple[int, list[str]]:
+        """The fewest preemptions of any interleaving, and the earliest such interleaving in scenario
+        order."""
+
+        @cache
+        def least(pos: tuple[int, ...], last: int) -> int:
+            if pos == self.lengths:
+                return 0
+            return min(self._cost(pos, last, lane) + least(_adv(pos, lane), lane) for lane in self._moves(pos))
+
+        pos, last = tuple(0 for _ in self.order), -1
+        total = least(pos, last)
+        out: list[str] = []
+        while pos != self.lengths:
+            target = least(pos, last)
+            for lane in self._moves(pos):
+                if self._cost(pos, last, lane) + least(_adv(pos, lane), lane) == target:
+                    out.append(self.order[lane])
+                    pos, last = _adv(pos, lane), lane
+                    break
+        least.cache_clear()
+        return total, out
+
+
+def _adv(pos: tuple[int, ...], lane: int) -> tuple[int, ...]:
+    nxt = list(pos)
+    nxt[lane] += 1
+    return tuple(nxt)
+
+
+@dataclass
+class _Node:
+    """One scheduling point on the current path of the exhaustive search."""
+
+    enabled: list[str]
+    sleep: dict[str, Footprint]
+    backtrack: list[str] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)
+    fps: dict[str, Footprint] = field(default_factory=dict)
+    current: str | None = None
+    child_sleep: dict[str, Footprint] = field(default_factory=dict)
+
+
 class Explorer:
     """Runs a strategy over one :class:`Runner` and collects a :class:`Report`.
 
@@ -201,44 +288,52 @@ class Explorer:
         from .backends import describe
 
         sc = runner.scenario
+        self.order = [a.id for a in sc.actors]
         self.report = Report(sc.name, runner.mode, "", describe(runner.conn))
-        self._outcomes: set[str] = set()
         self._results: dict[str, Counter[str]] = {a.id: Counter() for a in sc.actors}
+        self._best: dict[str, tuple[int, int, tuple[int, ...], list[str], History]] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------------
-    def _record(self, h: History, preempt: int) -> None:
+    def _rank(self, choices: Sequence[str]) -> tuple[int, ...]:
+        idx = {a: i for i, a in enumerate(self.order)}
+        return tuple(idx[c] for c in choices)
+
+    def _record(self, h: History, preempt: int, choices: Sequence[str], weight: int = 1) -> None:
         rep = self.report
         rep.explored += 1
         counts = Counter(s.actor for s in h.steps)
-        grew = False
         for a, n in counts.items():
             if n > rep.steps_per_actor.get(a, 0):
                 rep.steps_per_actor[a] = n
-                grew = True
-        if grew:
-            rep.raw_interleavings = multinomial(list(rep.steps_per_actor.values()))
-        kinds = sorted({a["kind"] for a in h.anomalies})
-        for k in kinds:
+        for k in h.kinds:
             rep.runs_with[k] = rep.runs_with.get(k, 0) + 1
-            best = rep.witnesses.get(k)
-            key = (preempt, len(h.steps), h.schedule)
-            if best is None or key < (rep.min_preemptions[k], len(best.steps), best.schedule):
-                rep.witnesses[k] = h
-                rep.min_preemptions[k] = preempt
-        self._outcomes.add(repr(sorted(h.final["placements"].items())) + repr(sorted(h.final["locks"].items())))
+            rep.interleavings_with[k] = rep.interleavings_with.get(k, 0) + weight
+            key = (preempt, len(h.steps), self._rank(choices))
+            best = self._best.get(k)
+            if best is None or key < best[:3]:
+                self._best[k] = (*key, list(choices), h)
+        rep.outcomes.add(h.final.logical())
         for actor, res in h.results.items():
             for r in res:
-                self._results[actor][r] += 1
+                self._results[actor][str(r)] += 1
         if self.progress:
             self.progress(rep.explored, None)
 
-    def _finish(self, started: float) -> Report:
+    def _finish(self, started: float, *, replay_witnesses: bool = False) -> Report:
         rep = self.report
+        for k, (pre, _n, _rank, choices, h) in sorted(self._best.items()):
+            w = h
+            if replay_witnesses and choices != [s.actor for s in h.steps]:
+                r = self.runner
+                r.reset()
+                replayed = r.run(choices)
+                if k in replayed.kinds:
+                    w = replayed
+            rep.witnesses[k] = w
+            rep.min_preemptions[k] = pre
         rep.elapsed_s = time.perf_counter() - started
-        rep.distinct_outcomes = len(self._outcomes)
+        rep.distinct_outcomes = len(rep.outcomes)
         rep.results = {a: dict(sorted(c.items())) for a, c in self._results.items() if c}
-        for k in rep.runs_with:
-            rep.runs_with.setdefault(k, 0)
         return rep
 
     def _measure_default(self) -> None:
@@ -248,91 +343,207 @@ class Explorer:
         counts = Counter(s.actor for s in h.steps)
         self.report.steps_per_actor = {a.id: counts.get(a.id, 0) for a in r.scenario.actors}
         self.report.raw_interleavings = multinomial(list(counts.values()))
+        self.report.raw_exact = False
 
-    # -- strategies --------------------------------------------------------------------------------
+    # -- exhaustive --------------------------------------------------------------------------------
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
-        """Every interleaving (up to ``preemption_bound`` preemptions), depth-first; with ``reduce``, sleep
-        sets skip reorderings of independent commands. Stops after ``max_runs`` runs (``complete`` is then
-        False)."""
+        """Every interleaving (up to ``preemption_bound`` preemptions). With ``reduce``, one run per
+        Mazurkiewicz trace (Source-DPOR) and exact counts; without, every schedule is run. Stops after
+        ``max_runs`` complete runs (``complete`` is then False and counts are lower bounds)."""
         started = time.perf_counter()
         rep = self.report
         rep.strategy = "exhaustive"
         rep.params = {"preemption_bound": preemption_bound, "reduce": reduce, "max_runs": max_runs}
-        self._measure_default()
+        rep.reduction = "source-dpor" if reduce else "off"
+        rep.steps_per_actor = {a: 0 for a in self.order}
+        if reduce:
+            self._dpor(preemption_bound, max_runs)
+        else:
+            self._dfs(preemption_bound, max_runs)
+        rep.raw_exact = rep.complete
+        return self._finish(started, replay_witnesses=reduce)
+
+    def _dfs(self, bound: int | None, max_runs: int | None) -> None:
+        """Every schedule with at most ``bound`` preemptions, depth-first, continuing the same actor first."""
         r = self.runner
-        # frames[d]: the actors enabled at depth d, their pending ops, the sleep set, what was explored
-        frames: list[dict[str, Any]] = []
+        rep = self.report
+        frames: list[_Node] = []
         prefix: list[str] = []
         while True:
             r.reset()
             for c in prefix:
                 r.step(c)
-            blocked = False
+            rep.steps_executed += len(prefix)
             while not r.done:
                 d = len(r.choices)
-                sleep = frames[d - 1]["child_sleep"] if d else set()
-                frame: dict[str, Any] = {"enabled": list(r.enabled), "ops": dict(r.pending),
-                                         "sleep": set(sleep), "done": set()}
-                frames.append(frame)
-                choice = self._choose(frame, r.choices, r.preemptions, preemption_bound, prefer_prev=True)
-                if choice is None:
-                    blocked = True
-                    break
-                self._enter(frame, choice, reduce)
+                if d == len(frames):
+                    frames.append(_Node(list(r.enabled), {}))
+                frame = frames[d]
+                choice = self._pick(frame, r.choices, r.preemptions, bound, prefer_prev=True)
+                assert choice is not None  # some actor is enabled and continuing it costs no preemption
+                frame.done.add(choice)
+                frame.current = choice
                 r.step(choice)
-            if blocked:
-                rep.pruned += 1
-            else:
-                self._record(r.history(), r.preemptions)
+                rep.steps_executed += 1
+            self._record(r.history(), r.preemptions, r.choices)
+            rep.raw_interleavings += 1
             if max_runs is not None and rep.explored >= max_runs:
                 rep.complete = False
-                break
-            # backtrack: the deepest frame with an unexplored, awake, in-bound alternative
-            explored_path = list(r.choices)
-            enabled_at = list(r.enabled_at)
+                return
+            path, enabled_at = list(r.choices), list(r.enabled_at)
             while frames:
                 d = len(frames) - 1
                 frame = frames[d]
-                head = explored_path[:d]
-                used = _preemptions(head, enabled_at[:d])
-                alt = self._choose(frame, head, used, preemption_bound, prefer_prev=False)
+                head = path[:d]
+                alt = self._pick(frame, head, _preemptions(head, enabled_at[:d]), bound, prefer_prev=False)
                 if alt is not None:
-                    self._enter(frame, alt, reduce)
+                    frame.current = alt
+                    frame.done.add(alt)
                     prefix = [*head, alt]
                     break
                 frames.pop()
             if not frames:
-                break
-        return self._finish(started)
+                return
 
-    @staticmethod
-    def _choose(frame: dict[str, Any], head: list[str], used: int, bound: int | None,
-                prefer_prev: bool) -> str | None:
+    def _pick(self, frame: _Node, head: list[str], used: int, bound: int | None, prefer_prev: bool) -> str | None:
         prev = head[-1] if head else None
-        order = list(frame["enabled"])
+        order = list(frame.enabled)
         if prefer_prev and prev in order:  # continue the same actor first: no preemption
             order.remove(prev)
             order.insert(0, prev)
         for a in order:
-            if a in frame["sleep"] or a in frame["done"]:
+            if a in frame.done or a in frame.sleep:
                 continue
-            if bound is not None and prev is not None and a != prev and prev in frame["enabled"] and used + 1 > bound:
+            if bound is not None and prev is not None and a != prev and prev in frame.enabled and used + 1 > bound:
                 continue
             return a
         return None
 
-    def _enter(self, frame: dict[str, Any], choice: str, reduce: bool) -> None:
-        frame["done"].add(choice)
-        frame["chosen"] = choice
-        if reduce:
-            op = frame["ops"][choice]
-            base = self.runner.keys.base
-            frame["child_sleep"] = {x for x in (frame["sleep"] | (frame["done"] - {choice}))
-                                    if independent(frame["ops"].get(x), op, base)}
-        else:
-            frame["child_sleep"] = set()
+    def _dpor(self, bound: int | None, max_runs: int | None) -> None:
+        """Source-DPOR with sleep sets over observed footprints (the module docstring)."""
+        r = self.runner
+        rep = self.report
+        nodes: list[_Node] = []
+        actors: list[str] = []  # events of the current path: who took each
+        fps: list[Footprint] = []
+        preds: list[int] = []  # bit set of happens-before predecessors of each event
+        keep = 0
+        while True:
+            r.reset()
+            for c in r_choices_prefix(nodes, keep):
+                r.step(c)
+            rep.steps_executed += keep
+            del actors[keep:], fps[keep:], preds[keep:]
+            depth = keep
+            blocked = False
+            while True:
+                if depth == len(nodes):
+                    if r.done:
+                        break
+                    sleep = dict(nodes[depth - 1].child_sleep) if depth else {}
+                    node = _Node(list(r.enabled), sleep)
+                    first = self._first(node, r.choices[-1] if r.choices else None)
+                    if first is None:
+                        blocked = True
+                        break
+                    node.backtrack.append(first)
+                    node.current = first
+                    nodes.append(node)
+                node = nodes[depth]
+                p = node.current
+                assert p is not None
+                r.step(p)
+                rep.steps_executed += 1
+                fp = r.footprints[-1]
+                node.fps[p] = fp
+                node.done.add(p)
+                self._races(nodes, actors, fps, preds, p, fp)
+                actors.append(p)
+                fps.append(fp)
+                # sleeping actors stay asleep past p only if independent of it; earlier siblings join
+                node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
+                                                                        if q != p}}.items()
+                                    if q != p and not f.conflicts(fp)}
+                depth += 1
+            if blocked:
+                rep.pruned += 1
+            else:
+                self._record_trace(actors, preds, bound)
+                if max_runs is not None and rep.explored >= max_runs:
+                    rep.complete = False
+                    return
+            # backtrack to the deepest node with an awake, unexplored backtrack entry
+            while nodes:
+                d = len(nodes) - 1
+                node = nodes[d]
+                alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep), None)
+                if alt is not None:
+                    node.current = alt
+                    keep = d
+                    break
+                nodes.pop()
+            if not nodes:
+                return
 
+    def _first(self, node: _Node, prev: str | None) -> str | None:
+        order = list(node.enabled)
+        if prev in order:
+            order.remove(prev)
+            order.insert(0, prev)
+        return next((a for a in order if a not in node.sleep), None)
+
+    def _races(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int],
+               p: str, fp: Footprint) -> None:
+        """Add the happens-before predecessors of the new event ``j`` (actor ``p``) and, for each race
+        ``i ⋖ j``, make sure a source set at node ``i`` can reverse it (Source-DPOR, Algorithm 1)."""
+        j = len(actors)
+        mine = 0
+        direct: list[int] = []
+        for i in range(j):
+            if actors[i] == p:
+                mine |= (1 << i) | preds[i]
+            elif fps[i].conflicts(fp):
+                mine |= (1 << i) | preds[i]
+                direct.append(i)
+        preds.append(mine)
+        covered = 0
+        bits = mine
+        while bits:
+            low = bits & -bits
+            covered |= preds[low.bit_length() - 1]
+            bits ^= low
+        for i in direct:
+            if covered >> i & 1:
+                continue  # not an immediate race: something in between orders them
+            # v = the events after i that do not happen after it, then p's event
+            v = [k for k in range(i + 1, j) if not (preds[k] >> i & 1)]
+            initials: list[str] = []
+            vmask = 0
+            for k in v:
+                if not (preds[k] & vmask) and actors[k] not in initials:
+                    initials.append(actors[k])
+                vmask |= 1 << k
+            if not (mine & vmask) and p not in initials:
+                initials.append(p)
+            node = nodes[i]
+            if not any(q in node.backtrack for q in initials):
+                q = p if p in initials else min(initials, key=self.order.index)
+                node.backtrack.append(q)
+
+    def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
+        rep = self.report
+        trace = Trace(actors, preds, self.order)
+        total, within = trace.counts(bound)
+        least, schedule = trace.best()
+        if bound is not None and least > bound:
+            rep.outside_bound += 1
+            return
+        h = self.runner.history()
+        rep.raw_interleavings += within
+        self._record(h, least, schedule, weight=within)
+
+    # -- sampled strategies ------------------------------------------------------------------------
     def random(self, runs: int, seed: int = 0) -> Report:
         """``runs`` runs, each choosing uniformly among the enabled actors (seeded)."""
         started = time.perf_counter()
@@ -344,23 +555,23 @@ class Explorer:
             r = self.runner
             r.reset()
             h = r.run(choose=lambda rr: rng.choice(rr.enabled))
-            self._record(h, r.preemptions)
+            self.report.steps_executed += len(h.steps)
+            self._record(h, r.preemptions, r.choices)
         return self._finish(started)
 
     def pct(self, runs: int, seed: int = 0, depth: int = 2) -> Report:
         """Probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010): random actor priorities and
-        ``depth - 1`` priority-change points per run; each run finds a given depth-``d`` bug with
-        probability at least 1/(n·k^(d−1)) for n actors and k steps."""
+        ``depth - 1`` priority-change points per run; each run finds a given bug *of depth at most*
+        ``depth`` with probability at least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run
+        seen). A bug that needs a deeper ordering gets no guarantee at all."""
         started = time.perf_counter()
         rep = self.report
         rep.strategy = "pct"
         self._measure_default()
         k = max(1, sum(rep.steps_per_actor.values()))
         n = len(self.runner.scenario.actors)
-        rep.params = {"runs": runs, "seed": seed, "depth": depth,
-                      "bound_per_run": f"1/({n}*{k}^{depth - 1})",
-                      "p_per_run_at_least": 1 / (n * k ** (depth - 1))}
         rng = random.Random(seed)
+        longest = k
         for _ in range(runs):
             r = self.runner
             r.reset()
@@ -378,7 +589,13 @@ class Explorer:
                 return a
 
             h = r.run(choose=choose)
-            self._record(h, r.preemptions)
+            longest = max(longest, len(h.steps))
+            rep.steps_executed += len(h.steps)
+            self._record(h, r.preemptions, r.choices)
+        rep.params = {"runs": runs, "seed": seed, "depth": depth, "longest_run": longest,
+                      "bound_per_run": f"1/({n}*{longest}^{depth - 1})",
+                      "p_per_run_at_least": 1 / (n * longest ** (depth - 1)),
+                      "assumes": f"a bug of depth <= {depth}"}
         return self._finish(started)
 
     def replay(self, schedule: str) -> Report:
@@ -389,23 +606,24 @@ class Explorer:
         self.report.strategy = "replay"
         self.report.params = {"schedule": schedule}
         r = self.runner
-        choices = parse_schedule(schedule, [a.id for a in r.scenario.actors])
+        choices = parse_schedule(schedule, self.order)
         r.reset()
         h = r.run(choices)
-        self._measure_default_from(h)
-        self._record(h, r.preemptions)
+        counts = Counter(s.actor for s in h.steps)
+        self.report.steps_per_actor = {a: counts.get(a, 0) for a in self.order}
+        self.report.raw_interleavings = multinomial(list(counts.values()))
+        self.report.steps_executed = len(h.steps)
+        self._record(h, r.preemptions, r.choices)
         return self._finish(started)
 
-    def _measure_default_from(self, h: History) -> None:
-        counts = Counter(s.actor for s in h.steps)
-        self.report.steps_per_actor = {a.id: counts.get(a.id, 0) for a in self.runner.scenario.actors}
-        self.report.raw_interleavings = multinomial(list(counts.values()))
 
-
-def _preemptions(choices: list[str], enabled_at: list[list[str]]) -> int:
-    from .schedule import preemptions
-
-    return preemptions(choices, enabled_at)
+def r_choices_prefix(nodes: list[_Node], keep: int) -> list[str]:
+    """The choices that lead to node ``keep`` on the current path."""
+    out = []
+    for n in nodes[:keep]:
+        assert n.current is not None
+        out.append(n.current)
+    return out
 
 
 def shrink(runner: Runner, history: History, kind: str) -> History:
@@ -420,7 +638,7 @@ def shrink(runner: Runner, history: History, kind: str) -> History:
             h = runner.run(choices[:cut])
         except ScheduleError:
             continue
-        if any(a["kind"] == kind for a in h.anomalies):
+        if kind in h.kinds:
             if (runner.preemptions, len(h.steps)) <= (len(boundaries) + 1, len(best.steps)):
                 best = h
                 break
@@ -430,17 +648,18 @@ def shrink(runner: Runner, history: History, kind: str) -> History:
 def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn: Any = None,
             runs: int = 100, seed: int = 0, depth: int = 2, preemptions: int | None = None,
             reduce: bool = True, schedule: str | None = None, scripts: Any = None,
-            progress: Callable[[int, int | None], None] | None = None) -> Report:
-    """One call: build a runner for ``scenario`` in ``mode`` and run ``strategy``. The runner's keys are
-    deleted afterwards."""
+            progress: Callable[[int, int | None], None] | None = None, unbounded: bool = False) -> Report:
+    """One call: build a runner for ``scenario`` in ``mode`` and run ``strategy``. The preemption bound is
+    ``preemptions`` if given, else the scenario's (``unbounded=True``: none). The runner's keys are deleted
+    afterwards."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r} (one of: {', '.join(STRATEGIES)})")
-    with Runner(scenario, mode, conn, scripts=scripts) as runner:
+    with _CheckedRunner(scenario, mode, conn, scripts=scripts) as runner:
         ex = Explorer(runner, progress=progress)
         if strategy == "exhaustive":
-            bound = preemptions if preemptions is not None else scenario.preemptions
+            bound = None if unbounded else (preemptions if preemptions is not None else scenario.preemptions)
             rep = ex.exhaustive(preemption_bound=bound, reduce=reduce)
-            rep.params["bound_from"] = "option" if preemptions is not None else "scenario"
+            rep.params["bound_from"] = "none" if unbounded else ("option" if preemptions is not None else "scenario")
         elif strategy == "random":
             rep = ex.random(runs, seed)
         elif strategy == "pct":
@@ -455,4 +674,4 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
         return rep
 
 
-__all__ = ["Explorer", "Report", "explore", "format_schedule", "independent", "multinomial", "shrink"]
+__all__ = ["Explorer", "Report", "Trace", "explore", "format_schedule", "independent", "multinomial", "shrink"]

@@ -447,7 +447,8 @@ A1_SCENARIO = "stalled-finish"
 def _a1_steps(h: Any) -> dict[str, int | None]:
     """Where the sweep and W1's DEL lock / SREM stalled happened in a stalled-finish history."""
     sweep = next((s.index for s in h.steps if s.actor == "S1"), None)
-    dele = next((s.index for s in h.steps if s.actor == "W1" and s.op == "DEL" and s.args[:1] == ["1:lock"]), None)
+    dele = next((s.index for s in h.steps if s.actor == "W1" and s.op == "DEL"
+                 and s.args[:1] == ("1:lock",)), None)
     srem = next((s.index for s in h.steps if s.actor == "W1" and s.op == "SREM"), None)
     return {"sweep": sweep, "del": dele, "srem": srem}
 
@@ -538,7 +539,8 @@ A2_KEYS_DOC = ("KEYS: 1 lock, 2 stalled, 3 active, 4 completed, 5 job hash; "
 
 def _student_finish_factory(lua: str, violations: list[str]) -> Callable[..., Any]:
     """A worker that finishes the job it holds with the student's Lua, run split: one step per redis.call."""
-    from .actors import Op, _code
+    from .actors import Op
+    from .outcome import Outcome, Result
 
     def worker(runner: Any, spec: Any) -> Any:
         job = spec.holds
@@ -562,10 +564,10 @@ def _student_finish_factory(lua: str, violations: list[str]) -> Callable[..., An
             value: Any = run.value()
         except Exception as e:  # noqa: BLE001 - a Lua error in the student's script
             value = e
-        code = _code(value)
-        runner.result(spec.id, f"finish:{job}:{code}")
-        ok = not isinstance(value, BaseException) and not (isinstance(value, int) and value < 0)
-        runner.end(spec.id, job, code, released=ok)
+        run.close()
+        outcome = Outcome.of(value)
+        runner.note(spec.id, Result("finish", job=job, outcome=outcome))
+        runner.end(spec.id, job, outcome)
 
     return worker
 
@@ -660,8 +662,8 @@ def _placements(r: Any) -> list[str]:
 
 
 def _w1_code(r: Any) -> str:
-    res = [x for x in r.results.get("W1", []) if x.startswith("finish:")]
-    return res[-1].split(":")[-1] if res else "none"
+    res = [x for x in r.results.get("W1", []) if x.kind == "finish"]
+    return str(res[-1].outcome) if res else "none"
 
 
 def _anomaly_feedback(out: FinishExploration) -> str:
@@ -699,8 +701,8 @@ def grade_a2_sequential(FINISH_LUA: Any) -> Verdict:  # noqa: N803
     bad = _violation(violations)
     if bad:
         return bad
-    res = [x for x in h.results.get("W1", []) if x.startswith("finish:")]
-    code = res[-1].split(":")[-1] if res else "none"
+    res = [x for x in h.results.get("W1", []) if x.kind == "finish"]
+    code = str(res[-1].outcome) if res else "none"
     places = h.final["placements"].get("1", [])
     problems = []
     if code != "0":

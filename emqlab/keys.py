@@ -40,6 +40,11 @@ QUEUE_KEY_NAMES: tuple[str, ...] = (
 
 #: The lists/sets a job id can be placed in (used by the anomaly checks).
 PLACEMENTS: tuple[str, ...] = ("wait", "active", "prioritized", "delayed", "paused", "completed", "failed")
+#: The placements that are lists (members head first) and those that are sorted sets (members by score).
+LISTS: tuple[str, ...] = ("wait", "active", "paused")
+ZSETS: tuple[str, ...] = ("prioritized", "delayed", "completed", "failed")
+#: Structures a job waits in before a worker takes it.
+WAITING: tuple[str, ...] = ("wait", "paused", "prioritized", "delayed")
 
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 

@@ -237,27 +237,45 @@ local function compile(src)
   return string.dump(f), false
 end
 
--- live runs by id: lupa cannot hand a Lua coroutine back to Lua, so Python holds an integer
-local runs, next_id = {}, 0
+-- live runs by id: lupa cannot hand a Lua coroutine back to Lua, so Python holds an integer. An entry is
+-- the only reference to a run's coroutine (and through it to its stack, KEYS, ARGV and environment):
+-- releasing it, at the run's end or by drop(), lets the collector free the run.
+local runs, next_id, live = {}, 0, 0
+
+local function release(id)
+  if runs[id] ~= nil then
+    runs[id] = nil
+    live = live - 1
+  end
+end
 
 local function start(bytecode, keys, argv)
   local f = assert(loadstring(bytecode, '@user_script'))
   setfenv(f, new_env(keys, argv))
   next_id = next_id + 1
   runs[next_id] = coroutine.create(f)
+  live = live + 1
   return next_id
 end
 
 -- one step: resume, then report (0, n, cmd...) for a command, (1, value) at the end, (2, err) on error
 local function step(id, tag, value)
   local co = runs[id]
+  if co == nil then return 2, 'emqlab host: this script run was released' end
   local r = pack_n(coroutine.resume(co, tag, value))
-  if not r[1] then runs[id] = nil return 2, r[2] end
-  if coroutine.status(co) == 'dead' then runs[id] = nil return 1, r[2] end
+  if not r[1] then release(id) return 2, r[2] end
+  if coroutine.status(co) == 'dead' then release(id) return 1, r[2] end
   return 0, unpack(r, 2, r.n)
 end
 
-local function drop(id) runs[id] = nil end
+local function drop(id) release(id) end
+local function live_runs() return live end
+local function memory_kib()
+  -- twice: the first cycle runs the __gc of lupa's userdata, the second frees what they held
+  collectgarbage('collect')
+  collectgarbage('collect')
+  return collectgarbage('count')
+end
 
 -- Lua value -> Redis reply, as a Python-friendly tree: {kind, value}
 local function to_reply(v, depth)
@@ -281,7 +299,8 @@ local function to_reply(v, depth)
   return {'nil'}
 end
 
-return {compile = compile, start = start, step = step, drop = drop,
+return {compile = compile, start = start, step = step, drop = drop, live_runs = live_runs,
+        memory_kib = memory_kib,
         to_reply = function(v) return to_reply(v, 0) end, null = cjson.null}
 """
 
@@ -322,6 +341,12 @@ class LuaHost:
         self._start = api[b"start"]
         self._step = api[b"step"]
         self._drop = api[b"drop"]
+        self._live_runs = api[b"live_runs"]
+        self._memory_kib = api[b"memory_kib"]
+        # ids of runs garbage-collected in Python before they ended or were closed; a ScriptRun's __del__
+        # only appends here (it may run at any point, even inside a call into Lua), the host drops them
+        # at its next start(), live_runs or memory_kib()
+        self._orphans: list[int] = []
         self._to_reply = api[b"to_reply"]
         self._null = api[b"null"]
         self._bytecode: dict[bytes, Any] = {}
@@ -385,29 +410,50 @@ class LuaHost:
         return bc
 
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = ()) -> ScriptRun:
-        """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``."""
+        """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
+
+        A run holds its Lua coroutine until it ends (a value or an error) or is closed
+        (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
+        if self._orphans:
+            self._drop_orphans()
         text = script.text if isinstance(script, Script) else _b(script)
         bc = self.compile(text)
         co = self._start(bc, self._table_from([_b(k) for k in keys]), self._table_from([_b(a) for a in args]))
         return ScriptRun(self, co, hashlib.sha1(text).hexdigest())
+
+    @property
+    def live_runs(self) -> int:
+        """How many runs still hold a Lua coroutine: started, and neither ended nor closed."""
+        self._drop_orphans()
+        return int(self._live_runs())
+
+    def memory_kib(self) -> float:
+        """The Lua heap in KiB (``collectgarbage('count')``) after a full collection. Lua objects that
+        Python still references (lupa wrappers not yet collected) count as live."""
+        self._drop_orphans()
+        return float(self._memory_kib())
+
+    def _drop_orphans(self) -> None:
+        while self._orphans:
+            self._drop(self._orphans.pop())
 
     def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
             args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None) -> Any:
         """Run ``script`` to its end, one command per round trip, against ``conn``: a
         :func:`emqlab.backends.command_executor` or a :func:`emqlab.backends.raw_client`. Returns what
         ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise."""
-        run = self.start(script, keys, args)
         execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
-        while run.pending is not None:
-            cmd = run.pending
-            try:
-                reply: Any = execute(*cmd)
-            except redis.exceptions.ResponseError as e:
-                reply = e
-            if on_command is not None:
-                on_command(cmd, reply)
-            run.resume(reply)
-        return run.value()
+        with self.start(script, keys, args) as run:  # closed if the backend or on_command raises
+            while run.pending is not None:
+                cmd = run.pending
+                try:
+                    reply: Any = execute(*cmd)
+                except redis.exceptions.ResponseError as e:
+                    reply = e
+                if on_command is not None:
+                    on_command(cmd, reply)
+                run.resume(reply)
+            return run.value()
 
 
 class ScriptRun:
@@ -418,9 +464,13 @@ class ScriptRun:
     ``redis.ResponseError`` the backend raised) and runs the script to its next command. When ``done``,
     ``result`` holds what ``EVALSHA`` would have returned, or ``error`` the :class:`LuaScriptError`.
     ``commands`` counts the commands issued so far.
+
+    A run that ends releases its Lua coroutine by itself. A run abandoned before its end must be closed
+    (:meth:`close`, or use the run as a context manager): until then the host keeps its coroutine, its
+    stack and its KEYS/ARGV. ``closed`` is true once the coroutine is released (ended or closed).
     """
 
-    __slots__ = ("host", "co", "sha", "pending", "done", "result", "error", "commands")
+    __slots__ = ("host", "co", "sha", "pending", "done", "result", "error", "commands", "closed")
 
     def __init__(self, host: LuaHost, co: Any, sha: str) -> None:
         self.host = host
@@ -431,11 +481,16 @@ class ScriptRun:
         self.result: Any = None
         self.error: LuaScriptError | None = None
         self.commands = 0
+        self.closed = False
         self._advance(self.host._step(co, 0, None))
 
     def resume(self, reply: Any) -> None:
-        """Answer the pending command with ``reply`` and advance to the next command or the end."""
+        """Answer the pending command with ``reply`` and advance to the next command or the end.
+
+        Raises ``RuntimeError`` when the run has ended or was closed."""
         if self.pending is None:
+            if self.closed and not self.done:
+                raise RuntimeError("this script run was closed before it ended; it cannot be resumed")
             raise RuntimeError("this script run has no pending command (it has ended)")
         if isinstance(reply, BaseException):
             out = self.host._step(self.co, 1, _error_text(reply))
@@ -443,9 +498,36 @@ class ScriptRun:
             out = self.host._step(self.co, 0, _reply_to_lua(self.host, self.pending, reply))
         self._advance(out)
 
+    def close(self) -> None:
+        """Abandon the run: release its Lua coroutine so it can be collected. Afterwards ``pending`` is
+        ``None`` and :meth:`resume` raises ``RuntimeError``; a run that has ended keeps its ``result`` or
+        ``error``. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self.pending = None
+        self.host._drop(self.co)
+
+    def __enter__(self) -> ScriptRun:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A run dropped without close(): hand its id to the host, which releases it at its next start().
+        # (No call into Lua here: __del__ may run in the middle of one.)
+        try:
+            if not self.closed:
+                self.host._orphans.append(self.co)
+        except AttributeError:  # __init__ did not get far enough
+            pass
+
     def value(self) -> Any:
         """The result, or raise the script's error (what ``EVALSHA`` would do)."""
         if not self.done:
+            if self.closed:
+                raise RuntimeError("the script run was closed before it ended")
             raise RuntimeError("the script has not ended")
         if self.error is not None:
             raise self.error
@@ -459,6 +541,7 @@ class ScriptRun:
             return
         self.pending = None
         self.done = True
+        self.closed = True  # the Lua side released the coroutine when it died
         if kind == 1:
             tree = self.host._to_reply(out[1])
             try:

@@ -400,7 +400,7 @@ def interleaving_data(reports: Any, labels: Sequence[str] | None = None) -> dict
                      {"label": "atomic", "raw": 2, "explored": 2, "with": {"double-placement": 0}}]}
     """
     items = list(reports) if isinstance(reports, list | tuple) else [reports]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, rep in enumerate(items):
         d = rep if isinstance(rep, dict) else rep.to_dict()
         inter = d.get("interleavings", {})

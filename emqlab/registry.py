@@ -16,7 +16,7 @@ import importlib.metadata
 import importlib.resources
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,15 +45,19 @@ class KeyCountMismatch(ScriptError, ValueError):
 
 
 def lua_dir() -> Path:
-    """The folder holding emqlab's own scripts: ``$EMQLAB_LUA_DIR`` if set, else the checkout's ``lua/``."""
+    """The folder holding emqlab's own scripts (and ``lib/``, ``includes/``): ``$EMQLAB_LUA_DIR`` if set; else
+    ``emqlab/lua/`` beside this module, where a wheel installs the ``emqlab.lua`` data subpackage; else the
+    repository's ``lua/`` when this module runs from a checkout (directly or as an editable install)."""
     env = os.environ.get("EMQLAB_LUA_DIR")
     if env:
         return Path(env)
     here = Path(__file__).resolve().parent
-    for candidate in (here / "lua", here.parent / "lua"):
-        if (candidate / "lib").is_dir() or any(candidate.glob("*.lua")):
-            return candidate
-    return here.parent / "lua"
+    installed = here / "lua"
+    if (installed / "lib").is_dir() or any(installed.glob("*.lua")):
+        return installed
+    if (here.parent / "pyproject.toml").is_file():  # a checkout: lua/ sits beside the emqlab/ package
+        return here.parent / "lua"
+    return installed  # a broken install: the error names the folder the wheel should have filled
 
 
 def flatten(path: Path, root: Path | None = None) -> bytes:
@@ -140,14 +144,14 @@ class ScriptSet:
     def bullmq(cls) -> ScriptSet:
         """BullMQ's shipped (flattened) scripts from the installed ``bullmq`` package, loaded at run time.
 
-        Raises :class:`ScriptError` when the package is not installed (``pip install 'emqlab[test]'``).
+        Raises :class:`ScriptError` when the package is not installed (``pip install bullmq==3.4.4``).
         """
         try:
             version = importlib.metadata.version("bullmq")
             root = importlib.resources.files("bullmq") / "commands"
         except (importlib.metadata.PackageNotFoundError, ModuleNotFoundError) as e:
-            raise ScriptError("the bullmq package is not installed: pip install -e '.[test]' in the emqlab"
-                              " checkout (it is part of the test extra)") from e
+            raise ScriptError("the bullmq package is not installed: pip install bullmq==3.4.4 (the version"
+                              " emqlab's test extra pins; in an emqlab checkout, pip install -e '.[test]')") from e
         return cls.from_dir(Path(str(root)), f"bullmq {version}")
 
     # -- access ------------------------------------------------------------------------------------
@@ -161,7 +165,7 @@ class ScriptSet:
     def __contains__(self, name: object) -> bool:
         return name in self._scripts
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Script]:
         return iter(self._scripts.values())
 
     def __len__(self) -> int:
@@ -180,7 +184,9 @@ class ScriptSet:
 
     def call(self, send: Callable[..., Any], name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """:meth:`execute` through ``send(*command)``, any function that sends one raw command (a redis-py
-        ``execute_command``, or :func:`emqlab.backends.command_executor`)."""
+        ``execute_command``, or :func:`emqlab.backends.command_executor`). The command's arguments are str
+        (the command words, the SHA1, KEYS and ARGV given as str), int (the key count) and bytes (a
+        ``SCRIPT LOAD`` body), as redis-py's ``execute_command`` takes them."""
         script = self[name]
         script.check_keys(keys)
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)

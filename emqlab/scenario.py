@@ -24,6 +24,10 @@ ANOMALY_KINDS = (
     "duplicate-execution",
     "metrics-drift",
     "attempts-overrun",
+    "orphan-data",
+    "phantom-job",
+    "stuck-active",
+    "work-thrown-away",
 )
 ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller")
 PLACEMENT_FIELDS = ("wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled")
@@ -262,17 +266,17 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
     if "jobs" in top:
         for jid, node in top["jobs"].mapping().items():
             m = node.mapping(JOB_KEYS) if not isinstance(node.node, yaml.ScalarNode) or node.node.value else {}
-            spec = JobSpec(id=jid)
+            job = JobSpec(id=jid)
             if "name" in m:
-                spec.name = m["name"].text()
+                job.name = m["name"].text()
             if "data" in m:
-                spec.data = m["data"].any()
+                job.data = m["data"].any()
             for k in ("attempts", "backoff", "priority", "delay"):
                 if k in m:
-                    setattr(spec, k, m[k].integer(0))
+                    setattr(job, k, m[k].integer(0))
             if "fields" in m:
-                spec.fields = {k: v.text() for k, v in m["fields"].mapping().items()}
-            jobs[jid] = spec
+                job.fields = {k: v.text() for k, v in m["fields"].mapping().items()}
+            jobs[jid] = job
 
     actors: list[ActorSpec] = []
     for node in top["actors"].sequence():
@@ -283,13 +287,13 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         m = node.mapping(ACTOR_KEYS[kind])
         if "id" not in m:
             raise node.fail("id: missing (e.g. W1)")
-        spec = ActorSpec(id=m["id"].text(), kind=kind, line=node.line)
-        if not spec.id.isalnum() or not spec.id[0].isalpha():
-            raise m["id"].fail(f"actor ids are letters and digits starting with a letter, got {spec.id!r}")
-        if any(a.id.upper() == spec.id.upper() for a in actors):
-            raise m["id"].fail(f"duplicate actor id {spec.id!r}")
-        _fill_actor(spec, m, jobs)
-        actors.append(spec)
+        actor = ActorSpec(id=m["id"].text(), kind=kind, line=node.line)
+        if not actor.id.isalnum() or not actor.id[0].isalpha():
+            raise m["id"].fail(f"actor ids are letters and digits starting with a letter, got {actor.id!r}")
+        if any(a.id.upper() == actor.id.upper() for a in actors):
+            raise m["id"].fail(f"duplicate actor id {actor.id!r}")
+        _fill_actor(actor, m, jobs)
+        actors.append(actor)
     actor_ids = {a.id for a in actors}
     for a in actors:
         if a.kind == "lease" and a.of is not None and a.of not in actor_ids:

@@ -10,7 +10,7 @@ value is time-dependent and not compared.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -37,11 +37,13 @@ def read_key(conn: redis.Redis, key: str | bytes) -> tuple[str, Any] | None:
     elif kind == "set":
         value = sorted(conn.smembers(key))
     elif kind == "zset":
-        value = [(m, float(s)) for m, s in conn.zrange(key, 0, -1, withscores=True)]
+        # withscores=True: (member, score) pairs; redis-py types the reply as any of zrange's shapes
+        pairs = cast("list[tuple[bytes, Any]]", conn.zrange(key, 0, -1, withscores=True))
+        value = [(m, float(s)) for m, s in pairs]
     elif kind == "hash":
         value = dict(sorted(conn.hgetall(key).items()))
     elif kind == "stream":
-        value = [dict(fields) for _id, fields in conn.xrange(key)]
+        value = [dict(fields or {}) for _id, fields in conn.xrange(key) or []]
     else:  # pragma: no cover
         value = repr(conn.dump(key))
     return kind, value

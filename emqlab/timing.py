@@ -103,8 +103,11 @@ from typing import Any
 import redis
 
 from . import scripts as api
-from .actors import LAPSE_LUA, ActorGen, Op, _code, _next_job, _script
+from .actors import LAPSE_LUA, ActorGen, Op, _extend_call, _next_job, script
+from .context import StepRecord
+from .effects import LockChanged, Placed, Removed
 from .history import History
+from .outcome import Outcome, Result
 from .scenario import ActorSpec, JobSpec, Scenario
 from .schedule import T0, Runner
 
@@ -297,6 +300,25 @@ class _TimedRunner(Runner):
         super().__init__(*args, local_scripts=local_scripts, **kw)
 
 
+class _Exposure:
+    """The timed model's instrument: before a split finish's ``DEL <job>:lock`` it reads the lock's holder
+    and the job's stalled mark, and after each step it measures the finish's exposed window and sweep
+    hits; when no effect recorder runs (the default: counting runs) it records the few effects the checks
+    need (lock clears, the sweep's and the finish's moves) itself."""
+
+    records = "effects"
+
+    def __init__(self, run: TimedRun) -> None:
+        self.run = run
+        self.observed: tuple[str | None, bool] | None = None
+
+    def before_step(self, runner: Runner, actor: str, op: Op) -> None:
+        self.observed = self.run._before(actor, op)
+
+    def after_step(self, runner: Runner, actor: str, op: Op, rec: StepRecord) -> None:
+        self.run._after(actor, op, rec, self.observed)
+
+
 @dataclass
 class _Lease:
     job: str
@@ -363,8 +385,9 @@ class TimedRun:
         self._open_gap: dict[str, tuple[str, float, bool]] = {}  # job -> (worker, DEL time, marked)
         self._finishing: dict[str, str] = {}  # job -> worker, from its split DEL to the end of its finish
         self._started = time.perf_counter()
+        self._annotator = _Exposure(self)
         self.runner = _TimedRunner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
-                                   local_scripts=local_scripts,
+                                   local_scripts=local_scripts, instruments=[self._annotator],
                                    factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
         for actor, op in self.runner.pending.items():
             self._schedule(actor, op, 0.0)
@@ -437,9 +460,7 @@ class TimedRun:
         t = self.when(actor)
         self.t = t
         self.reply_at = t if op.kind == "clock" else t + self._rtt[actor] / 2
-        observed = self._before(actor, op)
-        step = r.step(actor)
-        self._after(actor, op, step, observed)
+        r.step(actor)  # the exposure instrument's hooks run inside (before_step / after_step)
         nxt = r.pending.get(actor)
         if nxt is not None:
             self._schedule(actor, nxt, self.reply_at)
@@ -461,11 +482,15 @@ class TimedRun:
         marked = bool(ex(b"SISMEMBER", self.runner.keys.stalled.encode(), job.encode()))
         return (holder.decode() if isinstance(holder, bytes) else None), marked
 
-    def _after(self, actor: str, op: Op, step: Any, observed: tuple[str | None, bool] | None) -> None:
+    def _after(self, actor: str, op: Op, step: StepRecord, observed: tuple[str | None, bool] | None) -> None:
         r = self.runner
-        annotate = not r.effects
+        annotate = not any(getattr(i, "records", None) == "effects" and i is not self._annotator
+                           for i in r.instruments)
         if op.kind == "clock":
             self.clock_events += 1
+            if annotate and step.reply == 1 and step.command is not None:  # the lapse deleted the lock
+                job = r.keys.relative(step.command[3])[: -len(":lock")]
+                step.effects.append(LockChanged(job, step.command[4].decode(), None))
             lease = self.leases.get(self._owner(actor))
             if lease is not None and lease.expiry <= self.t:
                 del self.leases[self._owner(actor)]
@@ -491,21 +516,22 @@ class TimedRun:
             self._open_gap[job] = (actor, self.t, exposed)
             self._finishing[job] = actor
             if annotate and holder is not None:
-                step.effects.append(f"{job}:lock {holder} -> -")
+                step.effects.append(LockChanged(job, holder, None))
         if op.kind == "script" and step.op == "moveStalledJobsToWait":
             self.sweep_runs += 1
             self.sweep_times.append(self.t)
-            for job in step.reply if isinstance(step.reply, list) else []:
+            for raw in step.reply if isinstance(step.reply, list) else []:
+                job = raw.decode() if isinstance(raw, bytes) else str(raw)
                 if job in self._finishing:
                     self.gap_hits += 1
                 if annotate:
-                    step.effects += [f"{job} -active", f"{job} +wait"]
+                    step.effects += [Removed(job, "active"), Placed(job, "wait")]
         elif annotate and op.kind == "script" and step.op == "moveToFinished":
-            if not (isinstance(step.reply, int) and step.reply < 0) and not isinstance(step.reply, str):
-                step.effects += [f"{step.args[0]} -active", f"{step.args[0]} +{step.args[4]}"]
+            if Outcome.of(step.reply).ok:
+                step.effects += [Removed(step.args[0], "active"), Placed(step.args[0], step.args[4])]
         elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
                 and step.args[0] in ("completed", "failed") and step.reply == 1:  # 1 = newly added
-            step.effects.append(f"{step.args[2]} +{step.args[0]}")
+            step.effects.append(Placed(step.args[2], step.args[0]))
 
     # -- bookkeeping the generators call -------------------------------------------------------------
     @property
@@ -556,11 +582,11 @@ class TimedRun:
 
     def _fetch(self, runner: Runner, wid: str, token: str) -> Generator[Op, Any, Any]:
         keys = runner.keys
-        reply = yield from _script(
+        reply = yield from script(
             runner, "atomic",
             lambda now: api.move_to_active_call(keys, token, timestamp=now, lock_duration=SERVER_LOCK_PX, name=wid),
             "moveToActive")
-        runner.result(wid, "fetch:" + _code(reply))
+        runner.note(wid, Result("fetch", outcome=Outcome.of(reply)))
         return reply
 
     def _worker(self, runner: Runner, spec: ActorSpec) -> ActorGen:
@@ -585,27 +611,27 @@ class TimedRun:
             while every > 0 and (renewals + 1) * every < work:
                 renewals += 1
                 delay = max(0.0, start + renewals * every - self.reply_at)
-                ext = yield from self._tracked(wid, token, _script(
-                    runner, "atomic", lambda now, j=job: api.extend_lock_call(keys, j, token, SERVER_LOCK_PX),
-                    "extendLock"), delay)
-                runner.result(wid, f"extend:{_code(ext)}")
+                ext = yield from self._tracked(wid, token, script(
+                    runner, "atomic", _extend_call(keys, job, token, SERVER_LOCK_PX), "extendLock"), delay)
+                runner.note(wid, Result("extend", outcome=Outcome.of(ext)))
                 lease = self.leases.get(wid)
                 if ext == 1 and lease is not None:
                     lease.expiry = self.t + cfg.lock_ms
             delay = max(0.0, start + work - self.reply_at)
-            target = "failed" if defa else "completed"
+            target: api.Target = "failed" if defa else "completed"
             value = defa if defa else {"ok": True}
             opts = api.FinishOpts(token=token, lock_duration=SERVER_LOCK_PX, name=wid)
             fetch = self.fetch_next
-            reply = yield from self._tracked(wid, token, _script(
-                runner, self.finish_mode,
-                lambda now, j=job, tg=target, v=value, f=fetch, o=opts: api.move_to_finished_call(
-                    keys, j, token, tg, v, o, f, timestamp=now),
-                "moveToFinished"), delay)
-            code = _code(reply)
-            runner.result(wid, f"finish:{job}:{code}")
-            ok = not isinstance(reply, BaseException) and not (isinstance(reply, int) and reply < 0)
-            runner.end(wid, job, code, released=ok)
+            def build(now: int, j: str = job, tg: api.Target = target, v: Any = value, f: bool = fetch,
+                      o: api.FinishOpts = opts) -> api.ScriptCall:
+                return api.move_to_finished_call(keys, j, token, tg, v, o, f, timestamp=now)
+
+            reply = yield from self._tracked(wid, token, script(runner, self.finish_mode, build, "moveToFinished"),
+                                             delay)
+            outcome = Outcome.of(reply)
+            runner.note(wid, Result("finish", job=job, outcome=outcome))
+            ok = outcome.ok
+            runner.end(wid, job, outcome)
             self._finished(wid, job)
             if not (ok and fetch):  # fetch separately: finish-then-fetch, or the finish was refused
                 reply = yield from self._fetch(runner, wid, token)
@@ -615,14 +641,14 @@ class TimedRun:
         interval = self.config.stalled_interval_ms
         px = max(1, int(interval))
         while True:
-            pre = [(b"DEL", keys.stalled_check.encode())]
-            sub = _script(runner, "atomic",
+            pre: list[tuple[bytes, ...]] = [(b"DEL", keys.stalled_check.encode())]
+            sub = script(runner, "atomic",
                           lambda now: api.move_stalled_jobs_to_wait_call(keys, spec.max_stalled, px, timestamp=now),
                           "moveStalledJobsToWait", pre)
             reply = yield from self._tracked(spec.id, "", sub, interval)
             if isinstance(reply, list):
-                ids = (x.decode() if isinstance(x, bytes) else str(x) for x in reply)
-                runner.result(spec.id, "sweep:" + ",".join(ids))
+                ids = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in reply)
+                runner.note(spec.id, Result("sweep", jobs=ids))
 
     def _lease(self, runner: Runner, spec: ActorSpec) -> ActorGen:
         owner = spec.of or "W1"
@@ -632,7 +658,7 @@ class TimedRun:
                 return (b"EVAL", LAPSE_LUA, b"1", runner.keys.lock(lease.job).encode(), lease.token.encode())
 
             yield Op("clock", "lapse", lazy=command, section=f"the lease of {owner}'s lock lapses")
-            runner.result(spec.id, "lapsed")
+            runner.note(spec.id, Result("lapsed"))
 
     # -- results -------------------------------------------------------------------------------------
     def result(self) -> TimedResult:

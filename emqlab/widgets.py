@@ -315,7 +315,7 @@ class SchedulerStepper(_View):
         r = self.runner
         h = r.history()
         final = h.final
-        stalled = sorted(m.decode() for m in r.conn.smembers(r.keys.stalled))
+        stalled = sorted(m.decode() if isinstance(m, bytes) else m for m in r.conn.smembers(r.keys.stalled))
         taken = dict(r.actor_steps)
         return {
             "scenario": self.scenario.name, "mode": self.mode, "atomic": bool(self.atomic.value),

@@ -1,0 +1,98 @@
+"""The narrow seams between the engine's parts.
+
+* :class:`ActorContext` — what an actor may ask of the run it is part of (instead of the whole Runner):
+  the queue's keys, the scenario, the script set, the virtual clock, lock tokens, execution bookkeeping,
+  typed results, and a client-side script run for a split step.
+* :class:`Instrument` — an observer of the run with optional hooks (in the manner of trio's
+  ``Instrument``): ``before_step`` / ``after_step`` around each step, ``after_run`` when the history is
+  made. Effect recording (:class:`emqlab.runner.EffectRecorder`) and the timed model's exposure
+  measurement are instruments.
+* :data:`Check` — the anomaly check the Runner is given (it imports no analysis itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .effects import Effect
+    from .history import Anomaly, History
+    from .keys import QueueKeys
+    from .luahost import ScriptRun
+    from .outcome import Outcome, Result
+    from .registry import ScriptSet
+    from .scenario import Scenario
+
+Mode = Literal["atomic", "split", "finish-then-fetch"]
+MODES: tuple[str, ...] = ("atomic", "split", "finish-then-fetch")
+
+
+class ActorContext(Protocol):
+    """What an actor generator may use. The Runner implements it."""
+
+    keys: QueueKeys
+    scenario: Scenario
+    scripts: ScriptSet
+    mode: str
+
+    def now(self) -> int:
+        """Virtual time in ms (the time of the step about to run)."""
+        ...
+
+    def new_token(self, actor: str) -> str:
+        """A fresh lock token for ``actor`` (``W1:1``, ``W1:2``, …)."""
+        ...
+
+    def current_token(self, actor: str | None, job: str) -> str | None:
+        """The token of ``actor``'s latest execution of ``job``."""
+        ...
+
+    def begin(self, actor: str, job: str, token: str) -> None:
+        """``actor`` starts executing ``job`` under ``token``."""
+        ...
+
+    def end(self, actor: str, job: str, outcome: Outcome) -> None:
+        """``actor``'s finish of ``job`` came back with ``outcome``."""
+        ...
+
+    def note(self, actor: str, result: Result) -> None:
+        """Record one of ``actor``'s results (a fetch, a finish, a sweep, …)."""
+        ...
+
+    def split(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        """Start script ``name`` client-side (one ``redis.call`` per step); the run is the Runner's and
+        is closed when the Runner resets."""
+        ...
+
+
+@dataclass
+class StepRecord:
+    """A step while instruments look at it (it is frozen into a :class:`emqlab.history.Step` afterwards):
+    the actor, the op's name and shown arguments, the raw reply, and the effects recorded so far."""
+
+    actor: str
+    kind: str
+    op: str
+    args: list[str]
+    reply: Any
+    command: tuple[bytes, ...] | None
+    effects: list[Effect] = field(default_factory=list)
+    #: keys the step wrote (from the command table); ``None`` when unknown (a script, a clock event)
+    written: Sequence[bytes] | None = None
+    read_only: bool = False
+
+
+class Instrument(Protocol):
+    """An observer of a run. Every method is optional; the Runner calls the ones an instrument has."""
+
+    #: the input this instrument records for the checks (``"effects"``), if any
+    records: str | None
+
+
+Check = Callable[["History", "Scenario"], "tuple[Sequence[Anomaly], Sequence[str]]"]
+"""An anomaly check: ``check(history, scenario) -> (findings, kinds it could not check)``."""
+
+
+__all__ = ["ActorContext", "Check", "Instrument", "MODES", "Mode", "StepRecord"]

@@ -1,0 +1,523 @@
+"""The Runner: executes a scenario's actors one step at a time, in the order a schedule says, against
+fakeredis or a live Redis, and records the history.
+
+Every timestamp comes from a virtual clock (step *k* runs at ``T0 + k`` ms), every lock token is
+deterministic (``W1:1`` = W1's first acquisition), and time-driven events (a lock lapsing, the stalled
+interval passing) are explicit steps or clock effects, never wall-clock TTLs, so replaying a schedule gives
+the same history on fakeredis and on a live server.
+
+For each step the Runner records its *footprint* (the keys it read and wrote, :mod:`emqlab.footprints`),
+observed as it ran: the exploration's partial-order reduction uses it. Instruments see each step; the
+:class:`EffectRecorder` (on by default) describes what the step did to the queue as typed effects. The
+anomaly check is given to the Runner (``check=``); the Runner itself knows nothing of anomalies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import redis
+
+from . import footprints
+from .actors import FACTORIES, ActorGen, Op
+from .backends import Executor, Namespace, command_executor, is_fake, unique_queue
+from .commands import command_keys, is_read_only, key_access
+from .context import Check, Instrument, StepRecord
+from .effects import IntervalElapsed, QueueView, diff, read_view, touched_components
+from .footprints import Footprint
+from .history import Execution, FinalState, History, Step
+from .keys import PLACEMENTS, QueueKeys
+from .luahost import LuaHost, ScriptRun, Status
+from .outcome import Outcome, Result
+from .registry import ScriptSet, default_scripts
+from .scenario import Scenario
+from .schedules import ScheduleError, format_schedule, preemptions
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the virtual clock's origin (ms)
+LOCK_MS = 30000
+
+_JOB_FIELDS = ("atm", "ats", "stc", "defa", "returnvalue", "failedReason", "finishedOn", "processedOn")
+
+
+class EffectRecorder:
+    """The instrument that records effects: reads the queue's view after each step that can have changed
+    it (only the components a single command wrote; everything after a script) and appends the
+    difference to the step. Costs one to a few reads per step."""
+
+    records = "effects"
+
+    def __init__(self) -> None:
+        self.view: QueueView | None = None
+
+    def start(self, runner: Runner) -> None:
+        self.view = runner.initial_view()
+
+    def after_step(self, runner: Runner, actor: str, op: Op, rec: StepRecord) -> None:
+        if rec.read_only or self.view is None:
+            return
+        touched = None
+        if rec.command is not None and op.kind == "command":
+            touched = touched_components(rec.command, runner.keys, runner.job_ids, rec.written)
+        after = read_view(runner.exec, runner.keys, runner.job_ids, self.view, touched)
+        effects = list(diff(self.view, after))
+        if op.pre:
+            effects.insert(0, IntervalElapsed("stalled"))
+        rec.effects.extend(effects)
+        self.view = after
+
+
+class Runner:
+    """Runs one scenario in one finish mode, one step at a time.
+
+    ``conn`` is the backend (default: a new fakeredis server). On a live server the queue gets a unique
+    name (``q-1a2b3c4d``) unless ``queue`` is given; the run claims the queue's namespace (refusing if its
+    keys exist) and :meth:`close` deletes them. ``scripts`` selects the script set (emqlab's by default;
+    BullMQ's shipped set to replay the upstream scripts). ``instruments`` observe every step; by default an
+    :class:`EffectRecorder` (``effects=False`` leaves it out: faster, and the checks that need effects are
+    then reported as unchecked instead of guessed). ``check`` is the anomaly check run on each history.
+    ``clock`` replaces the step-counting virtual clock (timed runs); ``factories`` maps actor kinds to
+    generator functions, overriding or adding to :data:`emqlab.actors.FACTORIES`.
+
+    On fakeredis (``local_scripts=True``, the default) an atomic step runs the script through the Lua host
+    with its commands executed back to back inside the one step, instead of fakeredis's own EVALSHA: nothing
+    can run between them (the scheduler is single-threaded and owns the in-process server), so the step is
+    exactly as atomic, and its footprint is observed. ``local_scripts=False`` uses fakeredis's EVALSHA. On a
+    live server an atomic step is always one EVALSHA (its footprint is the script's declared prior).
+    """
+
+    def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
+                 scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True,
+                 instruments: Sequence[Any] | None = None, check: Check | None = None,
+                 clock: Callable[[], int] | None = None,
+                 factories: dict[str, Callable[..., ActorGen]] | None = None,
+                 local_scripts: bool = True) -> None:
+        from .backends import connect
+
+        self.scenario = scenario
+        self.mode = mode
+        self.conn = conn if conn is not None else connect()
+        if queue is None:
+            queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
+        self.keys = QueueKeys(queue)
+        self.namespace = Namespace(self.conn, self.keys).claim()
+        self.scripts = scripts or default_scripts()
+        self._executor: Executor = command_executor(self.conn)
+        fake = is_fake(self.conn)
+        self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
+        self._local_scripts = local_scripts and fake
+        self.host = LuaHost()
+        chosen = list(instruments) if instruments is not None else []
+        if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
+            chosen.insert(0, EffectRecorder())
+        self.instruments: list[Instrument] = chosen
+        self.check = check
+        self.clock = clock
+        self.factories = {**FACTORIES, **(factories or {})}
+        self.job_ids = list(scenario.jobs)
+        self._closed = False
+        self._initial: list[tuple[bytes, ...]] | None = None
+        self._initial_view: QueueView | None = None
+        self._runs: list[ScriptRun] = []
+        self._gens: dict[str, ActorGen] = {}
+        self.reset()
+
+    @property
+    def effects(self) -> bool:
+        """Effects are recorded (an :class:`EffectRecorder` is among the instruments)."""
+        return any(getattr(i, "records", None) == "effects" for i in self.instruments)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to the scenario's initial state: drop every unfinished actor and script run, delete the
+        namespace, write the initial keys, restart every actor."""
+        self._drop_actors()
+        if self.namespace.sole_owner:
+            self.exec(b"FLUSHDB")  # a fakeredis server this process created, holding only this run's keys
+        else:
+            self.namespace.reset()
+        self._write_initial_state()
+        self.index = 0
+        self.choices: list[str] = []
+        self.enabled_at: list[list[str]] = []
+        self.steps: list[Step] = []
+        #: footprint of each step taken, in order (the exploration reads it)
+        self.footprints: list[Footprint] = []
+        #: (script, its KEYS, footprint) observed for each atomic step run through the Lua host
+        self.observed: list[tuple[str, tuple[Any, ...], Footprint]] = []
+        self.executions: list[Execution] = []
+        self.results: dict[str, list[Result]] = {a.id: [] for a in self.scenario.actors}
+        self._tokens: dict[str, int] = {}
+        self._run_count = 0
+        self.actor_steps: dict[str, int] = {a.id: 0 for a in self.scenario.actors}
+        self.pending: dict[str, Op] = {}
+        for inst in self.instruments:
+            start = getattr(inst, "start", None)
+            if start is not None:
+                start(self)
+        for spec in self.scenario.actors:
+            gen = self.factories[spec.kind](self, spec)
+            try:
+                self.pending[spec.id] = next(gen)
+                self._gens[spec.id] = gen
+            except StopIteration:
+                pass
+
+    def _drop_actors(self) -> None:
+        for gen in self._gens.values():
+            gen.close()
+        self._gens = {}
+        for run in self._runs:
+            run.close()
+        self._runs = []
+
+    def close(self) -> None:
+        """Delete the run's keys (only those under its queue's base) and release the connection."""
+        if not self._closed:
+            self._drop_actors()
+            self.namespace.release()
+            self._executor.close()
+            self._closed = True
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the actor context -----------------------------------------------------------------------
+    def now(self) -> int:
+        """Virtual time in ms: step *k* runs at ``T0 + k``, unless a ``clock`` was given (timed runs)."""
+        if self.clock is not None:
+            return self.clock()
+        return T0 + self.index
+
+    def script_text(self, name: str) -> bytes:
+        return self.scripts[name].text
+
+    def new_token(self, actor: str) -> str:
+        n = self._tokens.get(actor, 0) + 1
+        self._tokens[actor] = n
+        return f"{actor}:{n}"
+
+    def begin(self, actor: str, job: str, token: str) -> None:
+        self.executions.append(Execution(actor, job, token, self.index))
+
+    def end(self, actor: str, job: str, outcome: Outcome) -> None:
+        for i in range(len(self.executions) - 1, -1, -1):
+            e = self.executions[i]
+            if e.actor == actor and e.job == job and e.end is None:
+                self.executions[i] = replace(e, end=self.index, result=str(outcome), released=outcome.ok,
+                                             outcome=outcome)
+                return
+
+    def current_token(self, actor: str | None, job: str) -> str | None:
+        for e in reversed(self.executions):
+            if e.actor == actor and e.job == job:
+                return e.token
+        return None
+
+    def note(self, actor: str, result: Result) -> None:
+        self.results[actor].append(result)
+
+    def split(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        run = self.host.start(self.scripts[name].text, keys, args)
+        self._runs = [r for r in self._runs if not r.closed]
+        self._runs.append(run)
+        return run
+
+    def script_run(self, label: str) -> int:
+        """A new script-run number (the steps of one split script share it; numbers count from 1 per run)."""
+        self._run_count += 1
+        return self._run_count
+
+    # -- stepping --------------------------------------------------------------------------------
+    @property
+    def enabled(self) -> list[str]:
+        """Actors with a step left, in scenario order."""
+        return [a.id for a in self.scenario.actors if a.id in self.pending]
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def step(self, actor: str) -> Step:
+        """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none."""
+        op = self.pending.get(actor)
+        if op is None:
+            left = ", ".join(self.enabled) or "none"
+            took = self.actor_steps.get(actor)
+            raise ScheduleError(f"actor {actor} has no step left at step {self.index + 1} (it took all its"
+                                f" {took} steps; actors with steps left: {left})")
+        self.enabled_at.append(self.enabled)
+        self.choices.append(actor)
+        self.index += 1
+        now = self.now()
+        for inst in self.instruments:
+            hook = getattr(inst, "before_step", None)
+            if hook is not None:
+                hook(self, actor, op)
+        base = self.keys.base
+        fp = Footprint()
+        for cmd in op.pre:
+            self.exec(*cmd)
+            fp = fp | footprints.of_command(cmd, base)
+        reply: Any
+        args: list[str]
+        keys: list[str]
+        command: tuple[bytes, ...] | None = None
+        written: Sequence[bytes] | None = None
+        read_only = False
+        if op.kind == "script":
+            assert op.build is not None
+            call = op.build(now)
+            reply, observed = self._atomic(call.name, call.keys, call.args)
+            fp = fp | observed
+            args = [self._show(a) for a in call.args]
+            keys = [self.keys.relative(k) for k in call.keys]
+            name = call.name
+        else:
+            command = op.lazy() if op.lazy is not None else op.command
+            assert command is not None
+            try:
+                reply = self.exec(*command)
+            except redis.exceptions.ResponseError as e:
+                reply = e
+            fp = fp | footprints.of_command(command, base)
+            access = key_access(command)
+            if op.kind == "clock":
+                name, args, keys = op.label, [op.section], [self.keys.relative(command[3])]
+            else:
+                name = command[0].decode().upper()
+                args = [self._show(a) for a in command[1:]]
+                keys = [self.keys.relative(k) for k in (command_keys(command) or ())]
+                written = access.writes if access is not None and not access.writes_any else None
+                read_only = is_read_only(command[0]) and not op.pre
+        self.actor_steps[actor] += 1
+        rec = StepRecord(actor, op.kind, name, args, reply, command, written=written, read_only=read_only)
+        for inst in self.instruments:
+            hook = getattr(inst, "after_step", None)
+            if hook is not None:
+                hook(self, actor, op, rec)
+        shown = _render(reply)
+        if name == "XADD" and isinstance(shown, str) and not shown.startswith("ERR"):
+            shown = "<entry id>"  # server time: differs between backends and runs
+        step = Step(self.index, actor, self.actor_steps[actor], op.kind, name, tuple(rec.args), tuple(keys),
+                    shown, now, tuple(rec.effects), op.section if op.kind == "command" else "", op.run,
+                    read_only=read_only)
+        self.steps.append(step)
+        self.footprints.append(fp)
+        gen = self._gens[actor]
+        try:
+            self.pending[actor] = gen.send(reply)
+        except StopIteration:
+            del self.pending[actor]
+            del self._gens[actor]
+        return step
+
+    def run(self, choices: Sequence[str] = (), *, choose: Callable[[Runner], str] | None = None,
+            max_steps: int = 10_000) -> History:
+        """Replay ``choices`` from the current state, then continue with ``choose`` (default: the first
+        enabled actor, i.e. no further preemption) until every actor is done. Returns the history."""
+        for c in choices:
+            self.step(c)
+        pick = choose or (lambda r: r.enabled[0])
+        while not self.done:
+            if self.index >= max_steps:
+                raise ScheduleError(f"the run did not end within {max_steps} steps")
+            self.step(pick(self))
+        return self.history()
+
+    # -- results ---------------------------------------------------------------------------------
+    @property
+    def schedule(self) -> str:
+        return format_schedule(self.choices)
+
+    @property
+    def preemptions(self) -> int:
+        return preemptions(self.choices, self.enabled_at)
+
+    def history(self) -> History:
+        """The history so far, with the final state and, when the Runner has a check, the anomalies."""
+        recorded = frozenset(r for r in (getattr(i, "records", None) for i in self.instruments) if r)
+        h = History(self.scenario.name, self.mode, self.schedule, tuple(self.steps), tuple(self.executions),
+                    self.final_state(), results={k: tuple(v) for k, v in self.results.items()},
+                    recorded=recorded)
+        for inst in self.instruments:
+            hook = getattr(inst, "after_run", None)
+            if hook is not None:
+                hook(self, h)
+        if self.check is not None:
+            found, unchecked = self.check(h, self.scenario)
+            h = h.with_findings(found, unchecked)
+        return h
+
+    def initial_view(self) -> QueueView:
+        """The queue's view in the initial state (read once per Runner)."""
+        if self._initial_view is None:
+            self._initial_view = read_view(self.exec, self.keys, self.job_ids)
+        return self._initial_view
+
+    def final_state(self) -> FinalState:
+        view = read_view(self.exec, self.keys, self.job_ids)
+        jobs: dict[str, dict[str, Any]] = {}
+        for jid in self.job_ids:
+            raw = self.exec(b"HGETALL", self.keys.job(jid).encode()) or []
+            fields = {raw[i].decode(): raw[i + 1].decode("utf-8", "replace") for i in range(0, len(raw) - 1, 2)}
+            jobs[jid] = {k: fields[k] for k in _JOB_FIELDS if k in fields}
+            jobs[jid]["exists"] = bool(raw)
+            if raw:
+                jobs[jid]["payload"] = "data" in fields
+        metrics: dict[str, int | None] = {}
+        for target in ("completed", "failed"):
+            c = self.exec(b"HGET", self.keys.metrics(target).encode(), b"count")
+            metrics[target] = int(c) if c is not None else None
+        placed = view.placements()
+        ids = set(self.job_ids)
+        return FinalState(placements={j: placed.get(j, []) for j in self.job_ids},
+                          locks={j: t for j, t in view.locks.items() if t},
+                          jobs=jobs, metrics=metrics, metrics_on=self.scenario.metrics,
+                          others={j: p for j, p in sorted(placed.items()) if j not in ids})
+
+    # -- internals -------------------------------------------------------------------------------
+    def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, Footprint]:
+        """One atomic script step and its footprint: on fakeredis with ``local_scripts``, the script run to
+        its end through the Lua host inside this one step (every command observed); otherwise EVALSHA
+        (loading the script on NOSCRIPT), with the script's declared prior as footprint."""
+        base = self.keys.base
+        if self._local_scripts:
+            script = self.scripts[name]
+            script.check_keys(keys)
+            seen: list[tuple[bytes, ...]] = []
+
+            def observe(*command: Any) -> Any:
+                seen.append(command)
+                return self.exec(*command)
+
+            try:
+                reply = self.host.run(observe, script.text, keys, args)
+            except redis.exceptions.ResponseError as e:
+                reply = e
+            observed = footprints.of_commands(seen, base)
+            self.observed.append((name, tuple(keys), observed))
+            return reply, observed
+        try:
+            reply = self.scripts.call(self._executor, name, keys, args)
+        except redis.exceptions.ResponseError as e:
+            reply = e
+        return reply, footprints.prior(name, keys, base)
+
+    def _show(self, a: Any) -> str:
+        if isinstance(a, bytes):
+            try:
+                text = a.decode()
+            except UnicodeDecodeError:
+                return "<msgpack>"
+            if not text.isprintable():
+                return "<msgpack>"
+        else:
+            text = str(a)
+        return self.keys.relative(text) if text.startswith(self.keys.base) else text
+
+    def _write_initial_state(self) -> None:
+        if self._initial is None:
+            self._initial = seed_commands(self.scenario, self.keys)
+        if is_fake(self.conn):
+            for cmd in self._initial:
+                self.exec(*cmd)
+            return
+        pipe = self.conn.pipeline(transaction=True)
+        for cmd in self._initial:
+            pipe.execute_command(*cmd)
+        pipe.execute()
+
+
+def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
+    """The commands that write ``sc``'s initial state under ``k`` (the jobs a producer adds are left
+    out: they are written by their add during the run)."""
+    cmds: list[tuple[Any, ...]] = []
+    active = set(sc.state.get("active", []))
+    produced = {a.job for a in sc.actors if a.kind == "producer"}
+    for jid, j in sc.jobs.items():
+        if jid in produced:
+            continue
+        opts = {"attempts": j.attempts} if j.attempts else {}
+        fields = {"name": j.name, "data": json.dumps(j.data, separators=(",", ":")),
+                  "opts": json.dumps(opts, separators=(",", ":")), "timestamp": str(T0 - 1000),
+                  "delay": str(j.delay), "priority": str(j.priority), **j.fields}
+        if jid in active:
+            fields.setdefault("processedOn", str(T0 - 500))
+            fields.setdefault("ats", "1")
+        cmds.append(("HSET", k.job(jid), *[x for kv in fields.items() for x in kv]))
+    wait = sc.state.get("wait", [])
+    if wait:  # the first listed is the next to be taken: it sits at the right end
+        cmds.append(("RPUSH", k.wait, *reversed(wait)))
+    for name in ("active", "paused"):
+        if sc.state.get(name):
+            cmds.append(("RPUSH", k.key(name), *sc.state[name]))
+    if sc.state.get("stalled"):
+        cmds.append(("SADD", k.stalled, *sc.state["stalled"]))
+    for name in ("completed", "failed", "delayed", "prioritized"):
+        v = sc.state.get(name)
+        if not v:
+            continue
+        scores = v if isinstance(v, dict) else {jid: i for i, jid in enumerate(v)}
+        args: list[Any] = []
+        for jid, sc_ in scores.items():
+            if name == "delayed":
+                score = (T0 + int(sc_)) * 0x1000
+            elif name == "prioritized":
+                score = int(sc_) * 2**32 + list(scores).index(jid)
+            else:
+                score = T0 - 100 + int(sc_)
+            args += [str(score), jid]
+        cmds.append(("ZADD", k.key(name), *args))
+    for jid, owner in sc.locks.items():
+        cmds.append(("SET", k.lock(jid), f"{owner}:1", "PX", str(LOCK_MS * 100)))
+    # as a queue's first add does (PROTOCOL.md §4.2), so no run starts by writing it
+    meta = {"opts.maxLenEvents": "10000", **sc.meta}
+    cmds.append(("HSET", k.meta, *[x for kv in meta.items() for x in kv]))
+    numeric = [int(j) for j in sc.jobs if j.isdigit()]
+    if numeric:
+        cmds.append(("SET", k.id, str(max(numeric))))
+    return [tuple(a.encode() if isinstance(a, str) else a for a in c) for c in cmds]
+
+
+def _member_order(m: Any) -> tuple[int, Any]:
+    return (0, int(m)) if isinstance(m, bytes) and m.isdigit() else (1, m if isinstance(m, bytes) else str(m))
+
+
+def _sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
+    """fakeredis keeps a set's members in a Python set, whose order follows ``PYTHONHASHSEED``; Redis
+    returns a small set of integer ids (an intset) sorted. Sorting ``SMEMBERS`` on fakeredis keeps runs the
+    same from one Python process to the next (the sweep's candidate order decides which job is requeued
+    first)."""
+
+    def run(*command: Any) -> Any:
+        reply = execute(*command)
+        if isinstance(reply, list) and command and command[0].upper() == b"SMEMBERS":
+            reply = sorted(reply, key=_member_order)
+        return reply
+
+    return run
+
+
+def _render(reply: Any) -> Any:
+    if isinstance(reply, bytes):
+        try:
+            return reply.decode()
+        except UnicodeDecodeError:
+            return repr(reply)
+    if isinstance(reply, Status):
+        return reply.value.decode()
+    if isinstance(reply, BaseException):
+        msg = str(reply).split(" script:")[0]
+        return msg if msg.split(" ", 1)[0].isupper() else f"ERR {msg}"
+    if isinstance(reply, list):
+        return [_render(x) for x in reply]
+    return reply
+
+
+__all__ = ["EffectRecorder", "LOCK_MS", "PLACEMENTS", "Runner", "T0", "seed_commands"]
