@@ -10,10 +10,11 @@ time (median of --repeat), and the same for the unreduced search (one run: it is
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
+
+from _tables import append_table
 
 from emqlab import scenario
 from emqlab.explore import explore
@@ -63,12 +64,8 @@ def main() -> None:
         lines.append(row)
     table = "\n".join(lines)
     if a.write:
-        stamp = time.strftime("%Y-%m-%d")
-        with a.write.open("a") as f:
-            f.write(f"\n### Reduced vs every schedule ({stamp}, {platform.machine()}, Python "
-                    f"{platform.python_version()}, fakeredis)\n\n`python benchmarks/bench_engine.py --repeat "
-                    f"{a.repeat}`\n\n{table}\n")
-
+        append_table(a.write, "Reduced vs every schedule (fakeredis)",
+                     f"python benchmarks/bench_engine.py --repeat {a.repeat}", table)
 
 if __name__ == "__main__":
     main()

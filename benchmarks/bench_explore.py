@@ -10,10 +10,11 @@ the wall time and runs per second (median of --repeat explorations).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from pathlib import Path
+
+from _tables import append_table
 
 from emqlab import scenario
 from emqlab.backends import BackendError, connect
@@ -60,11 +61,8 @@ def main() -> None:
             lines.append(row)
     table = "\n".join(lines)
     if a.write:
-        stamp = time.strftime("%Y-%m-%d")
-        with a.write.open("a") as f:
-            f.write(f"\n### Exhaustive exploration speed ({stamp}, {platform.machine()}, Python "
-                    f"{platform.python_version()})\n\n`python benchmarks/bench_explore.py"
-                    f"{' --redis ' + a.redis if a.redis else ''} --repeat {a.repeat}`\n\n{table}\n")
+        command = f"python benchmarks/bench_explore.py{' --redis ' + a.redis if a.redis else ''} --repeat {a.repeat}"
+        append_table(a.write, "Exhaustive exploration speed", command, table)
 
 
 if __name__ == "__main__":

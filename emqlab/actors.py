@@ -80,7 +80,7 @@ def split_run(ctx: ActorContext, call: api.ScriptCall, label: str, pre: list[Com
     """Run ``call`` client-side through the Lua host, one step per ``redis.call``; returns the script's
     reply (or the ``ResponseError`` it raised, as EVALSHA would have)."""
     run = ctx.split(call.name, call.keys, call.args)
-    number = _run_number(ctx, label)
+    number = ctx.script_run()
     try:
         first = True
         while run.pending is not None:
@@ -96,11 +96,6 @@ def split_run(ctx: ActorContext, call: api.ScriptCall, label: str, pre: list[Com
         run.close()
 
 
-def _run_number(ctx: ActorContext, label: str) -> int | None:
-    numbering = getattr(ctx, "script_run", None)
-    return numbering(label) if numbering is not None else None
-
-
 def script(ctx: ActorContext, mode: str, build: Callable[[int], api.ScriptCall], label: str,
            pre: list[Command] | None = None) -> Sub:
     """One script, atomic (one EVALSHA step) or split (one step per command); returns the raw reply."""
@@ -109,16 +104,6 @@ def script(ctx: ActorContext, mode: str, build: Callable[[int], api.ScriptCall],
         return reply
     reply = yield Op("script", label, build=build, pre=pre or [])
     return reply
-
-
-# kept for code written against the first release
-_script = script
-_split = split_run
-
-
-def _code(reply: Any) -> str:
-    """The text of a reply's outcome (``0``, ``-2``, ``next``, ``ERR …``)."""
-    return str(Outcome.of(reply))
 
 
 def _next_job(reply: Any) -> str | None:

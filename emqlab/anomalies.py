@@ -245,16 +245,24 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
     return out
 
 
-def _finished_ok(h: History, job: str) -> list[Execution]:
-    return [e for e in h.executions if e.job == job and e.released]
+def _unplaced(h: History) -> list[tuple[str, bool, list[Execution]]]:
+    """Jobs whose hash exists at the end in no structure: (job, the hash lacks its payload, the executions
+    that finished the job). lost-job and orphan-data split this set between them."""
+    out = []
+    for job, places in sorted(h.final.placements.items()):
+        info = h.final.jobs.get(job, {})
+        if places or not info.get("exists"):
+            continue
+        done = [e for e in h.executions if e.job == job and e.released]
+        out.append((job, not info.get("payload", True), done))
+    return out
 
 
 def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
-    for job, places in sorted(h.final.placements.items()):
-        info = h.final.jobs.get(job, {})
-        if places or not info.get("exists") or not info.get("payload", True) or _finished_ok(h, job):
-            continue
+    for job, fragment, done in _unplaced(h):
+        if fragment or done:
+            continue  # left-over data, not a lost job
         removed = None
         for s in h.steps:
             if any(isinstance(e, Removed) and e.job == job for e in s.effects):
@@ -268,12 +276,7 @@ def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
 
 def orphan_data(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
-    for job, places in sorted(h.final.placements.items()):
-        info = h.final.jobs.get(job, {})
-        if places or not info.get("exists"):
-            continue
-        fragment = not info.get("payload", True)
-        done = _finished_ok(h, job)
+    for job, fragment, done in _unplaced(h):
         if not fragment and not done:
             continue  # a lost job, not left-over data
         wrote = [s for s in h.steps if any(isinstance(e, HashCreated) and e.job == job for e in s.effects)]

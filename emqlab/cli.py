@@ -106,10 +106,6 @@ def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return g
 
 
-def _one_mode_flag() -> None:
-    """Kept for callers of the first release: the mode flags are now checked by :func:`_mode_options`."""
-
-
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every count).")(f)
     f = click.option("--scripts", "script_set", type=click.Choice(["emqlab", "bullmq"]), default="emqlab",
@@ -167,7 +163,6 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: s
     """
     from .explore import explore
 
-    _one_mode_flag()
     ctx = click.get_current_context()
     from click.core import ParameterSource
 
@@ -259,14 +254,14 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     console.print(t)
     notes = []
     if rep.strategy == "exhaustive" and rep.reduction != "off":
-        notes.append("a trace = the interleavings that differ only in the order of steps on different keys:"
-                     " they end in the same state; one run per trace (partial-order reduction, DPOR)")
+        notes.append("a trace = the interleavings that differ only in the order of steps on different keys;\n"
+                     "they end in the same state, and one run stands for all of them (partial-order reduction)")
     if rep.pruned:
         notes.append("cut short = runs the reduction stopped because they would repeat a trace")
     if bound is not None:
         origin = "--preemptions" if rep.params.get("bound_from") == "option" else \
             f"preemptions: {bound} in the scenario file; --preemptions K overrides it"
-        notes.append(f"counted: interleavings with at most {bound} preemption(s) ({origin})")
+        notes.append(f"counted: interleavings with at most {bound} preemption(s)\n({origin})")
     for n in notes:
         console.print(f"[dim]{n}[/]")
     console.print()
@@ -283,14 +278,11 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
             n = rep.interleavings_with[kind] if rep.raw_exact else rep.runs_with[kind]
             a.add_row(f"[red]{kind}[/]", f"{n:,}", f"{rep.share(kind):.1%}", str(rep.min_preemptions[kind]))
         console.print(a)
-    finishes = {actor: res for actor, res in rep.results.items()
-                if any(k.startswith(("finish", "cancel")) for k in res)}
-    if finishes:
+    if rep.codes:
         console.print()
         console.print("[bold]finish results[/] (return code → runs): " + "; ".join(
-            f"{actor}: " + ", ".join(f"{k.split(':')[-1]}×{n}" for k, n in res.items()
-                                     if k.startswith(("finish", "cancel")))
-            for actor, res in finishes.items()))
+            f"{actor}: " + ", ".join(f"{outcome}×{n}" for outcome, n in codes.items())
+            for actor, codes in rep.codes.items()))
     for kind in rep.anomaly_kinds:
         h = rep.witnesses[kind]
         found = [x for x in h.anomalies if x["kind"] == kind]
@@ -330,7 +322,6 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     """
     from .explore import explore
 
-    _one_mode_flag()
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         try:
@@ -412,8 +403,8 @@ def _check_scenarios(lib: Any) -> None:
             missing_codes = []
             if exp is not None:
                 for actor, codes in exp.codes.items():
-                    seen = {k.split(":")[-1] for k in rep.results.get(actor, {}) if k.startswith(("finish", "cancel"))}
-                    missing_codes += [f"{actor} {c}" for c in codes if str(c) not in seen]
+                    seen = {o.code for o in rep.codes.get(actor, {})}
+                    missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
             ok = ok and not missing_codes
             bad += not ok
             mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"

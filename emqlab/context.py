@@ -61,6 +61,10 @@ class ActorContext(Protocol):
         """Record one of ``actor``'s results (a fetch, a finish, a sweep, …)."""
         ...
 
+    def script_run(self) -> int:
+        """A new script-run number (the commands of one split script share it)."""
+        ...
+
     def split(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
         """Start script ``name`` client-side (one ``redis.call`` per step); the run is the Runner's and
         is closed when the Runner resets."""

@@ -168,19 +168,21 @@ class QueueView:
     stalled: frozenset[str]
     locks: Mapping[str, str | None]
     hashes: Mapping[str, bool]
-    _where: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
+    _where: dict[str, list[str]] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        where: dict[str, list[str]] = {}
+        for name in PLACEMENTS:
+            for m in self.places.get(name, ()):
+                where.setdefault(m, []).append(name)
+        object.__setattr__(self, "_where", where)
 
     def where(self, job: str) -> list[str]:
         """The structures holding ``job``, with a name repeated for each copy, in :data:`PLACEMENTS` order."""
-        if not self._where and any(self.places.values()):
-            for name in PLACEMENTS:
-                for m in self.places.get(name, ()):
-                    self._where.setdefault(m, []).append(name)
         return list(self._where.get(job, []))
 
     def placements(self) -> dict[str, list[str]]:
         """``{job: [structure, …]}`` for every id placed anywhere (copies repeated)."""
-        self.where("")
         return {j: list(p) for j, p in self._where.items()}
 
 

@@ -48,6 +48,7 @@ from . import footprints as _fp
 from .actors import Op
 from .footprints import Footprint
 from .history import History
+from .outcome import Outcome
 from .runner import Runner
 from .scenario import Scenario
 from .schedule import Runner as _CheckedRunner
@@ -108,6 +109,8 @@ class Report:
     min_preemptions: dict[str, int] = field(default_factory=dict)
     witnesses: dict[str, History] = field(default_factory=dict)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per actor, the outcomes of its finishes and cancels → runs (typed: ``Outcome(code=-2)``)
+    codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
     elapsed_s: float = 0.0
     complete: bool = True
     reduction: str = "off"
@@ -180,10 +183,11 @@ class Trace:
         self.order = [a for a in order if a in set(actors)]
         idx = {a: i for i, a in enumerate(self.order)}
         self.lanes: list[list[int]] = [[] for _ in self.order]
+        pos_of: dict[int, tuple[int, int]] = {}  # event -> (its lane, its position in the lane)
         for i, a in enumerate(actors):
+            pos_of[i] = (idx[a], len(self.lanes[idx[a]]))
             self.lanes[idx[a]].append(i)
         self.lengths = tuple(len(lane) for lane in self.lanes)
-        pos_of = {e: (idx[a], k) for i, a in enumerate(actors) for e, k in [(i, self.lanes[idx[a]].index(i))]}
         # need[e][b]: how many of lane b's events must have run before event e can
         self.need: dict[int, tuple[int, ...]] = {}
         for e in range(len(actors)):
@@ -291,6 +295,7 @@ class Explorer:
         self.order = [a.id for a in sc.actors]
         self.report = Report(sc.name, runner.mode, "", describe(runner.conn))
         self._results: dict[str, Counter[str]] = {a.id: Counter() for a in sc.actors}
+        self._codes: dict[str, Counter[Outcome]] = {a.id: Counter() for a in sc.actors}
         self._best: dict[str, tuple[int, int, tuple[int, ...], list[str], History]] = {}
 
     # -- bookkeeping -------------------------------------------------------------------------------
@@ -316,6 +321,8 @@ class Explorer:
         for actor, res in h.results.items():
             for r in res:
                 self._results[actor][str(r)] += 1
+                if r.kind in ("finish", "cancel") and r.outcome is not None:
+                    self._codes[actor][r.outcome] += 1
         if self.progress:
             self.progress(rep.explored, None)
 
@@ -334,6 +341,7 @@ class Explorer:
         rep.elapsed_s = time.perf_counter() - started
         rep.distinct_outcomes = len(rep.outcomes)
         rep.results = {a: dict(sorted(c.items())) for a, c in self._results.items() if c}
+        rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in self._codes.items() if c}
         return rep
 
     def _measure_default(self) -> None:
@@ -431,7 +439,7 @@ class Explorer:
         keep = 0
         while True:
             r.reset()
-            for c in r_choices_prefix(nodes, keep):
+            for c in _path(nodes, keep):
                 r.step(c)
             rep.steps_executed += keep
             del actors[keep:], fps[keep:], preds[keep:]
@@ -534,7 +542,7 @@ class Explorer:
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         rep = self.report
         trace = Trace(actors, preds, self.order)
-        total, within = trace.counts(bound)
+        _total, within = trace.counts(bound)
         least, schedule = trace.best()
         if bound is not None and least > bound:
             rep.outside_bound += 1
@@ -617,7 +625,7 @@ class Explorer:
         return self._finish(started)
 
 
-def r_choices_prefix(nodes: list[_Node], keep: int) -> list[str]:
+def _path(nodes: list[_Node], keep: int) -> list[str]:
     """The choices that lead to node ``keep`` on the current path."""
     out = []
     for n in nodes[:keep]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .commands import key_access
+from .commands import KeyAccess, key_access
 from .keys import QUEUE_KEY_NAMES
 
 Key = tuple[str, str]  # (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs")
@@ -111,7 +111,12 @@ def _meets(xs: Iterable[Key], ys: frozenset[Key]) -> bool:
 
 def of_command(command: Sequence[bytes], base: str) -> Footprint:
     """The footprint of one concrete command, from the command table (everything for an unknown one)."""
-    access = key_access(command)
+    return of_access(key_access(command), base)
+
+
+def of_access(access: KeyAccess | None, base: str) -> Footprint:
+    """The footprint of a command whose :class:`emqlab.commands.KeyAccess` is ``access`` (``None``: an
+    unknown command, which touches everything)."""
     if access is None:
         return Footprint.everything()
     b = base.encode()

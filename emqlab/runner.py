@@ -113,6 +113,8 @@ class Runner:
         if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
             chosen.insert(0, EffectRecorder())
         self.instruments: list[Instrument] = chosen
+        self._before_hooks = [h for h in (getattr(i, "before_step", None) for i in chosen) if h is not None]
+        self._after_hooks = [h for h in (getattr(i, "after_step", None) for i in chosen) if h is not None]
         self.check = check
         self.clock = clock
         self.factories = {**FACTORIES, **(factories or {})}
@@ -228,7 +230,7 @@ class Runner:
         self._runs.append(run)
         return run
 
-    def script_run(self, label: str) -> int:
+    def script_run(self) -> int:
         """A new script-run number (the steps of one split script share it; numbers count from 1 per run)."""
         self._run_count += 1
         return self._run_count
@@ -255,10 +257,8 @@ class Runner:
         self.choices.append(actor)
         self.index += 1
         now = self.now()
-        for inst in self.instruments:
-            hook = getattr(inst, "before_step", None)
-            if hook is not None:
-                hook(self, actor, op)
+        for hook in self._before_hooks:
+            hook(self, actor, op)
         base = self.keys.base
         fp = Footprint()
         for cmd in op.pre:
@@ -285,8 +285,8 @@ class Runner:
                 reply = self.exec(*command)
             except redis.exceptions.ResponseError as e:
                 reply = e
-            fp = fp | footprints.of_command(command, base)
             access = key_access(command)
+            fp = fp | footprints.of_access(access, base)
             if op.kind == "clock":
                 name, args, keys = op.label, [op.section], [self.keys.relative(command[3])]
             else:
@@ -297,10 +297,8 @@ class Runner:
                 read_only = is_read_only(command[0]) and not op.pre
         self.actor_steps[actor] += 1
         rec = StepRecord(actor, op.kind, name, args, reply, command, written=written, read_only=read_only)
-        for inst in self.instruments:
-            hook = getattr(inst, "after_step", None)
-            if hook is not None:
-                hook(self, actor, op, rec)
+        for hook in self._after_hooks:
+            hook(self, actor, op, rec)
         shown = _render(reply)
         if name == "XADD" and isinstance(shown, str) and not shown.startswith("ERR"):
             shown = "<entry id>"  # server time: differs between backends and runs

@@ -11,11 +11,10 @@ interval passing) are explicit steps or clock effects, never wall-clock TTLs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from . import anomalies
-from .commands import command_keys as _command_keys
+from .commands import command_keys
 from .context import Check
 from .runner import LOCK_MS, T0, EffectRecorder, seed_commands
 from .runner import Runner as _EngineRunner
@@ -28,11 +27,6 @@ class Runner(_EngineRunner):
 
     def __init__(self, *args: Any, check: Check | None = anomalies.checker, **kwargs: Any) -> None:
         super().__init__(*args, check=check, **kwargs)
-
-
-def command_keys(command: Sequence[bytes]) -> Sequence[bytes] | None:
-    """The key arguments of one command (from the Redis command table), or ``None`` for an unknown one."""
-    return _command_keys(command)
 
 
 __all__ = ["EffectRecorder", "LOCK_MS", "MAX_SCHEDULE_STEPS", "Runner", "SCHEDULE_VERSION", "ScheduleError", "T0",

@@ -389,6 +389,8 @@ class TimedRun:
         self.runner = _TimedRunner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
                                    local_scripts=local_scripts, instruments=[self._annotator],
                                    factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
+        # without an effect recorder of its own, the exposure instrument records the effects the checks need
+        self._annotate = not effects
         for actor, op in self.runner.pending.items():
             self._schedule(actor, op, 0.0)
 
@@ -484,8 +486,7 @@ class TimedRun:
 
     def _after(self, actor: str, op: Op, step: StepRecord, observed: tuple[str | None, bool] | None) -> None:
         r = self.runner
-        annotate = not any(getattr(i, "records", None) == "effects" and i is not self._annotator
-                           for i in r.instruments)
+        annotate = self._annotate
         if op.kind == "clock":
             self.clock_events += 1
             if annotate and step.reply == 1 and step.command is not None:  # the lapse deleted the lock

@@ -71,7 +71,8 @@ def test_a_write_that_changed_nothing_is_not_called_a_read() -> None:
     for sc in scenario.shipped():
         if "split" not in sc.modes:
             continue
-        rep = Explorer(Runner(sc, "split", connect())).exhaustive(preemption_bound=sc.preemptions)
+        with Runner(sc, "split", connect()) as r:
+            rep = Explorer(r).exhaustive(preemption_bound=sc.preemptions)
         for h in rep.witnesses.values():
             steps = {s.index: s for s in h.steps}
             for a in h.findings:
@@ -84,7 +85,8 @@ def test_a_finish_that_fetched_is_never_called_refused() -> None:
 
     for name in ("fetch-loop", "two-workers", "delayed-promotion"):
         sc = scenario.load(name)
-        rep = Explorer(Runner(sc, "split", connect())).exhaustive(preemption_bound=sc.preemptions)
+        with Runner(sc, "split", connect()) as r:
+            rep = Explorer(r).exhaustive(preemption_bound=sc.preemptions)
         for h in rep.witnesses.values():
             for a in h.findings:
                 assert "refused" not in a.because or "next" not in a.because, a.because

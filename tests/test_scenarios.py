@@ -46,13 +46,8 @@ _SOURCE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(#\d+)?\b")
 
 
 def codes_seen(rep: Report, actor: str) -> set[int]:
-    """The return codes of ``actor``'s finishes and cancels in any run (``finish:1:-2`` → -2)."""
-    out = set()
-    for key in rep.results.get(actor, {}):
-        kind, *_, code = key.split(":")
-        if kind in ("finish", "cancel") and re.fullmatch(r"-?\d+", code):
-            out.add(int(code))
-    return out
+    """The return codes of ``actor``'s finishes and cancels in any run."""
+    return {o.code for o in rep.codes.get(actor, {}) if o.code is not None}
 
 
 # -- every scenario, every mode ----------------------------------------------------------------------------
