@@ -17,6 +17,7 @@ from typing import Any
 
 CLI_MARK = "<!-- emqlab:cli -->"
 SCENARIOS_MARK = "<!-- emqlab:scenarios -->"
+ACL_MARK = "<!-- emqlab:acl -->"
 OPTIONAL_PAGES = [("Round trips", "round-trips.md", "Concepts")]
 
 
@@ -46,6 +47,10 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         markdown = markdown.replace(CLI_MARK, cli_reference())
     if SCENARIOS_MARK in markdown:
         markdown = markdown.replace(SCENARIOS_MARK, scenario_catalogue())
+    if ACL_MARK in markdown:
+        from emqlab import acl
+
+        markdown = markdown.replace(ACL_MARK, acl.markdown())
     return markdown
 
 

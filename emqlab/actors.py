@@ -19,17 +19,20 @@ Actors see the run only through an :class:`emqlab.context.ActorContext`.
 * **Canceller** — an outside finish: moveToFinished-14 to ``failed`` with the bypass token ``"0"``, atomic
   or (``--split``, or ``mode: split`` in the scenario) split.
 
-The building blocks (:func:`script`, :func:`fetch`, :func:`finish`) are what the timed model and the
-graders build their own actors from.
+The building blocks — :func:`script`, :func:`split_run`, :func:`fetch`, :func:`finish`, :func:`renew`,
+:func:`sweep_once`, :func:`lapse` and :func:`scripted_finish` (a finish by given Lua) — are what the timed
+model (:mod:`emqlab.timing`) and the graders (:mod:`emqlab.grading`) build their actors from; only the
+pacing (when each op is sent) is theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import scripts as api
+from .context import Fault
 from .outcome import Outcome, Result
 from .scenario import ActorSpec
 
@@ -37,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import ActorContext
 
 Command = tuple[bytes, ...]
-OpKind = Literal["command", "script", "clock"]
+OpKind = Literal["command", "script", "clock", "fault"]
 
 #: Lua for a lock lapsing: the TTL of *this acquisition* ran out (a later SET … PX would have replaced it).
 LAPSE_LUA = b"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -66,20 +69,40 @@ class Op:
     delay_ms: float = 0.0
     run: int | None = None
     job: str | None = None
+    #: the fault a ``fault`` op injects (the Runner carries it out)
+    fault: Fault | None = None
+    #: sent on the actor's own connection (its WATCH and MULTI state are its own)
+    session: bool = False
+    #: several commands in one round trip, built at the step's time: pipelined, or with ``multi`` one
+    #: MULTI … EXEC transaction (the reply is EXEC's: the replies, or ``None`` when a watched key changed)
+    batch: Callable[[int], Sequence[Command]] | None = None
+    multi: bool = False
 
     @property
     def round_trip(self) -> bool:
-        return self.kind != "clock"
+        return self.kind not in ("clock", "fault")
 
 
 ActorGen = Generator[Op, Any, None]
 Sub = Generator[Op, Any, Any]
 
 
-def split_run(ctx: ActorContext, call: api.ScriptCall, label: str, pre: list[Command] | None = None) -> Sub:
-    """Run ``call`` client-side through the Lua host, one step per ``redis.call``; returns the script's
-    reply (or the ``ResponseError`` it raised, as EVALSHA would have)."""
-    run = ctx.split(call.name, call.keys, call.args)
+def split_run(ctx: ActorContext, call: api.ScriptCall | None, label: str, pre: list[Command] | None = None, *,
+              source: bytes | None = None, keys: Sequence[Any] = (), args: Sequence[Any] = (),
+              on_refused: Callable[[Command], None] | None = None) -> Sub:
+    """Run a script client-side through the Lua host, one step per ``redis.call``; returns the script's
+    reply (or the ``ResponseError`` it raised, as EVALSHA would have).
+
+    The script is ``call`` (a script of the context's set), or ``source`` (Lua text: a user's or a
+    student's script) with ``keys`` and ``args``. ``on_refused(command)`` is told of each command the Lua
+    host refused as Redis does inside a script (EVAL, MULTI, SCRIPT, …: no round trip, no step; the script
+    got Redis's error) — the grader notes a student's that way."""
+    if call is not None:
+        run = ctx.split(call.name, call.keys, call.args)
+    elif source is not None:
+        run = ctx.split(source, keys, args)
+    else:
+        raise TypeError("split_run needs a call or a source")
     number = ctx.script_run()
     try:
         first = True
@@ -88,6 +111,9 @@ def split_run(ctx: ActorContext, call: api.ScriptCall, label: str, pre: list[Com
                              section=label, run=number)
             first = False
             run.resume(reply)
+        if on_refused is not None:
+            for cmd, _error in run.refused:
+                on_refused(cmd)
         try:
             return run.value()
         except Exception as e:  # a Lua error: what EVALSHA would have raised
@@ -128,9 +154,9 @@ def deferred_failure(reply: Any) -> str | None:
 
 
 def finish(ctx: ActorContext, actor: str, mode: str, job: str, target: api.Target, value: Any,
-           opts: api.FinishOpts, fetch_next: bool) -> Sub:
-    """One finish of ``job`` (split or atomic), recorded as a result and as the end of the execution;
-    returns the raw reply."""
+           opts: api.FinishOpts, fetch_next: bool, *, keep_open: bool = False) -> Sub:
+    """One finish of ``job`` (split or atomic), recorded as a result and as the end of the execution
+    (``keep_open``: the caller ends it, after a retry); returns the raw reply."""
     keys = ctx.keys
     reply = yield from script(
         ctx, "split" if mode == "split" else "atomic",
@@ -138,8 +164,124 @@ def finish(ctx: ActorContext, actor: str, mode: str, job: str, target: api.Targe
         "moveToFinished")
     outcome = Outcome.of(reply)
     ctx.note(actor, Result("finish", job=job, outcome=outcome))
-    ctx.end(actor, job, outcome)
+    if not keep_open:
+        ctx.end(actor, job, outcome)
     return reply
+
+
+#: what a transaction finish WATCHes by default: the keys its decision reads
+WATCHED = ("lock", "active", "stalled")
+#: how many times a transaction finish runs again after EXEC was aborted by a change to a watched key
+TRANSACTION_ATTEMPTS = 3
+
+
+def transaction_finish(ctx: ActorContext, actor: str, job: str, target: api.Target, value: Any,
+                       opts: api.FinishOpts, watch: Sequence[str] = WATCHED,
+                       attempts: int = TRANSACTION_ATTEMPTS, *, keep_open: bool = False) -> Sub:
+    """A finish of ``job`` as an optimistic transaction on the actor's own connection: WATCH ``watch``
+    (names among ``lock``, ``active``, ``stalled``), read the job, its lock and its place in ``active``
+    (one pipelined round trip), decide client-side, then MULTI … EXEC with the writes (one round trip).
+    When EXEC is aborted because a watched key changed, the whole transaction runs again, up to
+    ``attempts`` times. Three round trips per attempt, no fetch-next (a separate fetch follows).
+
+    The decision and the writes are those of moveToFinished's finish (``docs/protocol.md`` §1.2):
+    -1 (no job), -2 (no lock), -6 (another token's lock), -3 (not in active); a failure with attempts
+    left goes back to ``wait`` (or ``delayed`` after a backoff); ``keep_jobs`` count 0 deletes the job.
+    Returns 0, the code, or a ``ResponseError`` after ``attempts`` aborted EXECs; records the result
+    and ends the execution like :func:`finish` (``keep_open``: the caller ends it)."""
+    keys = ctx.keys
+    names = {"lock": keys.lock(job), "active": keys.active, "stalled": keys.stalled}
+    unknown = [w for w in watch if w not in names]
+    if unknown:
+        raise ValueError(f"cannot WATCH {', '.join(unknown)} (one of: {', '.join(names)})")
+    watched = tuple(names[w].encode() for w in watch)
+    jkey, lock, active = keys.job(job).encode(), keys.lock(job).encode(), keys.active.encode()
+    number = ctx.script_run()
+    reply: Any = None
+    for _ in range(attempts):
+        if watched:
+            reply = yield Op("command", "transaction", command=(b"WATCH", *watched), session=True,
+                             section="transaction", run=number)
+            if ctx.connection_lost(actor):
+                break
+        reads = yield Op("command", "transaction", session=True, section="transaction", run=number,
+                         batch=lambda now: ((b"EXISTS", jkey), (b"GET", lock), (b"LPOS", active, job.encode()),
+                                            (b"HGET", jkey, b"atm")))
+        if ctx.connection_lost(actor):
+            reply = reads
+            break
+        exists, holder, pos, atm = reads
+        code = _transaction_refusal(exists, holder, pos, opts.token)
+        if code is not None:
+            reply = code
+            break
+        made = int(atm or 0) + 1
+        batch = _transaction_writes(ctx, job, target, value, opts, made)
+        reply = yield Op("command", "transaction", session=True, multi=True, section="transaction", run=number,
+                         batch=batch)
+        if ctx.connection_lost(actor) or isinstance(reply, Exception):
+            break
+        if reply is not None:
+            reply = 0
+            break
+    else:
+        reply = _aborted(attempts)
+    outcome = Outcome.of(reply)
+    ctx.note(actor, Result("finish", job=job, outcome=outcome))
+    if not keep_open:
+        ctx.end(actor, job, outcome)
+    return reply
+
+
+def _aborted(attempts: int) -> Exception:
+    import redis
+
+    return redis.exceptions.ResponseError(f"ERR transaction aborted {attempts} times: a watched key kept changing")
+
+
+def _transaction_refusal(exists: Any, holder: Any, pos: Any, token: str) -> int | None:
+    """The finish's checks, client-side (the script's codes, ``docs/protocol.md`` §1.2)."""
+    if not exists:
+        return -1
+    if token != "0":
+        if holder is None:
+            return -2
+        if holder.decode() != token:
+            return -6
+    if pos is None:
+        return -3
+    return None
+
+
+def _transaction_writes(ctx: ActorContext, job: str, target: api.Target, value: Any, opts: api.FinishOpts,
+                        made: int) -> Callable[[int], Sequence[Command]]:
+    keys = ctx.keys
+    jkey = keys.job(job).encode()
+    jid = job.encode()
+
+    def build(now: int) -> Sequence[Command]:
+        ts = str(now).encode()
+        cmds: list[Command] = [(b"DEL", keys.lock(job).encode()), (b"SREM", keys.stalled.encode(), jid),
+                               (b"LREM", keys.active.encode(), b"-1", jid), (b"HINCRBY", jkey, b"atm", b"1")]
+        if target == "failed" and opts.attempts and made < opts.attempts:  # a retry: back to wait / delayed
+            cmds.append((b"HSET", jkey, b"failedReason", api._encode_value("failed", value).encode()))
+            if opts.backoff:
+                cmds.append((b"ZADD", keys.delayed.encode(), str(now + opts.backoff).encode(), jid))
+            else:
+                cmds.append((b"LPUSH", keys.wait.encode(), jid))
+            return cmds
+        field = b"returnvalue" if target == "completed" else b"failedReason"
+        text = api._encode_value(target, value)
+        if opts.keep_jobs_map().get("count") == 0:
+            cmds += [(b"DEL", jkey), (b"DEL", f"{keys.job(job)}:logs".encode())]
+        else:
+            cmds += [(b"ZADD", (keys.completed if target == "completed" else keys.failed).encode(), ts, jid),
+                     (b"HSET", jkey, field, text.encode(), b"finishedOn", ts)]
+        if opts.max_metrics_size != "":
+            cmds.append((b"HINCRBY", keys.metrics(target).encode(), b"count", b"1"))
+        return cmds
+
+    return build
 
 
 def _extend_call(keys: Any, job: str, token: str, duration_ms: int = 30000) -> Callable[[int], api.ScriptCall]:
@@ -148,9 +290,73 @@ def _extend_call(keys: Any, job: str, token: str, duration_ms: int = 30000) -> C
     return build
 
 
+def renew(ctx: ActorContext, actor: str, job: str, token: str, duration_ms: int = 30000) -> Sub:
+    """One extendLock round trip: ``job``'s lock under ``token`` for another ``duration_ms``; returns the
+    raw reply (1 = extended, 0 = the lock is not ``token``'s)."""
+    reply = yield from script(ctx, "atomic", _extend_call(ctx.keys, job, token, duration_ms), "extendLock")
+    ctx.note(actor, Result("extend", outcome=Outcome.of(reply)))
+    return reply
+
+
+def sweep_once(ctx: ActorContext, actor: str, max_stalled: int, mode: str = "atomic",
+               interval_ms: int = 30000) -> Sub:
+    """One run of the recovery sweep (moveStalledJobsToWait), atomic or split, noted as a result. Each run
+    starts a new stalled interval: the ``stalled-check`` throttle key of the previous run has lapsed (a
+    clock effect before the run, not a round trip). Returns the raw reply (the ids recovered)."""
+    pre: list[Command] = [(b"DEL", ctx.keys.stalled_check.encode())]
+    reply = yield from script(ctx, mode, lambda now: sweep_call(ctx, max_stalled, now, interval_ms),
+                              "moveStalledJobsToWait", pre)
+    if isinstance(reply, list):
+        ids = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in reply)
+        ctx.note(actor, Result("sweep", jobs=ids))
+    else:
+        ctx.note(actor, Result("sweep", outcome=Outcome.of(reply)))
+    return reply
+
+
+def lapse(ctx: ActorContext, actor: str, job: str | None, lock: Callable[[], tuple[str, str | None]],
+          section: str) -> Sub:
+    """A lock lapsing, as one clock event: ``lock()`` — called when the event fires — gives the job and the
+    token of the acquisition whose TTL ran out; the lock key is deleted only if it still holds that token
+    (:data:`LAPSE_LUA`). ``job`` is the job the event concerns when it is known in advance (the reduction
+    uses it)."""
+    def command() -> Command:
+        jid, token = lock()
+        return (b"EVAL", LAPSE_LUA, b"1", ctx.keys.lock(jid).encode(), (token or "").encode())
+
+    reply = yield Op("clock", "lapse", lazy=command, section=section, job=job)
+    ctx.note(actor, Result("lapsed"))
+    return reply
+
+
+def scripted_finish(ctx: ActorContext, actor: str, job: str, source: bytes, keys: Sequence[Any],
+                    args: Sequence[Any], *, on_refused: Callable[[Command], None] | None = None,
+                    label: str = "finish") -> Sub:
+    """A finish of ``job`` by given Lua (a student's or a user's script), run split: one step per
+    ``redis.call``, recorded as a result and as the end of the execution like :func:`finish`. Returns the
+    raw reply, or the ``ResponseError`` a Lua error raised."""
+    reply = yield from split_run(ctx, None, label, source=source, keys=keys, args=args, on_refused=on_refused)
+    outcome = Outcome.of(reply)
+    ctx.note(actor, Result("finish", job=job, outcome=outcome))
+    ctx.end(actor, job, outcome)
+    return reply
+
+
+def _failed(ctx: ActorContext, actor: str, reply: Any) -> bool:
+    """The round trip failed for the client: its connection dropped (the reply is lost, whether or not the
+    call ran) or the server answered NOSCRIPT (no fallback)."""
+    if ctx.connection_lost(actor):
+        return True
+    return isinstance(reply, Exception) and str(reply).startswith("NOSCRIPT")
+
+
 def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """A worker process: takes the job it holds (or fetches one), processes it (``renewals`` lock
+    renewals), finishes it, and goes on with the next job (fetch-next, or a separate fetch in
+    finish-then-fetch) until it has finished ``jobs``. A failed round trip (a lost connection, NOSCRIPT
+    without a fallback) follows ``on_error``: ``none`` gives the job up and stops, ``retry`` sends the same
+    call once more, ``refetch`` gives the job up and fetches another."""
     mode = spec.mode or ctx.mode
-    keys = ctx.keys
     scenario = ctx.scenario
     job = spec.holds
     token = ctx.new_token(spec.id) if job is not None else None
@@ -158,15 +364,7 @@ def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     if job is not None:
         ctx.begin(spec.id, job, token or "")
     else:
-        for _ in range(spec.fetch_attempts):
-            token = ctx.new_token(spec.id)
-            reply = yield from fetch(ctx, spec.id, token)
-            nj = _next_job(reply)
-            if nj is not None:
-                job = nj
-                defa = deferred_failure(reply)
-                ctx.begin(spec.id, job, token)
-                break
+        job, token, defa = yield from _take(ctx, spec, spec.fetch_attempts)
         if job is None:
             return
     processed = 0
@@ -179,9 +377,8 @@ def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
                               backoff=jspec.backoff if jspec else 0,
                               max_metrics_size=10 if scenario.metrics else "", name=spec.id)
         for _ in range(spec.renewals):
-            reply = yield from script(ctx, "atomic", _extend_call(keys, job, token), "extendLock")
-            ctx.note(spec.id, Result("extend", outcome=Outcome.of(reply)))
-        fetch_next = spec.fetch_next and wants_more and mode != "finish-then-fetch"
+            yield from renew(ctx, spec.id, job, token)
+        fetch_next = spec.fetch_next and wants_more and mode not in ("finish-then-fetch", "transaction")
         target: api.Target = "failed" if spec.finish == "failed" or defa else "completed"
         if defa:
             value: Any = defa
@@ -189,13 +386,24 @@ def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
             value = spec.value
         else:
             value = spec.value if spec.value != "done" else "failed"
-        reply = yield from finish(ctx, spec.id, mode, job, target, value, opts, fetch_next)
+        if mode == "transaction":
+            reply = yield from transaction_finish(ctx, spec.id, job, target, value, opts, spec.watch, keep_open=True)
+        else:
+            reply = yield from finish(ctx, spec.id, mode, job, target, value, opts, fetch_next, keep_open=True)
+            if _failed(ctx, spec.id, reply) and spec.on_error == "retry":
+                reply = yield from finish(ctx, spec.id, mode, job, target, value, opts, fetch_next, keep_open=True)
+        outcome = Outcome.of(reply)
+        ctx.end(spec.id, job, outcome)
+        if _failed(ctx, spec.id, reply) or (isinstance(reply, Exception) and spec.on_error != "none"):
+            if spec.on_error != "refetch" or not wants_more:
+                return  # the job is given up: it stays where the failed round trip left it
+            job, token, defa = yield from _take(ctx, spec, 1)
+            continue
         if not wants_more:
             return
-        outcome = Outcome.of(reply)
         nxt = outcome.next_job if outcome.ok and fetch_next else None
         defa = deferred_failure(reply) if nxt is not None else None
-        if nxt is None and mode == "finish-then-fetch" and spec.fetch_next:
+        if nxt is None and mode in ("finish-then-fetch", "transaction") and spec.fetch_next:
             reply = yield from fetch(ctx, spec.id, token)
             nxt = _next_job(reply)
             defa = deferred_failure(reply)
@@ -204,19 +412,26 @@ def worker(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
             ctx.begin(spec.id, job, token)
 
 
+def _take(ctx: ActorContext, spec: ActorSpec, attempts: int) -> Generator[Op, Any, tuple[str | None, str | None,
+                                                                                          str | None]]:
+    """Up to ``attempts`` fetches under fresh tokens; the job taken (begun as an execution), its token and
+    its deferred failure, or ``(None, None, None)``. A fetch whose reply was lost counts as an empty one."""
+    for _ in range(attempts):
+        token = ctx.new_token(spec.id)
+        reply = yield from fetch(ctx, spec.id, token)
+        if ctx.connection_lost(spec.id):
+            continue
+        nj = _next_job(reply)
+        if nj is not None:
+            ctx.begin(spec.id, nj, token)
+            return nj, token, deferred_failure(reply)
+    return None, None, None
+
+
 def sweep(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     mode = spec.mode or "atomic"
-    keys = ctx.keys
     for _ in range(spec.runs):
-        # a new stalled interval: the throttle key of the previous sweep has lapsed
-        pre: list[Command] = [(b"DEL", keys.stalled_check.encode())]
-        reply = yield from script(ctx, mode, lambda now: sweep_call(ctx, spec.max_stalled, now),
-                                  "moveStalledJobsToWait", pre)
-        if isinstance(reply, list):
-            ids = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in reply)
-            ctx.note(spec.id, Result("sweep", jobs=ids))
-        else:
-            ctx.note(spec.id, Result("sweep", outcome=Outcome.of(reply)))
+        yield from sweep_once(ctx, spec.id, spec.max_stalled, mode)
 
 
 def sweep_call(ctx: ActorContext, max_stalled: int, now: int, interval_ms: int = 30000) -> api.ScriptCall:
@@ -232,15 +447,12 @@ def lease(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     assert spec.job is not None
     owner = spec.of
     job = spec.job
-    lock = ctx.keys.lock(job).encode()
 
-    def command() -> Command:
+    def lock() -> tuple[str, str | None]:
         # the lease's token is read when the event fires (the owner may have re-acquired since)
-        token = ctx.current_token(owner, job) if owner else None
-        return (b"EVAL", LAPSE_LUA, b"1", lock, (token or "").encode())
+        return job, ctx.current_token(owner, job) if owner else None
 
-    yield Op("clock", "lapse", lazy=command, section=f"{job}:lock of {owner} lapses", job=job)
-    ctx.note(spec.id, Result("lapsed"))
+    yield from lapse(ctx, spec.id, job, lock, f"{job}:lock of {owner} lapses")
 
 
 def producer(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
@@ -268,10 +480,52 @@ def canceller(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     ctx.note(spec.id, Result("cancel", job=spec.job, outcome=Outcome.of(reply)))
 
 
+def crash(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """A crash of process ``of`` (a fault event the scheduler places anywhere). Afterwards, with ``lapse``,
+    the lock of each job the dead process held lapses when its TTL runs out (one clock event per job,
+    also placed by the scheduler); with ``restart``, the worker starts again as a new process (it fetches,
+    under this actor's id and fresh tokens)."""
+    assert spec.of is not None
+    reply = yield Op("fault", "crash", section=f"{spec.of} crashes", fault=Fault("crash", spec.of))
+    ctx.note(spec.id, Result("crash"))
+    held = list(reply) if isinstance(reply, tuple) else []  # (job, token) of each execution it cut short
+    if spec.lapse:
+        for job, token in held:
+            yield from lapse(ctx, spec.id, job, _fixed(job, token), f"{job}:lock of crashed {spec.of} lapses")
+    if spec.restart:
+        target = next(a for a in ctx.scenario.actors if a.id == spec.of)
+        from dataclasses import replace as _replace
+
+        yield from worker(ctx, _replace(target, id=spec.id, holds=None))
+
+
+def _fixed(job: str, token: str) -> Callable[[], tuple[str, str | None]]:
+    return lambda: (job, token)
+
+
+def disconnect(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """``of``'s connection drops while its next round trip is in flight (a fault event): with ``applied``
+    the request ran and only the reply is lost, without it the request never arrived."""
+    assert spec.of is not None
+    how = "its request runs, the reply is lost" if spec.applied else "its request is lost"
+    yield Op("fault", "disconnect", section=f"{spec.of}'s connection drops ({how})",
+             fault=Fault("disconnect", spec.of, spec.applied))
+    ctx.note(spec.id, Result("disconnect"))
+
+
+def script_flush(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """The server's script cache is emptied (a fault event): every script's next EVALSHA gets NOSCRIPT."""
+    yield Op("fault", "script-flush", section="the script cache is emptied", fault=Fault("script-flush"))
+    ctx.note(spec.id, Result("script-flush"))
+
+
 FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "worker": worker,
     "sweep": sweep,
     "lease": lease,
     "producer": producer,
     "canceller": canceller,
+    "crash": crash,
+    "disconnect": disconnect,
+    "script-flush": script_flush,
 }

@@ -75,7 +75,40 @@ def checker(h: History, scenario: Scenario | None = None) -> tuple[list[Anomaly]
             unchecked.append(spec.kind)
             continue
         found += spec.run(h, scenario)
-    return found, unchecked
+    return [_with_faults(h, a) for a in found], unchecked
+
+
+def _with_faults(h: History, a: Anomaly) -> Anomaly:
+    """``a`` with the crashes and lost replies that concern its job appended to its because-sentence: a
+    fault is part of the explanation ("W1 crashed at step 12 holding job 1; its lock lapsed at step 13")."""
+    notes = []
+    involved = list(a.steps)
+    for e in h.executions:
+        if e.crashed is None or e.job != a.job:
+            continue
+        note = f"{e.actor} crashed at step {e.crashed} holding job {e.job}"
+        crash = h.steps[e.crashed - 1]
+        lapse = next((s for s in h.steps[e.crashed:] if s.kind == "clock" and s.actor == crash.actor
+                      and s.keys and s.keys[0] == f"{e.job}:lock"), None)
+        if lapse is not None:
+            cleared = any(isinstance(x, LockChanged) for x in lapse.effects) or lapse.reply == 1
+            note += (f"; its lock lapsed at step {lapse.index}" if cleared
+                     else f"; its lock was already gone when its TTL ran out (step {lapse.index})")
+            involved.append(lapse.index)
+        restarted = next((s for s in h.steps[e.crashed:] if s.actor == crash.actor and s.kind != "clock"), None)
+        if restarted is not None:
+            note += f"; it restarted as {crash.actor} (step {restarted.index})"
+        involved.append(e.crashed)
+        notes.append(note)
+    for s in h.steps:
+        concerns = a.job in s.args or any(k == a.job or k.startswith(f"{a.job}:") for k in s.keys)
+        if s.outcome == "info" and concerns:
+            notes.append(f"{s.actor}'s {s.op} at step {s.index} lost its reply "
+                         f"({'it had run' if s.applied else 'it never reached the server'})")
+            involved.append(s.index)
+    if not notes:
+        return a
+    return Anomaly(a.kind, a.job, a.because + "; " + "; ".join(notes), tuple(sorted(set(involved))))
 
 
 def check(h: History, scenario: Scenario | None = None, *, kinds: Sequence[str] | None = None) -> list[Anomaly]:
@@ -226,8 +259,10 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
                     did = f"{outer.actor}'s read (step {before.index}, {before.op})"
                 else:
                     did = f"{outer.actor}'s step {before.index} ({before.op}, which did not change job {job})"
+                what = after.note or "script"
+                inside = f"{outer.actor}'s transaction" if what == "transaction" else f"{outer.actor}'s split {what}"
                 because = (f" because {inner.actor} ran after {did} and before {outer.actor}'s next command"
-                           f" (step {after.index}, {after.op}), inside {outer.actor}'s split {after.note or 'script'}")
+                           f" (step {after.index}, {after.op}), inside {inside}")
                 lapses = [s for s in h.steps[before.index:inner.index - 1]
                           if s.kind == "clock" and any(isinstance(e, LockChanged) and e.job == job for e in s.effects)]
                 if lapses:
@@ -313,7 +348,7 @@ def stuck_active(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     for job, places in sorted(h.final.placements.items()):
         if "active" not in places or h.final.locks.get(job):
             continue
-        if any(e.job == job and e.end is None for e in h.executions):
+        if any(e.job == job and e.open for e in h.executions):
             continue
         ended = [e for e in h.executions if e.job == job and e.end is not None]
         last = max(ended, key=lambda e: e.end or 0) if ended else None

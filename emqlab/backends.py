@@ -16,10 +16,14 @@ Nothing here ever sends FLUSHDB or FLUSHALL to a server emqlab did not start.
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import time as _time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -39,6 +43,35 @@ FAKE = "fakeredis"
 
 class BackendError(Exception):
     """A backend could not be reached or used; the message is one line meant for a terminal."""
+
+
+class ServerFault(BackendError):
+    """The server answered with an error about itself, not about the queue (out of memory, read-only
+    replica, busy with a script, loading, a cluster redirection, a lost connection): the run cannot go on
+    truthfully, so it stops instead of treating the error as the step's answer."""
+
+
+#: error prefixes that describe the server's state, not the command's answer (redis.io, "Errors")
+SERVER_FAULT_PREFIXES = ("NOSCRIPT", "OOM", "READONLY", "BUSY", "LOADING", "MOVED", "ASK", "MASTERDOWN", "CLUSTERDOWN",
+                         "TRYAGAIN", "NOREPLICAS", "MISCONF", "NOPERM", "NOAUTH")
+
+
+def server_fault(reply: object) -> str | None:
+    """The error text when ``reply`` is an error about the server's state (:data:`SERVER_FAULT_PREFIXES`),
+    also when a script's ``redis.call`` raised it; else ``None``."""
+    if not isinstance(reply, redis.exceptions.ResponseError):
+        return None
+    text = str(reply)
+    e = redis.exceptions
+    named = {e.OutOfMemoryError: "OOM", e.ReadOnlyError: "READONLY", e.BusyLoadingError: "LOADING",
+             e.NoScriptError: "NOSCRIPT", e.NoPermissionError: "NOPERM", e.AuthenticationError: "NOAUTH"}
+    for cls, prefix in named.items():  # redis-py strips the prefix of the errors it has a class for
+        if isinstance(reply, cls) and not text.startswith(prefix):
+            return f"{prefix} {text}"
+    for part in (text, text.rsplit(": ", 1)[-1]):
+        if part.split(" ", 1)[0].upper().lstrip("-") in SERVER_FAULT_PREFIXES:
+            return text.split(" script:")[0]
+    return None
 
 
 class KeysExist(BackendError):
@@ -90,7 +123,7 @@ def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
             try:
                 return _connect_live(url, ping=ping)
             except BackendError as e:
-                raise BackendError(f"{e} (from $EMQLAB_REDIS_URL)") from None
+                raise type(e)(f"{e} (from $EMQLAB_REDIS_URL)") from None
     return _connect_live(url, ping=ping)
 
 
@@ -113,58 +146,116 @@ return 1
 
 
 def _connect_fake() -> redis.Redis:
-    import fakeredis
+    # One home for the embedded server (modules, sandbox, INFO, empty script cache): emqlab.fakeserver.
+    from .fakeserver import new_server, sync_client
 
-    _ensure_lua_path()
-    server = fakeredis.FakeServer()
-    conn = fakeredis.FakeRedis(server=server, lua_modules={"cmsgpack", "bit"}, protocol=2)
-    conn.eval(_HARDEN_FAKE_LUA, 0)
-    conn.script_flush()  # leave the script cache empty, as on a new server
+    conn = sync_client(new_server(), protocol=2)
     conn._emqlab_owned = True  # type: ignore[attr-defined]  # this process made the server: it may flush it
     conn._emqlab_claimed = set()  # type: ignore[attr-defined]  # the namespaces runs have claimed on it
     return conn
 
 
+class BadURL(BackendError, ValueError):
+    """The Redis URL is malformed (a usage error, not an unreachable server)."""
+
+
+#: URL query options ``_connect_live`` passes on to redis-py; any other is refused (redis-py would fail with a
+#: TypeError when it builds the connection). ``protocol`` is left out: emqlab speaks RESP2.
+URL_OPTIONS = ("db", "username", "password", "client_name", "socket_timeout", "socket_connect_timeout",
+               "socket_keepalive", "health_check_interval", "retry_on_timeout", "max_connections",
+               "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
+               "ssl_min_version")
+
+
 def _connect_live(url: str, *, ping: bool) -> redis.Redis:
-    parts = urlsplit(url)
+    from urllib.parse import parse_qsl
+
+    known = url_secrets(url)
+    safe = _redact(url, known)
     usage = "expected redis://[[user]:password@]host[:port][/db], rediss://… or unix:///path/to/socket"
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError as e:  # e.g. an unbalanced [ in the host
+        raise BadURL(f"malformed Redis URL {safe!r}: {_redact(str(e), known)}") from None
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise BackendError(f"malformed Redis URL {url!r}: {usage}")
+        raise BadURL(f"malformed Redis URL {safe!r}: {usage}")
+    unknown = sorted({k for k, _ in query} - set(URL_OPTIONS))
+    if unknown:
+        raise BadURL(f"malformed Redis URL {safe!r}: unknown option {', '.join(unknown)} "
+                     f"(known: {', '.join(URL_OPTIONS)})")
     if parts.scheme != "unix":
         if not parts.hostname:
-            raise BackendError(f"malformed Redis URL {_redact(url)!r}: no host ({usage})")
+            raise BadURL(f"malformed Redis URL {safe!r}: no host ({usage})")
         db = parts.path.lstrip("/")
         if db and not db.isdigit():
-            raise BackendError(f"malformed Redis URL {_redact(url)!r}: the database {db!r} is not a number")
+            shown = repr(db) if "@" not in db and not any(k and k in db for k in known) else "in the path"
+            raise BadURL(f"malformed Redis URL {safe!r}: the database {shown} is not a number")
         try:
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         except ValueError as e:
-            raise BackendError(f"malformed Redis URL {_redact(url)!r}: {e}") from None
+            raise BadURL(f"malformed Redis URL {safe!r}: {e}") from None
     try:
         conn = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=10, protocol=2)
-    except ValueError as e:
-        raise BackendError(f"malformed Redis URL {url!r}: {e}") from None
+    except (ValueError, TypeError) as e:
+        raise BadURL(f"malformed Redis URL {safe!r}: {_redact(str(e), known)}") from None
     if ping:
-        safe = _redact(url)
         try:
             conn.ping()
         except redis.exceptions.AuthenticationError as e:
-            raise BackendError(f"authentication failed at {safe}: {e}") from None
+            raise BackendError(f"authentication failed at {safe}: {_redact(str(e), known)}") from None
         except redis.exceptions.ResponseError as e:
             if "NOAUTH" in str(e) or "WRONGPASS" in str(e):
-                raise BackendError(f"authentication failed at {safe}: {e}") from None
-            raise BackendError(f"Redis at {safe} refused PING: {e}") from None
+                raise BackendError(f"authentication failed at {safe}: {_redact(str(e), known)}") from None
+            raise BackendError(f"Redis at {safe} refused PING: {_redact(str(e), known)}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
-            raise BackendError(f"cannot reach Redis at {safe}: {e}") from None
+            raise BackendError(f"cannot reach Redis at {safe}: {_redact(str(e), known)}") from None
+        except (ValueError, TypeError) as e:  # an option value redis-py only parses when it connects
+            raise BadURL(f"malformed Redis URL {safe!r}: {_redact(str(e), known)}") from None
     return conn
 
 
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return parts._replace(netloc=netloc).geturl()
-    return url
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/?#@'\"]*):(?P<pw>[^\s/?#'\"]*)@")
+_QUERY_SECRET = re.compile(r"(?P<key>[?&;](?:password|pass|pwd|auth|token)=)(?P<pw>[^&#\s'\"]*)", re.IGNORECASE)
+
+
+def _redact(text: str, known: Iterable[str] = ()) -> str:
+    """``text`` with every URL password masked: ``redis://user:***@host``, ``?password=***``; and each of
+    ``known`` (passwords known to the caller, e.g. of the URL it was given) replaced by ``***`` wherever
+    it appears. The one masking function for every output: messages, replay lines, JSON, files.
+
+    A URL's user-info runs to the last ``@`` before the host (a password may hold an ``@``)."""
+    text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m['key']}***", text)
+    for secret in known:
+        if secret and len(secret) >= 3:
+            text = text.replace(secret, "***")
+    return text
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The passwords in a Redis URL (user-info and ``?password=``), raw and percent-decoded, for
+    :func:`_redact`'s ``known``."""
+    from urllib.parse import parse_qsl, unquote
+
+    if not url:
+        return []
+    found: list[str] = []
+    try:
+        parts = urlsplit(url)
+        pw = parts.password
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        pw, query = None, []
+    # also what a reader would take for the password: after the scheme, up to the last @ (a / or ? in it
+    # breaks urlsplit's reading, not the user's intent)
+    rest = url.split("://", 1)[-1]
+    if "@" in rest and ":" in rest.rpartition("@")[0]:
+        found.append(rest.rpartition("@")[0].split(":", 1)[1])
+    if pw:
+        found += [pw, unquote(pw)]
+    found += [v for k, v in query if k.lower() in ("password", "pass", "pwd", "auth", "token") and v]
+    return sorted(set(found), key=len, reverse=True)
 
 
 def raw_client(conn: redis.Redis) -> redis.Redis:
@@ -176,11 +267,27 @@ def raw_client(conn: redis.Redis) -> redis.Redis:
     return raw
 
 
-def _fake_raw(conn: redis.Redis) -> redis.Redis:
-    import fakeredis
+def session_client(conn: redis.Redis) -> redis.Redis:
+    """A client with one connection of its own to ``conn``'s server (same database), replies raw as in
+    :func:`raw_client`: per-connection state — WATCH, MULTI — belongs to it alone. ``close()`` it when done
+    (that closes the connection and with it any WATCH or open MULTI)."""
+    if is_fake(conn):
+        from .fakeserver import sync_client
 
-    server = conn.connection_pool.connection_kwargs["server"]
-    return fakeredis.FakeRedis(server=server, lua_modules={"cmsgpack", "bit"}, protocol=2)
+        client: redis.Redis = sync_client(conn.connection_pool.connection_kwargs["server"], protocol=2,
+                                          single_connection_client=True)
+    else:
+        pool = conn.connection_pool
+        own = redis.ConnectionPool(connection_class=pool.connection_class, **pool.connection_kwargs)
+        client = redis.Redis(connection_pool=own, single_connection_client=True)
+    client.response_callbacks = {}  # type: ignore[assignment]
+    return client
+
+
+def _fake_raw(conn: redis.Redis) -> redis.Redis:
+    from .fakeserver import sync_client
+
+    return sync_client(conn.connection_pool.connection_kwargs["server"], protocol=2)
 
 
 # -- live safety ------------------------------------------------------------------------------------------
@@ -191,12 +298,23 @@ def scan_keys(conn: redis.Redis, pattern: str, count: int = 500) -> Iterator[byt
     yield from conn.scan_iter(match=pattern, count=count)
 
 
+#: the run index on a live server: a sorted set of the queues runs have claimed, scored by the time (ms)
+#: until which their owner is known to be alive (refreshed while it runs). Its key sits under emqlab's own
+#: prefix pattern (``emq:{q-*``): "runs" is no name ``unique_queue`` makes (its suffix is hexadecimal).
+RUN_INDEX = "emq:{q-runs}:index"
+#: how long a run's claim lives without a heartbeat (ms); a run refreshes it at least every HEARTBEAT_MS
+RUN_LEASE_MS = 15 * 60 * 1000
+HEARTBEAT_MS = 60 * 1000
+
+
 @dataclass
 class Namespace:
     """The keys one run owns: every key of queue ``keys`` (``emq:{<queue>}:*``).
 
     ``claim()`` refuses (:class:`KeysExist`) when any such key exists already; ``reset()`` and ``release()``
-    delete only such keys. On a fakeredis server that this process created, ``reset()`` may flush it.
+    delete only such keys. On a fakeredis server that this process created, ``reset()`` may flush it. On a
+    live server the claim is registered in :data:`RUN_INDEX` with a lease that :meth:`heartbeat` renews, so
+    that ``emqlab clean`` can find the keys of a run that died (kill -9, a lost machine) and delete them.
     """
 
     conn: redis.Redis
@@ -216,12 +334,34 @@ class Namespace:
             shown = ", ".join(k.decode("utf-8", "replace") for k in found[:3])
             raise KeysExist(
                 f"refusing to run on {describe(self.conn)}: keys under {self.keys.base} already exist "
-                f"({shown}{', …' if len(found) > 3 else ''}); pick another queue name (--queue) or delete them"
+                f"({shown}{', …' if len(found) > 3 else ''}); if a run of emqlab left them behind, "
+                f"`emqlab clean --redis URL` deletes the keys of runs whose owner is gone"
             )
         claimed = getattr(self.conn, "_emqlab_claimed", None)
         if claimed is not None:
             claimed.add(self.keys.base)
+        self._beat = 0.0
+        self.heartbeat(force=True)
         return self
+
+    def heartbeat(self, *, force: bool = False) -> None:
+        """Renew the run's lease in :data:`RUN_INDEX` (live servers; at most once per HEARTBEAT_MS)."""
+        if is_fake(self.conn):
+            return
+        import time
+
+        now = time.time() * 1000
+        if not force and now - getattr(self, "_beat", 0.0) < HEARTBEAT_MS:
+            return
+        self._beat = now
+        try:
+            self.conn.zadd(RUN_INDEX, {self.keys.name: now + RUN_LEASE_MS})
+        except redis.exceptions.ResponseError as e:
+            fault = server_fault(e)
+            if fault is None:
+                raise
+            raise ServerFault(f"registering the run in {RUN_INDEX} got a server error ({fault}): a run cannot go"
+                              " on truthfully past a server fault; the exploration stops") from None
 
     @property
     def sole_owner(self) -> bool:
@@ -263,7 +403,45 @@ class Namespace:
         claimed = getattr(self.conn, "_emqlab_claimed", None)
         if claimed is not None:
             claimed.discard(self.keys.base)
+        if not is_fake(self.conn):
+            self.conn.zrem(RUN_INDEX, self.keys.name)
         return n
+
+
+@dataclass(frozen=True)
+class AbandonedRun:
+    """A run in :data:`RUN_INDEX`: its queue, when its lease ran (or runs) out, and its keys' count."""
+
+    queue: str
+    expires_ms: float
+    keys: int
+    alive: bool
+
+
+def abandoned_runs(conn: redis.Redis) -> list[AbandonedRun]:
+    """Every run the index lists, with whether its owner's lease still holds (:data:`RUN_LEASE_MS`)."""
+    import time
+
+    now = time.time() * 1000
+    out = []
+    entries: list[tuple[Any, float]] = conn.zrange(RUN_INDEX, 0, -1, withscores=True)  # type: ignore[assignment]
+    for member, score in entries:
+        queue = member.decode() if isinstance(member, bytes) else str(member)
+        n = sum(1 for _ in scan_keys(conn, QueueKeys(queue).pattern))
+        out.append(AbandonedRun(queue, float(score), n, float(score) > now))
+    return out
+
+
+def clean(conn: redis.Redis, *, dry_run: bool = False) -> list[AbandonedRun]:
+    """Delete the keys of every run in the index whose lease has run out (its owner is gone), and its
+    index entry; runs still alive are left alone. Only ``emq:{<queue>}:*`` keys of indexed queues are
+    touched. Returns the runs cleaned (or that would be, with ``dry_run``)."""
+    gone = [r for r in abandoned_runs(conn) if not r.alive]
+    if not dry_run:
+        for r in gone:
+            Namespace(conn, QueueKeys(r.queue)).reset()
+            conn.zrem(RUN_INDEX, r.queue)
+    return gone
 
 
 def unique_queue(base: str = "q") -> str:
@@ -355,6 +533,26 @@ class _ClientExecutor:
         self.close()
 
 
+#: The instant a whole atomic host run (LuaHost.run) sees on fakeredis: Redis freezes a script's clock for key
+#: expiry; the direct fakeredis executor uses this instant for every command while it is set.
+_FROZEN_CLOCK: ContextVar[float | None] = ContextVar("emqlab_frozen_clock", default=None)
+
+
+@contextmanager
+def frozen_clock(now: float | None = None) -> Iterator[None]:
+    """Within the block, every command of a direct fakeredis executor sees the instant ``now`` (default: the
+    time on entry; an enclosing frozen instant is kept) for key expiry and TTLs, as the commands of one Redis
+    script do. Live servers are not affected (their clock is the server's)."""
+    if _FROZEN_CLOCK.get() is not None:
+        yield
+        return
+    token = _FROZEN_CLOCK.set(_time.time() if now is None else now)
+    try:
+        yield
+    finally:
+        _FROZEN_CLOCK.reset(token)
+
+
 # Connections of fakeredis executors collected unclosed: (pool, connection), queued by a finalizer (which
 # may run at any point, so it only appends) and given back to their pool by the next executor.
 _ORPHANED: list[tuple[weakref.ReferenceType[Any], Any]] = []
@@ -424,7 +622,9 @@ class _FakeDirect:
             raise self._parse_error(e.value) from None
         server = self._server
         with server.lock:
-            now = self._time()
+            now = _FROZEN_CLOCK.get()
+            if now is None:
+                now = self._time()
             for db in server.dbs.values():
                 db.time = now
             try:

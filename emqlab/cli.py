@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -24,25 +27,61 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .backends import BackendError
+from .backends import BackendError, BadURL, KeysExist, _redact, url_secrets
 from .registry import ScriptError, ScriptSet
-from .scenario import ScenarioError
+from .scenario import ANOMALY_KINDS, ScenarioError
 from .schedule import ScheduleError
+from .verdict import REPORT_TO, ExitCode, Verdict, judge
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-EXIT_ANOMALY = 1
-EXIT_ERROR = 2
+# Exit codes: one home, emqlab.verdict.ExitCode (docs/cli.md's table is generated from it).
+EXIT_ANOMALY = ExitCode.FAILS
+EXIT_ERROR = ExitCode.USAGE
 
-EXPECTED_ERRORS = (ScenarioError, ScheduleError, BackendError, ScriptError, ValueError)
+#: errors in what the user gave (a scenario, a schedule, a URL, a notebook): exit 2
+USAGE_ERRORS = (ScenarioError, ScheduleError, BadURL, ScriptError, ValueError)
+#: errors of the server or its state: exit 4
+INFRASTRUCTURE_ERRORS = (KeysExist, BackendError)
+EXPECTED_ERRORS = (*USAGE_ERRORS, *INFRASTRUCTURE_ERRORS)
+
+#: upper bounds of the exploration options (documented in --help and docs/cli.md)
+MAX_RUNS = 100_000
+MAX_DEPTH = 10
+MAX_PREEMPTIONS = 1_000
+SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
-def _fail(msg: str) -> None:
+_SECRETS_KEY = "emqlab.secrets"
+
+
+def _remember_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--redis's callback: note the URL's passwords on the root context, for :func:`_mask`."""
+    ctx.find_root().meta.setdefault(_SECRETS_KEY, []).extend(url_secrets(value))
+    return value
+
+
+def _mask(text: str, ctx: click.Context | None = None) -> str:
+    """``text`` with every password masked: URLs' (backends._redact) and those of the URLs this command was
+    given (--redis, $EMQLAB_REDIS_URL), wherever they appear. Every output of the CLI goes through it."""
+    known = url_secrets(os.environ.get("EMQLAB_REDIS_URL"))
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is not None:
+        known += ctx.find_root().meta.get(_SECRETS_KEY, [])
+    return _redact(text, known)
+
+
+def _fail(msg: str, code: ExitCode = ExitCode.USAGE) -> None:
     from rich.markup import escape
 
-    err_console.print(f"[bold red]error:[/] {escape(msg)}")
-    sys.exit(EXIT_ERROR)
+    err_console.print(f"[bold red]error:[/] {escape(_one_line(_mask(msg)))}")
+    sys.exit(code)
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @contextmanager
@@ -51,21 +90,68 @@ def _errors() -> Iterator[None]:
 
     try:
         yield
-    except EXPECTED_ERRORS as e:
+    except USAGE_ERRORS as e:
         _fail(str(e))
+    except INFRASTRUCTURE_ERRORS as e:
+        _fail(str(e), ExitCode.INFRASTRUCTURE)
     except redis.exceptions.RedisError as e:
-        _fail(f"Redis: {e}")
+        _fail(f"Redis: {e}", ExitCode.INFRASTRUCTURE)
+
+
+def _debug(ctx: click.Context | None) -> bool:
+    while ctx is not None:
+        if ctx.params.get("debug"):
+            return True
+        ctx = ctx.parent
+    return os.environ.get("EMQLAB_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["simulate", "replay", "scenarios", "scripts", "sweep-rtt", "grade", "student"]
+        order = ["simulate", "replay", "check", "scenarios", "scripts", "sweep-rtt", "clean", "grade", "student",
+                 "play"]
         return [c for c in order if c in self.commands] + sorted(set(self.commands) - set(order))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command's last line of defence: a known error is one line with its exit code (2 usage,
+        4 infrastructure), Ctrl-C exits 130, and anything else is an internal error (exit 5): one line that
+        says where to report it — the traceback only with --debug or EMQLAB_DEBUG=1."""
+        import redis
+
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            err_console.print("[bold red]interrupted[/]")
+            sys.exit(ExitCode.INTERRUPTED)
+        except USAGE_ERRORS as e:
+            _fail(str(e))
+        except (*INFRASTRUCTURE_ERRORS, redis.exceptions.RedisError) as e:
+            _fail(str(e) if isinstance(e, BackendError) else f"Redis: {e}", ExitCode.INFRASTRUCTURE)
+        except RecursionError:
+            _internal(ctx, "RecursionError: input nested too deeply")
+        except Exception as e:  # noqa: BLE001 - the point: no bare traceback
+            _internal(ctx, f"{type(e).__name__}: {e}")
+
+
+def _internal(ctx: click.Context, what: str) -> None:
+    from rich.markup import escape
+
+    if _debug(ctx):
+        import traceback
+
+        err_console.print(escape(_mask(traceback.format_exc(), ctx)), end="", markup=True, highlight=False)
+    err_console.print(f"[bold red]internal error:[/] {escape(_one_line(_mask(what, ctx), 300))} — a bug in emqlab "
+                      f"{__version__}; please report it to {escape(REPORT_TO)}"
+                      + ("" if _debug(ctx) else "; rerun with --debug (or EMQLAB_DEBUG=1) for the traceback"))
+    sys.exit(ExitCode.INTERNAL)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="emqlab")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of an internal error (or set EMQLAB_DEBUG=1).")
+def main(debug: bool) -> None:
     """emqlab — why a job queue must finish a job in one atomic Redis script.
 
     Runs the real queue scripts (lua/, BullMQ's protocol with emq:{queue}: keys) on fakeredis (default) or
@@ -80,22 +166,28 @@ def main() -> None:
     """
 
 
+main.help = inspect.cleandoc(main.help or "") + "\n\n\b\nExit codes (emqlab.verdict.ExitCode):\n" + "\n".join(
+    f"  {c.value:>3}  {c.name.lower()}" for c in ExitCode)
+
+
 def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The three finish-mode flags; the command receives ``mode``. Two of them at once is a usage error
+    """The four finish-mode flags; the command receives ``mode``. Two of them at once is a usage error
     (checked on the parsed options, so it holds in-process too: click's CliRunner, a notebook)."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, split_flag: bool = False, atomic_flag: bool = False, ftf_flag: bool = False,
-                **kwargs: Any) -> Any:
+                tx_flag: bool = False, **kwargs: Any) -> Any:
         given = [name for name, on in (("--split", split_flag), ("--atomic", atomic_flag),
-                                       ("--finish-then-fetch", ftf_flag)) if on]
+                                       ("--finish-then-fetch", ftf_flag), ("--transaction", tx_flag)) if on]
         if len(given) > 1:
             _fail(f"choose one finish mode, not {' and '.join(given)}")
-        kwargs["mode"] = {"--atomic": "atomic", "--finish-then-fetch": "finish-then-fetch"}.get(
-            given[0] if given else "--split", "split")
+        kwargs["mode"] = given[0][2:] if given else "split"
         return f(*args, **kwargs)
 
     g: Callable[..., Any] = wrapper
+    g = click.option("--transaction", "tx_flag", is_flag=True,
+                     help="Each finish is WATCH, one pipelined read, then MULTI … EXEC, run again when EXEC is"
+                          " aborted; then a separate moveToActive.")(g)
     g = click.option("--finish-then-fetch", "ftf_flag", is_flag=True,
                      help="Atomic finish with fetch_next=0, then a separate moveToActive (two round trips).")(g)
     g = click.option("--atomic", "atomic_flag", is_flag=True,
@@ -106,12 +198,44 @@ def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return g
 
 
-def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
+@dataclasses.dataclass(frozen=True)
+class _Scripts:
+    """--scripts and --lua together: the base set and the file or folder of scripts put in its place."""
+
+    base: str = "emqlab"
+    lua: str | None = None
+
+    def load(self) -> ScriptSet | None:
+        """The script set (``None``: emqlab's default). Raises ScriptError."""
+        if self.base == "emqlab" and self.lua is None:
+            return None
+        s = ScriptSet.bullmq() if self.base == "bullmq" else ScriptSet.emqlab()
+        return s.overlay(self.lua) if self.lua is not None else s
+
+    def options(self) -> list[str]:
+        """The command-line options that select this set again (for the replay line)."""
+        out = ["--scripts", self.base] if self.base != "emqlab" else []
+        return out + (["--lua", shlex.quote(self.lua)] if self.lua is not None else [])
+
+    def __str__(self) -> str:
+        return self.base if self.lua is None else f"{self.base} + {self.lua}"
+
+
+def _common_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(command)
+    def wrapper(*args: Any, script_base: str = "emqlab", lua_path: str | None = None, **kwargs: Any) -> Any:
+        kwargs["script_set"] = _Scripts(script_base, lua_path)
+        return command(*args, **kwargs)
+
+    f: Callable[..., Any] = wrapper
+    f = click.option("--lua", "lua_path", type=click.Path(), default=None, metavar="PATH",
+                     help="Run this script (a <name>-<numkeys>.lua file) or folder of scripts in place of the"
+                          " same-named ones: your own, a lesson's variant (lua/variants/), a BullMQ release's.")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every count).")(f)
-    f = click.option("--scripts", "script_set", type=click.Choice(["emqlab", "bullmq"]), default="emqlab",
+    f = click.option("--scripts", "script_base", type=click.Choice(["emqlab", "bullmq"]), default="emqlab",
                      show_default=True,
                      help="Which script set runs: emqlab's lua/ or BullMQ's shipped scripts (bullmq package).")(f)
-    f = click.option("--redis", "redis_url", metavar="URL", default=None,
+    f = click.option("--redis", "redis_url", metavar="URL", default=None, callback=_remember_url,
                      help="Run on a live Redis (redis://host:port/db, or 'live' for $EMQLAB_REDIS_URL /"
                           " 127.0.0.1:6379) instead of fakeredis. Only keys under the run's own queue are"
                           " written, and removed afterwards.")(f)
@@ -120,13 +244,52 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _load(scenario_name: str, redis_url: str | None, script_set: str) -> tuple[Any, Any, Any]:
+def _check_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--expect KIND (repeatable) / --expect none and --fail-on-anomaly; the command receives ``expect``
+    (None, or the expected kinds: [] for none) and ``fail_on_anomaly``."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, expect_kinds: tuple[str, ...] = (), **kwargs: Any) -> Any:
+        if "none" in expect_kinds and len(set(expect_kinds)) > 1:
+            _fail("--expect none cannot be combined with --expect KIND")
+        kwargs["expect"] = None if not expect_kinds else [k for k in sorted(set(expect_kinds)) if k != "none"]
+        return f(*args, **kwargs)
+
+    g: Callable[..., Any] = wrapper
+    g = click.option("--fail-on-anomaly", is_flag=True,
+                     help="Exit with the verdict's code: 0 holds, 1 fails (an anomaly), 3 inconclusive.")(g)
+    g = click.option("--expect", "expect_kinds", multiple=True, metavar="KIND|none",
+                     type=click.Choice(["none", *ANOMALY_KINDS]),
+                     help="The anomaly kinds the run must find (repeatable), or none; the exit code says "
+                          "whether that is so: 0 met, 1 not met, 3 not settled (sampled).")(g)
+    return g
+
+
+def _finish_check(v: Verdict, expect: list[str] | None, fail_on_anomaly: bool, as_json: bool) -> None:
+    """Print the verdict (text mode) and exit with its code."""
+    from rich.markup import escape
+
+    if not as_json:
+        style = {"holds": "bold green", "fails": "bold red", "inconclusive": "bold yellow"}[v.kind]
+        console.print()
+        console.print(f"[{style}]verdict: {v.kind}[/] — {escape(v.reason)}", soft_wrap=False)
+        if expect is not None:
+            met = v.expectation_met
+            style = "bold green" if met else ("bold red" if met is False else "bold yellow")
+            head, _, rest = v.expectation_line().partition(": ")
+            console.print(f"[{style}]{head}[/]: {escape(rest)}", soft_wrap=False)
+    code = v.exit_code(check=fail_on_anomaly)
+    if code != ExitCode.HOLDS:
+        sys.exit(code)
+
+
+def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tuple[Any, Any, Any]:
     from .backends import connect
     from .scenario import load
 
     sc = load(scenario_name)
     conn = connect(redis_url)
-    scripts = ScriptSet.bullmq() if script_set == "bullmq" else None
+    scripts = script_set.load()
     return sc, conn, scripts
 
 
@@ -135,18 +298,26 @@ def _load(scenario_name: str, redis_url: str | None, script_set: str) -> tuple[A
 @_common_options
 @click.option("--strategy", type=click.Choice(["exhaustive", "random", "pct"]), default="exhaustive",
               show_default=True, help="How to choose interleavings.")
-@click.option("--runs", type=click.IntRange(1), default=200, show_default=True,
+@click.option("--runs", type=click.IntRange(1, MAX_RUNS), default=200, show_default=True,
               help="Runs for the random and pct strategies.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for random and pct.")
-@click.option("--depth", type=click.IntRange(1), default=2, show_default=True,
+@click.option("--seed", type=click.IntRange(*SEED_RANGE), default=0, show_default=True,
+              help="Seed for random and pct.")
+@click.option("--depth", type=click.IntRange(1, MAX_DEPTH), default=2, show_default=True,
               help="PCT bug depth (number of priority-change points + 1).")
-@click.option("--preemptions", type=click.IntRange(0), default=None,
+@click.option("--preemptions", type=click.IntRange(0, MAX_PREEMPTIONS), default=None,
               help="Exhaustive: explore only schedules with at most K preemptions.")
 @click.option("--no-reduce", is_flag=True, help="Exhaustive: run every interleaving (no partial-order reduction).")
-@click.option("--fail-on-anomaly", is_flag=True, help="Exit with status 1 when an anomaly is found.")
-def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: str, as_json: bool,
+@click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
+              help="Worker processes (default: the number of cores). The report is the same for any number.")
+@click.option("--executor", metavar="URL", default=None,
+              help="Run the parts on a Dask cluster: dask://host:8786 (pip install 'emqlab[dask]').")
+@click.option("--max-seconds", type=click.FloatRange(0, min_open=True), default=None,
+              help="Stop after this long: an inconclusive result that says what was covered.")
+@_check_options
+def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _Scripts, as_json: bool,
              strategy: str, runs: int, seed: int, depth: int, preemptions: int | None, no_reduce: bool,
-             fail_on_anomaly: bool) -> None:
+             jobs: int | None, executor: str | None, max_seconds: float | None,
+             fail_on_anomaly: bool, expect: list[str] | None) -> None:
     """Explore the interleavings of a scenario's actors and name the anomalies.
 
     Each actor step is one round trip to Redis. A split finish gives the recovery sweep a gap between
@@ -154,15 +325,20 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: s
     are, how many ran, which anomalies appeared in how many runs, and for each anomaly a minimal witness
     as an annotated history with the one-line `emqlab replay` command that reproduces it.
 
+    The last line is the verdict: holds (a complete exploration at the stated bound found no anomaly),
+    fails (an anomaly, with its witness) or inconclusive (a sampled strategy or a budget; PCT's line gives
+    its probability bound and the bug depth it assumes). The exit status carries it with --fail-on-anomaly
+    or --expect (see `emqlab --help`); otherwise a completed run exits 0.
+
     \b
     Examples:
       emqlab simulate --split
       emqlab simulate --atomic --scenario two-workers
       emqlab simulate --split --strategy pct --runs 50 --seed 7
       emqlab simulate --split --redis redis://127.0.0.1:6379/0 --json
+      emqlab simulate --atomic --expect none             # CI: exit 0 only if it holds
+      emqlab simulate --split --expect double-placement  # an assignment: the race must show
     """
-    from .explore import explore
-
     ctx = click.get_current_context()
     from click.core import ParameterSource
 
@@ -176,17 +352,29 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: s
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         if mode not in sc.modes:
             _fail(f"scenario {sc.name} does not define mode {mode} (modes: {', '.join(sc.modes)})")
-        rep = _with_progress(
-            lambda progress: explore(sc, mode, strategy=strategy, conn=conn, runs=runs, seed=seed, depth=depth,
-                                     preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
-                                     progress=progress),
-            total=runs if strategy in ("random", "pct") else None, quiet=as_json)
+        from . import parallel
+
+        def run(progress: Callable[[int, int | None], None] | None) -> Any:
+            return parallel.explore(sc, mode, strategy=strategy, conn=conn, url=redis_url, runs=runs, seed=seed,
+                                    depth=depth, preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
+                                    jobs=jobs, executor=executor, max_seconds=max_seconds, progress=progress)
+
+        if as_json or not err_console.is_terminal:
+            rep = run(None)
+        else:
+            with parallel.progress_bar(err_console) as progress:
+                rep = run(progress)
+    v = judge(rep, expect)
     if as_json:
-        click.echo(json.dumps(rep.to_dict(), indent=2))
+        d = rep.to_dict()
+        d["verdict"] = v.kind
+        d["verdict_detail"] = v.to_dict(check=fail_on_anomaly)
+        click.echo(_mask(json.dumps(d, indent=2)))
     else:
         _print_report(rep, sc, mode, scenario_name, redis_url, script_set)
-    if fail_on_anomaly and rep.anomaly_kinds:
-        sys.exit(EXIT_ANOMALY)
+        for w in rep.warnings:
+            console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+    _finish_check(v, expect, fail_on_anomaly, as_json)
 
 
 def _with_progress(fn: Callable[[Callable[[int, int | None], None] | None], Any], total: int | None,
@@ -212,22 +400,24 @@ def _with_progress(fn: Callable[[Callable[[int, int | None], None] | None], Any]
         return fn(progress)
 
 
-def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None, script_set: str) -> str:
+def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None, script_set: _Scripts) -> str:
     parts = ["emqlab replay", f"'{schedule}'", f"--{mode}"]
     if scenario_name != "stalled-finish":
         parts += ["--scenario", scenario_name]
     if redis_url:
         parts += ["--redis", redis_url]
-    if script_set != "emqlab":
-        parts += ["--scripts", script_set]
-    return " ".join(parts)
+    parts += script_set.options()
+    return _mask(" ".join(parts))
 
 
 def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
-                  script_set: str) -> None:
-    console.print(f"[bold]emqlab simulate[/] · scenario [cyan]{sc.name}[/] · mode [cyan]{mode}[/] · "
-                  f"{rep.backend} · {rep.strategy}")
-    console.print(f"[dim]{sc.title}[/]")
+                  script_set: _Scripts) -> None:
+    from rich.text import Text
+
+    # the scenario's own text (name, title, lesson) is printed as text, never read as console markup
+    console.print(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
+                                (mode, "cyan"), f" · {rep.backend} · {rep.strategy}"))
+    console.print(Text(sc.title, style="dim"))
     steps = ", ".join(f"{a} {n} step{'s' if n != 1 else ''}" for a, n in rep.steps_per_actor.items())
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("interleavings")
@@ -266,8 +456,12 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         console.print(f"[dim]{n}[/]")
     console.print()
     if not rep.anomaly_kinds:
-        console.print(f"[bold green]no anomaly[/] in {rep.raw_interleavings:,} interleaving(s)"
-                      f"{'' if rep.raw_exact else ' (estimate)'}.")
+        if rep.strategy in ("random", "pct"):
+            console.print(f"[bold green]no anomaly[/] in {rep.explored:,} sampled run(s) (of about"
+                          f" {rep.raw_interleavings:,} interleavings).")
+        else:
+            console.print(f"[bold green]no anomaly[/] in {rep.raw_interleavings:,} interleaving(s)"
+                          f"{'' if rep.raw_exact else ' (estimate)'}.")
     else:
         a = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         a.add_column("anomaly")
@@ -300,15 +494,16 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
                       markup=True)
     if sc.lesson:
         console.print()
-        console.print(f"[dim]lesson: {sc.lesson}[/]", soft_wrap=False)
+        console.print(Text(f"lesson: {sc.lesson}", style="dim"), soft_wrap=False)
 
 
 @main.command()
 @click.argument("schedule")
 @_mode_options
 @_common_options
-def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, script_set: str,
-           as_json: bool) -> None:
+@_check_options
+def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, script_set: _Scripts,
+           as_json: bool, fail_on_anomaly: bool, expect: list[str] | None) -> None:
     """Replay one schedule and print its annotated history.
 
     SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
@@ -319,6 +514,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     Examples:
       emqlab replay 'v1:W1*9.S1.W1*8' --split
       emqlab replay 'v1:W1*9.S1' --split --redis live
+      emqlab replay 'v1:W1*9.S1' --split --expect double-placement   # exit 0: the witness reproduces
     """
     from .explore import explore
 
@@ -337,8 +533,13 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
         with _errors(), Runner(sc, mode, conn, scripts=scripts) as r:
             h = r.run(parse_schedule(schedule, [a.id for a in sc.actors]))
+    v = judge(rep, expect)
     if as_json:
-        click.echo(h.to_json())
+        d = json.loads(h.to_json())
+        d["verdict"] = v.kind
+        d["verdict_detail"] = v.to_dict(check=fail_on_anomaly)
+        click.echo(_mask(json.dumps(d, indent=1, default=str)))
+        _finish_check(v, expect, fail_on_anomaly, as_json)
         return
     marks = {s: a["kind"] for a in h.anomalies for s in a["steps"]}
     console.print(h.annotated(marks=marks), markup=False)
@@ -346,6 +547,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
         console.print("[bold green]no anomaly[/]")
     for a in h.anomalies:
         console.print(f"[red]{a['kind']}[/]: {a['because']}", soft_wrap=False)
+    _finish_check(v, expect, fail_on_anomaly, as_json)
 
 
 @main.command()
@@ -414,7 +616,7 @@ def _check_scenarios(lib: Any) -> None:
                 if missing_codes:
                     detail += f"; return codes never seen: {', '.join(missing_codes)}"
             console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}{detail}")
-    sys.exit(EXIT_ANOMALY if bad else 0)
+    sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
 
 
 @main.command()
@@ -438,6 +640,106 @@ def scripts(bullmq: bool) -> None:
         t.add_row(sc.name, str(sc.numkeys), sc.sha, str(len(sc.text)))
     console.print(t)
 
+
+
+@main.command()
+@click.option("--lua", "lua_path", required=True, type=click.Path(), metavar="PATH",
+              help="Your script (a <name>-<numkeys>.lua file) or a folder of them — e.g. a BullMQ release's"
+                   " commands/ folder — run in place of emqlab's same-named scripts.")
+@click.option("-s", "--scenario", "names", multiple=True, metavar="NAME|FILE",
+              help="Check only these scenarios (repeatable; default: every shipped one).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows and the verdict as JSON.")
+def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
+    """Check your own Lua: run it through the scenarios, split and atomic, against the recovery sweep,
+    and compare with what emqlab's own scripts show.
+
+    Each scenario runs with your scripts and with emqlab's. The verdict is *fails* when your atomic finish
+    shows an anomaly or raises an error emqlab's does not, *holds* otherwise; final states (placements,
+    locks) emqlab's finish never leaves are listed with a warning, for review; split-mode differences are
+    listed, not judged. check always exits with its verdict: 0 holds, 1 fails, 2 a bad path or a script
+    that does not compile.
+
+    \b
+    Examples:
+      emqlab check --lua my/moveToFinished-14.lua
+      emqlab check --lua lua/variants/no-active-check -s cancel-active
+      emqlab check --lua node_modules/bullmq/dist/cjs/commands --json
+    """
+    from rich.markup import escape
+
+    from .checking import check_scripts
+    from .scenario import load as load_scenario
+    from .scenario import shipped as shipped_scenarios
+
+    with _errors():
+        scripts_ = ScriptSet.emqlab().overlay(lua_path)
+        chosen = [load_scenario(n) for n in names] if names else shipped_scenarios()
+
+    def each(name: str, mode: str) -> None:
+        if not as_json and err_console.is_terminal:
+            err_console.print(f"[dim]checking {name} ({mode}) …[/]", end="\r")
+
+    with _errors():
+        result = check_scripts(scripts_, chosen, progress=each)
+    if as_json:
+        click.echo(_mask(json.dumps(result.to_dict(), indent=1)))
+    else:
+        console.print(f"[bold]emqlab check[/] · {escape(result.origin)} · {len(result.rows)} explorations",
+                      soft_wrap=True)
+        console.print(f"replaced: {', '.join(result.replaced)}"
+                      + (f" · skipped (emqlab never calls them): {', '.join(result.skipped)}" if result.skipped
+                         else ""), highlight=False, soft_wrap=True)
+        for r in result.rows:
+            mark = "[red]differs[/]" if r.differs else "same   "
+            console.print(f"{mark} {r.scenario:<22} {r.mode:<7} yours: {', '.join(r.yours) or '-'} · emqlab's: "
+                          f"{', '.join(r.reference) or '-'}", highlight=False, soft_wrap=True)
+            for problem in r.problems():
+                console.print(f"          {escape(problem)}", highlight=False, soft_wrap=True)
+        for r in result.failing:
+            for k in r.extra:
+                console.print(f"witness: {r.scenario} atomic {k}: emqlab replay '{r.witnesses[k]}' --atomic "
+                              f"--scenario {r.scenario} --lua {lua_path}", highlight=False, soft_wrap=True)
+        if result.to_review:
+            review = ", ".join(r.scenario for r in result.to_review)
+            console.print(f"[yellow]warning:[/] the atomic finish leaves final states emqlab's never does in {review}:"
+                          " review them above (a protocol variant may mean them; a finish that files nothing"
+                          " shows up here too)", highlight=False, soft_wrap=True)
+        console.print(f"verdict: {result.verdict} — {escape(result.reason)}", soft_wrap=True)
+    sys.exit({"holds": ExitCode.HOLDS, "fails": ExitCode.FAILS}.get(result.verdict, ExitCode.INCONCLUSIVE))
+
+
+@main.command()
+@click.option("--redis", "redis_url", metavar="URL", required=True, callback=_remember_url,
+              help="The live server to clean (redis://host:port/db, or 'live').")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted, delete nothing.")
+def clean(redis_url: str, dry_run: bool) -> None:
+    """Delete the keys that runs of emqlab left behind on a live server (a kill -9, a lost machine).
+
+    Every live run registers its queue in one index key (emq:{q-runs}:index) with a lease it renews while it
+    runs; clean deletes the emq:{<queue>}:* keys of each indexed run whose lease ran out, and its index entry.
+    Runs still alive, and every key that is not a listed run's, are left alone.
+
+    \b
+    Examples:
+      emqlab clean --redis redis://127.0.0.1:6379/0 --dry-run
+      emqlab clean --redis live
+    """
+    from .backends import abandoned_runs, connect
+    from .backends import clean as clean_runs
+
+    with _errors():
+        conn = connect(redis_url)
+        runs = abandoned_runs(conn)
+        gone = clean_runs(conn, dry_run=dry_run)
+    alive = [r for r in runs if r.alive]
+    verb = "would delete" if dry_run else "deleted"
+    for r in gone:
+        console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
+    for r in alive:
+        console.print(f"left run emq:{{{r.queue}}} alone: its owner is still running ({r.keys} key(s))",
+                      highlight=False)
+    if not runs:
+        console.print("no runs of emqlab are registered on this server")
 
 
 # -- sweep-rtt (timed runs: emqlab.timing) ----------------------------------------------------------------------
@@ -471,29 +773,32 @@ def _check_out_dir(path: str | None, option: str) -> None:
 
 
 @main.command("sweep-rtt")
-@click.option("--modes", default="atomic,finish-then-fetch,split", show_default=True, metavar="M1,M2",
-              help="Finish modes: atomic, finish-then-fetch, split, split-then-fetch.")
+@click.option("--modes", default="atomic,finish-then-fetch,transaction,split", show_default=True, metavar="M1,M2",
+              help="Finish modes: atomic, finish-then-fetch, transaction, split, split-then-fetch.")
 @click.option("--rtt", "rtt_text", default="0.05,1,75", show_default=True, metavar="MS,MS",
               help="Round-trip times in ms (presets: 0.03 Unix socket, 0.05 loopback, 0.2 LAN, 1 cross-AZ,"
                    " 75 cross-region, 250 slow link).")
-@click.option("--jobs", type=click.IntRange(1), default=_TIMING_DEFAULTS.jobs, show_default=True,
+@click.option("--jobs", type=click.IntRange(1, 1_000_000), default=_TIMING_DEFAULTS.jobs, show_default=True,
               help="Jobs per run.")
-@click.option("--workers", type=click.IntRange(1), default=_TIMING_DEFAULTS.workers, show_default=True,
+@click.option("--workers", type=click.IntRange(1, 10_000), default=_TIMING_DEFAULTS.workers, show_default=True,
               help="Workers per run.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the RTT and processing-time draws.")
-@click.option("--processing", "processing_ms", type=click.FloatRange(0), default=_TIMING_DEFAULTS.processing_ms,
-              show_default=True, help="Mean processing time per job (virtual ms).")
-@click.option("--interval", "interval_ms", type=click.FloatRange(0, min_open=True),
+@click.option("--seed", type=click.IntRange(*SEED_RANGE), default=0, show_default=True,
+              help="Seed for the RTT and processing-time draws.")
+@click.option("--processing", "processing_ms", type=click.FloatRange(0, 3_600_000),
+              default=_TIMING_DEFAULTS.processing_ms, show_default=True,
+              help="Mean processing time per job (virtual ms).")
+@click.option("--interval", "interval_ms", type=click.FloatRange(0, 3_600_000, min_open=True),
               default=_TIMING_DEFAULTS.stalled_interval_ms, show_default=True,
               help="The sweep's stalled interval (virtual ms; BullMQ's 30 s compressed 1000x).")
-@click.option("--jitter", type=click.FloatRange(0), default=_TIMING_DEFAULTS.jitter, show_default=True,
+@click.option("--jitter", type=click.FloatRange(0, 5), default=_TIMING_DEFAULTS.jitter, show_default=True,
               help="Lognormal sigma of each round trip (0 = every RTT exactly --rtt).")
-@click.option("--lock", "lock_ms", type=click.FloatRange(0, min_open=True), default=_TIMING_DEFAULTS.lock_ms,
+@click.option("--lock", "lock_ms", type=click.FloatRange(0, 3_600_000, min_open=True),
+              default=_TIMING_DEFAULTS.lock_ms,
               show_default=True, help="Lock duration (virtual ms); renewed every half of it while a job is processed.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="Write the plots (anomaly rate, round trips per job, jobs/s vs RTT) to a .png or .svg.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write the rows as CSV.")
-@click.option("--redis", "redis_url", metavar="URL", default=None,
+@click.option("--redis", "redis_url", metavar="URL", default=None, callback=_remember_url,
               help="Run on a live Redis instead of fakeredis (only the runs' own queues are written).")
 @click.option("--json", "as_json", is_flag=True, help="Print every result as JSON.")
 def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: int, processing_ms: float,
@@ -553,7 +858,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
 
         save(plot_sweep(sweep), out_path)
     if as_json:
-        click.echo(json.dumps(sweep.to_dict(), indent=2))
+        click.echo(_mask(json.dumps(sweep.to_dict(), indent=2)))
         return
     _print_sweep(sweep)
     for path, what in ((csv_path, "rows"), (out_path, "plots")):
@@ -582,12 +887,13 @@ def _print_sweep(sweep: Any) -> None:
                   f"{cfg['processing_ms']:g} ms · stalled interval {cfg['stalled_interval_ms']:g} ms · lock "
                   f"{cfg['lock_ms']:g} ms · jitter {cfg['jitter']:g} · seed {cfg['seed']} · "
                   f"{sweep.wall_s:.1f} s")
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for name in ("mode", "RTT ms", "trips/job", "jobs/s", "anom/1k", "model/1k", "hits", "runs"):
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
+    for name in ("mode", "RTT ms", "trips/job", "aborts", "jobs/s", "anom/1k", "model/1k", "hits", "runs"):
         t.add_column(name, justify="left" if name == "mode" else "right", no_wrap=True)
     for r in sweep.results:
         style = "red" if r.anomaly_total else "green"
-        t.add_row(r.mode, f"{r.rtt_ms:g}", f"{r.round_trips_per_job:.2f}", _sig3(r.jobs_per_s),
+        t.add_row(r.mode, f"{r.rtt_ms:g}", f"{r.round_trips_per_job:.2f}",
+                  f"{r.aborts_per_job:.2f}" if r.mode == "transaction" else "-", _sig3(r.jobs_per_s),
                   f"[{style}]{r.anomalies_per_1000:.1f}[/]",
                   f"{r.expected_per_1000:.1f}" if r.mode.startswith("split") else "-", str(r.gap_hits),
                   str(r.finishes) + ("*" if r.truncated else ""))
@@ -601,7 +907,8 @@ def _print_sweep(sweep: Any) -> None:
     console.print("[dim]trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs (one"
                   " job can show several, so it can pass 1,000) · "
                   "model/1k = expected from the finish's DEL→SREM window, RTT/(interval + RTT) per marked job · "
-                  "hits = sweeps that requeued a job while its split finish ran · runs = job executions[/]",
+                  "hits = sweeps that requeued a job while its split finish ran · aborts = EXECs per job"
+                  " that a watched key's change aborted, each one a new attempt · runs = job executions[/]",
                   soft_wrap=False)
 
 
@@ -614,42 +921,136 @@ def _sig3(x: float) -> str:
 
 
 @main.command()
-@click.argument("notebook", type=click.Path(dir_okay=False))
+@click.argument("notebook", type=click.Path(exists=True))
 @click.option("--json", "as_json", is_flag=True,
               help="Print the grade as JSON: every graded cell, its points and feedback.")
-def grade(notebook: str, as_json: bool) -> None:
-    """Grade a classroom assignment notebook, without nbgrader.
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="Write one CSV row per notebook to this file ('-' for stdout; the default for a folder).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=120, show_default=True,
+              help="Seconds a notebook may run before it is stopped.")
+@click.option("--memory-mb", type=click.IntRange(min=256), default=1536, show_default=True,
+              help="Address space a notebook may use.")
+def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, memory_mb: int) -> None:
+    """Grade a classroom assignment notebook, or every notebook in a folder, without nbgrader.
 
-    Runs the notebook's code cells (not its test cells) on fakeredis with the virtual clock, then gives each
-    graded cell to its grader in emqlab.grading: replays, exhaustive explorations and seeded timed runs, so
-    the same notebook always gets the same grade. A cell scores all its points or none, with feedback that
-    says what was wrong. The student's code runs in this process, unsandboxed, as with nbgrader.
+    The notebook's code runs in a separate, limited process (time, memory, no network, no processes, its own
+    temporary folder); only its answers come back, as plain data, and every score is computed here:
+    replays, exhaustive explorations and seeded timed runs, so the same notebook always gets the same
+    grade. Test cells never run, and locked cells run as released. A cell scores all its points or none,
+    with feedback that says what is wrong and where to look.
+
+    NOTEBOOK may be a folder: every *.ipynb below it is graded and written as CSV, one row per notebook
+    (student = the first folder below NOTEBOOK).
+
+    \b
+    Exit status: 0 full marks (every notebook), 1 below full marks (a grade was given), 2 cannot grade
+    (not a notebook, not an assignment).
 
     \b
     Examples:
       emqlab grade notebooks/assignments/a1-double-placement.ipynb
       emqlab grade submitted/ada/a2-repair-finish.ipynb --json
+      emqlab grade submitted/ --csv grades.csv
     """
-    from .grading import grade_notebook
+    from .grading import EXIT_CANNOT_GRADE, GradingError, grade_notebook
+    from .teaching.sandbox import Limits
 
-    with _errors():
-        report = grade_notebook(notebook)
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+    if os.path.isdir(notebook):
+        _grade_folder(notebook, csv_path or "-", limits)
+        return
+    try:
+        report = grade_notebook(notebook, limits=limits)
+    except GradingError as e:
+        _fail(str(e), ExitCode(EXIT_CANNOT_GRADE))
+    if csv_path is not None:
+        from .teaching.classroom import Row, write_csv
+
+        row = Row(os.path.splitext(os.path.basename(notebook))[0], notebook, report.assignment, report.score,
+                  report.max_score, cells={c.grade_id: c.points for c in report.cells})
+        with click.open_file(csv_path, "w") as f:
+            write_csv([row], f)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    console.print(f"[bold]emqlab grade[/] · {report.title} ([cyan]{report.assignment}[/]) · {notebook}")
+        sys.exit(report.exit_code)
+    from rich.markup import escape
+
+    console.print(f"[bold]emqlab grade[/] · {report.title} ([cyan]{report.assignment}[/]) · {escape(notebook)}",
+                  highlight=False)
     for c in report.cells:
         mark = "[green]ok[/]" if c.passed else "[red]--[/]"
         console.print(f"  {mark} [bold]{c.grade_id}[/] {c.points:g}/{c.max_points:g}  [dim]{c.what}[/]")
         for line in c.feedback.split("\n"):
             console.print(f"       {line}", markup=False, highlight=False)
-    for e in report.errors:
-        if not e.stubbed:
-            console.print(f"  [yellow]cell {e.cell}[/] ({e.grade_id or 'no grade_id'}) raised {e.error}",
-                          highlight=False)
+    for err in report.errors:
+        if not err.stubbed:
+            console.print(f"  code cell {err.cell} ({err.grade_id or 'no grade_id'}) raised {err.error}",
+                          markup=False, highlight=False)
+    for note in report.notes:
+        console.print(f"  note: {note}", markup=False, highlight=False)
     style = "green" if report.score == report.max_score else ("red" if report.score == 0 else "yellow")
     console.print(f"[bold {style}]score {report.score:g}/{report.max_score:g}[/]  "
                   f"[dim]({report.elapsed_s:.1f} s)[/]")
+    sys.exit(report.exit_code)
+
+
+def _grade_folder(folder: str, csv_path: str, limits: Any) -> None:
+    from .teaching.classroom import exit_code, grade_folder, write_csv
+
+    def progress(row: Any) -> None:
+        score = f"{row.score:g}/{row.max_score:g}" if row.status == "graded" else row.status
+        err_console.print(f"  {row.student:<16} {row.notebook:<44} {score}", markup=False, highlight=False)
+
+    rows = grade_folder(folder, limits=limits, progress=progress)
+    if not rows:
+        err_console.print(f"[bold red]error:[/] no notebooks (*.ipynb) under {folder}")
+    with click.open_file(csv_path, "w") as f:
+        write_csv(rows, f)
+    sys.exit(exit_code(rows))
+
+
+@main.command()
+@click.argument("level", required=False)
+@click.option("--list", "list_levels", is_flag=True, help="List the levels and exit.")
+def play(level: str | None, list_levels: bool) -> None:
+    """Play a level: you are the scheduler, the goal is a race.
+
+    Each level is a scenario, a mode and a goal ("make job 1 land in two places"). Type the number (or id) of
+    an actor to let it take one step; f finishes the run in order, u undoes your last step, r restarts,
+    s lets the explorer try every interleaving, h gives a hint, q quits. A win prints the schedule string
+    to replay it. Level 9 cannot be won by stepping: the finish is atomic.
+
+    \b
+    Exit status: 0 the level was won, 1 it was not (quit), 2 no such level.
+
+    \b
+    Examples:
+      emqlab play --list
+      emqlab play two-places
+      emqlab play 9
+    """
+    from .teaching.levels import LevelError, load_level, shipped_levels
+    from .teaching.levels import play as play_level
+
+    if list_levels or level is None:
+        for lv in shipped_levels():
+            console.print(f"  {lv.number:>2}  {lv.name:<20} {lv.tagline}", markup=False, highlight=False)
+        if level is None and not list_levels:
+            console.print("play one: emqlab play NAME (or its number)", markup=False, highlight=False)
+        return
+    try:
+        chosen = load_level(level)
+    except LevelError as e:
+        _fail(str(e))
+        return
+
+    def read(prompt: str) -> str:
+        return input(prompt)
+
+    def write(text: str) -> None:
+        click.echo(text)
+
+    sys.exit(ExitCode.HOLDS if play_level(chosen, read, write) else ExitCode.FAILS)
 
 
 @main.command()

@@ -25,8 +25,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from .registry import ScriptSet
     from .scenario import Scenario
 
-Mode = Literal["atomic", "split", "finish-then-fetch"]
-MODES: tuple[str, ...] = ("atomic", "split", "finish-then-fetch")
+Mode = Literal["atomic", "split", "finish-then-fetch", "transaction"]
+FaultKind = Literal["crash", "disconnect", "script-flush"]
+#: the finish modes: one EVALSHA; the same script run client-side one command at a time; EVALSHA without
+#: fetch-next and a separate fetch; an optimistic WATCH/MULTI/EXEC transaction (and a separate fetch)
+MODES: tuple[str, ...] = ("atomic", "split", "finish-then-fetch", "transaction")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault event, one step the scheduler places like any other (``docs/concepts.md``, "Faults").
+
+    * ``crash`` — process ``target`` dies: it sends nothing more (a split script it was running stops
+      where it was), its connection closes; its open executions end with a crash (``info``: nobody knows
+      how far they got).
+    * ``disconnect`` — ``target``'s connection drops while its *next* round trip is in flight: with
+      ``applied`` the request reached the server and ran and only the reply is lost, without it the request
+      never arrived. Either way ``target`` sees a connection error (Jepsen's ``info``: it cannot tell which).
+    * ``script-flush`` — the server's script cache is emptied (``SCRIPT FLUSH``, a failover to a replica that
+      never loaded the scripts, a restart): the next EVALSHA of each script gets NOSCRIPT, and the client's
+      fallback decides what follows. Only on a server emqlab owns (fakeredis)."""
+
+    kind: FaultKind
+    target: str | None = None
+    applied: bool = True
 
 
 class ActorContext(Protocol):
@@ -65,9 +87,14 @@ class ActorContext(Protocol):
         """A new script-run number (the commands of one split script share it)."""
         ...
 
-    def split(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
-        """Start script ``name`` client-side (one ``redis.call`` per step); the run is the Runner's and
-        is closed when the Runner resets."""
+    def connection_lost(self, actor: str) -> bool:
+        """True when ``actor``'s last reply was lost to a dropped connection (a ``disconnect`` fault); the
+        reply the actor got was a ``redis.ConnectionError``."""
+        ...
+
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        """Start a script client-side (one ``redis.call`` per step): ``script`` is a name in the context's
+        script set, or Lua text (bytes). The run is the Runner's and is closed when the Runner resets."""
         ...
 
 
@@ -86,6 +113,8 @@ class StepRecord:
     #: keys the step wrote (from the command table); ``None`` when unknown (a script, a clock event)
     written: Sequence[bytes] | None = None
     read_only: bool = False
+    #: the commands of a pipelined or MULTI … EXEC step (``command`` is then ``None``)
+    batch: Sequence[tuple[bytes, ...]] | None = None
 
 
 class Instrument(Protocol):
@@ -99,4 +128,4 @@ Check = Callable[["History", "Scenario"], "tuple[Sequence[Anomaly], Sequence[str
 """An anomaly check: ``check(history, scenario) -> (findings, kinds it could not check)``."""
 
 
-__all__ = ["ActorContext", "Check", "Instrument", "MODES", "Mode", "StepRecord"]
+__all__ = ["ActorContext", "Check", "Fault", "FaultKind", "Instrument", "MODES", "Mode", "StepRecord"]

@@ -56,6 +56,8 @@ from .schedules import ScheduleError, format_schedule, parse_schedule
 from .schedules import preemptions as _preemptions
 
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
+#: the most runs PCT's depth check may execute (an exhaustive search at ``depth - 1`` preemptions)
+DEPTH_CHECK_RUNS = 20_000
 #: Kept for code written against the first release: the declared footprints, now in emqlab.footprints.
 SCRIPT_FOOTPRINTS = _fp.SCRIPT_PRIORS
 
@@ -116,6 +118,8 @@ class Report:
     reduction: str = "off"
     steps_executed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    #: what the reader must know about the figures (a PCT depth too shallow for an expected anomaly)
+    warnings: list[str] = field(default_factory=list)
     outcomes: set[Any] = field(default_factory=set, repr=False)
 
     @property
@@ -155,7 +159,7 @@ class Report:
             "runs_with": dict(sorted(self.runs_with.items())),
             "interleavings_with": dict(sorted(self.interleavings_with.items())),
             "min_preemptions": dict(sorted(self.min_preemptions.items())),
-            "results": self.results,
+            "results": self.results, "warnings": self.warnings,
             "witnesses": {k: {"schedule": h.schedule, "anomalies": [a for a in h.anomalies if a["kind"] == k],
                               "steps": len(h.steps)} for k, h in sorted(self.witnesses.items())},
             "elapsed_s": round(self.elapsed_s, 4), "runs_per_second": round(self.runs_per_second, 1),
@@ -179,7 +183,8 @@ class Trace:
     included). Answers questions about all interleavings of the trace by dynamic programming over the
     actors' positions."""
 
-    def __init__(self, actors: Sequence[str], preds: Sequence[int], order: Sequence[str]) -> None:
+    def __init__(self, actors: Sequence[str], preds: Sequence[int], order: Sequence[str],
+                 through: dict[str, int] | None = None, kills: dict[str, int] | None = None) -> None:
         self.order = [a for a in order if a in set(actors)]
         idx = {a: i for i, a in enumerate(self.order)}
         self.lanes: list[list[int]] = [[] for _ in self.order]
@@ -200,10 +205,26 @@ class Trace:
                 lane, k = pos_of[p]
                 n[lane] = max(n[lane], k + 1)
             self.need[e] = tuple(n)
+        # ``kills``: actor -> the event (a crash) that ended it while it still had a step to take; until that
+        # event has run, switching away from the actor is a preemption even after its last event
+        self.killed: dict[int, tuple[int, int]] = {}
+        for a, e in (kills or {}).items():
+            if a in idx:
+                self.killed[idx[a]] = pos_of[e]
+        # ``through``: count only the interleavings whose first events are exactly these many of each
+        # actor's (one down-set of the order: a divided exploration's subtree, emqlab.parallel)
+        self.through: tuple[int, ...] | None = None
+        self.cut = 0
+        if through is not None:
+            self.through = tuple(through.get(a, 0) for a in self.order)
+            self.cut = sum(self.through)
 
     def _moves(self, pos: tuple[int, ...]) -> list[int]:
         out = []
+        inside = self.through is not None and sum(pos) < self.cut
         for lane, k in enumerate(pos):
+            if inside and self.through is not None and k >= self.through[lane]:
+                continue
             if k < self.lengths[lane]:
                 e = self.lanes[lane][k]
                 if all(pos[b] >= self.need[e][b] for b in range(len(pos))):
@@ -211,7 +232,12 @@ class Trace:
         return out
 
     def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:
-        return int(last >= 0 and lane != last and pos[last] < self.lengths[last])
+        if last < 0 or lane == last:
+            return 0
+        if pos[last] < self.lengths[last]:
+            return 1
+        kill = self.killed.get(last)
+        return int(kill is not None and pos[kill[0]] <= kill[1])
 
     def counts(self, bound: int | None) -> tuple[int, int]:
         """(interleavings of this trace, those with at most ``bound`` preemptions)."""
@@ -297,6 +323,13 @@ class Explorer:
         self._results: dict[str, Counter[str]] = {a.id: Counter() for a in sc.actors}
         self._codes: dict[str, Counter[Outcome]] = {a.id: Counter() for a in sc.actors}
         self._best: dict[str, tuple[int, int, tuple[int, ...], list[str], History]] = {}
+        #: a divided exploration's subtree: count only interleavings that begin with this many steps of each
+        #: actor (see :class:`Trace` and :mod:`emqlab.parallel`)
+        self.through: dict[str, int] | None = None
+        #: stop (``complete`` False) once ``time.time()`` passes this
+        self.deadline: float | None = None
+        #: a divided exploration's subtree: the sleep set at the end of its root prefix (emqlab.parallel)
+        self.root_sleep: dict[str, Footprint] | None = None
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _rank(self, choices: Sequence[str]) -> tuple[int, ...]:
@@ -428,11 +461,22 @@ class Explorer:
             return a
         return None
 
-    def _dpor(self, bound: int | None, max_runs: int | None) -> None:
-        """Source-DPOR with sleep sets over observed footprints (the module docstring)."""
+    def _dpor(self, bound: int | None, max_runs: int | None, root: Sequence[str] = ()) -> None:
+        """Source-DPOR with sleep sets over observed footprints (the module docstring). With ``root`` (a
+        schedule prefix), only the runs that begin with it: its steps are fixed, and races that would
+        reverse one of them are left to the subtrees of the other prefixes (:mod:`emqlab.parallel`)."""
         r = self.runner
         rep = self.report
         nodes: list[_Node] = []
+        cut = len(root)
+        if root:
+            r.reset()
+            for c in root:
+                if c not in r.enabled:
+                    raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
+                nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c))
+                r.step(c)
+            rep.steps_executed += cut
         actors: list[str] = []  # events of the current path: who took each
         fps: list[Footprint] = []
         preds: list[int] = []  # bit set of happens-before predecessors of each event
@@ -473,6 +517,8 @@ class Explorer:
                 node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
                                                                         if q != p}}.items()
                                     if q != p and not f.conflicts(fp)}
+                if depth == cut - 1 and self.root_sleep is not None:
+                    node.child_sleep = dict(self.root_sleep)  # what the sleep set was where the prefix came from
                 depth += 1
             if blocked:
                 rep.pruned += 1
@@ -481,8 +527,11 @@ class Explorer:
                 if max_runs is not None and rep.explored >= max_runs:
                     rep.complete = False
                     return
-            # backtrack to the deepest node with an awake, unexplored backtrack entry
-            while nodes:
+            if self.deadline is not None and time.time() > self.deadline:
+                rep.complete = False
+                return
+            # backtrack to the deepest node with an awake, unexplored backtrack entry (not into the root)
+            while len(nodes) > cut:
                 d = len(nodes) - 1
                 node = nodes[d]
                 alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep), None)
@@ -491,7 +540,7 @@ class Explorer:
                     keep = d
                     break
                 nodes.pop()
-            if not nodes:
+            if len(nodes) <= cut:
                 return
 
     def _first(self, node: _Node, prev: str | None) -> str | None:
@@ -541,7 +590,7 @@ class Explorer:
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         rep = self.report
-        trace = Trace(actors, preds, self.order)
+        trace = Trace(actors, preds, self.order, self.through, kills=self.runner.kills)
         _total, within = trace.counts(bound)
         least, schedule = trace.best()
         if bound is not None and least > bound:
@@ -565,9 +614,10 @@ class Explorer:
             h = r.run(choose=lambda rr: rng.choice(rr.enabled))
             self.report.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
+        self.report.raw_interleavings = multinomial(list(self.report.steps_per_actor.values()))
         return self._finish(started)
 
-    def pct(self, runs: int, seed: int = 0, depth: int = 2) -> Report:
+    def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
         """Probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010): random actor priorities and
         ``depth - 1`` priority-change points per run; each run finds a given bug *of depth at most*
         ``depth`` with probability at least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run
@@ -600,11 +650,50 @@ class Explorer:
             longest = max(longest, len(h.steps))
             rep.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
+        rep.raw_interleavings = multinomial(list(rep.steps_per_actor.values()))  # (the longest each actor ran)
         rep.params = {"runs": runs, "seed": seed, "depth": depth, "longest_run": longest,
                       "bound_per_run": f"1/({n}*{longest}^{depth - 1})",
                       "p_per_run_at_least": 1 / (n * longest ** (depth - 1)),
                       "assumes": f"a bug of depth <= {depth}"}
-        return self._finish(started)
+        self._finish(started)
+        if check_depth:  # a swarm (emqlab.parallel) checks once, after merging its parts
+            self._check_depth(depth)
+        rep.elapsed_s = time.perf_counter() - started
+        return rep
+
+    def _check_depth(self, depth: int, budget: int = DEPTH_CHECK_RUNS) -> None:
+        """Which anomaly kinds PCT at ``depth`` can find at all. PCT's runs switch away from a running
+        actor only at its ``depth - 1`` priority-change points (our actors never block), so they have at
+        most ``depth - 1`` preemptions: a kind that no schedule with that few preemptions shows has
+        probability 0, whatever the bound says. The kinds looked for are the scenario's expected ones for
+        the mode plus those PCT found; an exhaustive search at ``depth - 1`` preemptions (at most
+        ``budget`` runs) decides. Sets ``params["within_depth"]`` / ``params["beyond_depth"]`` and a
+        warning; when the budget runs out, says the check is incomplete."""
+        rep = self.report
+        sc = self.runner.scenario
+        expected = set(sc.expect[rep.mode].anomalies) if rep.mode in sc.expect else set()
+        wanted = expected | set(rep.anomaly_kinds)
+        if not wanted:
+            rep.params["depth_check"] = "nothing to check: no anomaly expected or found"
+            return
+        probe = Explorer(self.runner).exhaustive(preemption_bound=depth - 1, max_runs=budget)
+        if not probe.complete:
+            rep.params["depth_check"] = f"incomplete: more than {budget} runs at {depth - 1} preemptions"
+            rep.warnings.append(f"could not check which anomalies PCT at depth {depth} can reach "
+                                f"(more than {budget:,} runs at {depth - 1} preemptions)")
+            return
+        within = sorted(wanted & set(probe.anomaly_kinds))
+        beyond = sorted(wanted - set(probe.anomaly_kinds))
+        rep.params["depth_check"] = "complete"
+        rep.params["within_depth"] = within
+        rep.params["beyond_depth"] = beyond
+        if beyond:
+            n = depth - 1
+            rep.warnings.append(
+                f"PCT at depth {depth} cannot find {', '.join(beyond)}: every schedule that shows "
+                f"{'it' if len(beyond) == 1 else 'them'} needs more than {n} preemption{'' if n == 1 else 's'} "
+                f"(try --depth {depth + 1} or more); the bound per run applies only to "
+                f"{', '.join(within) if within else 'no expected anomaly'}")
 
     def replay(self, schedule: str) -> Report:
         """One run along ``schedule`` (a schedule string); if it ends before every actor is done, the run

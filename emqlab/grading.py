@@ -22,8 +22,14 @@ or none, as in nbgrader (a test cell passes or fails), and its feedback says wha
 the recorded steps, what went wrong. The hidden tests in the source notebooks call :func:`check` with the
 same graders, so ``nbgrader autograde`` and ``emqlab grade`` agree.
 
-The student's code runs in this process with no sandbox, as nbgrader's autograder does (nbgrader docs,
-FAQ "Is nbgrader secure?"): grade notebooks you are willing to run.
+By default the student's code does **not** run in this process: :func:`grade_notebook` hands the notebook's
+code cells to :mod:`emqlab.teaching.sandbox`, which runs them in a separate, resource-limited interpreter
+and brings back only the answer values as plain data; every score is computed here. ``isolated=False``
+runs the cells in this process instead, as nbgrader's autograder does (for the notebooks' own hidden tests
+and for tests of the graders).
+
+``emqlab grade`` exits with :data:`EXIT_FULL_MARKS` (0) at full marks, :data:`EXIT_BELOW_FULL` (1) below
+them, and :data:`EXIT_CANNOT_GRADE` (2) when a notebook cannot be graded at all.
 """
 
 from __future__ import annotations
@@ -55,6 +61,17 @@ END_HIDDEN = "END HIDDEN TESTS"
 CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 TEXT_STUB = "YOUR ANSWER HERE"
 
+#: ``emqlab grade``'s exit codes, from :class:`emqlab.verdict.ExitCode`: every notebook got full marks
+#: (``HOLDS``, 0) / at least one is below full marks, a grade was given (``FAILS``, 1) / at least one could
+#: not be graded: not a notebook, not an assignment (``USAGE``, 2).
+try:
+    from .verdict import ExitCode as _ExitCode
+
+    EXIT_FULL_MARKS, EXIT_BELOW_FULL, EXIT_CANNOT_GRADE = (int(_ExitCode.HOLDS), int(_ExitCode.FAILS),
+                                                           int(_ExitCode.USAGE))
+except ImportError:  # pragma: no cover - emqlab.verdict is the one home of exit codes when present
+    EXIT_FULL_MARKS, EXIT_BELOW_FULL, EXIT_CANNOT_GRADE = 0, 1, 2
+
 
 class GradingError(ValueError):
     """A notebook cannot be graded or converted (not a notebook, unknown assignment, a malformed solution or
@@ -64,18 +81,113 @@ class GradingError(ValueError):
 # -- notebooks as plain JSON (no nbformat needed) ------------------------------------------------------------
 
 
+#: limits of a notebook file the grader reads
+MAX_NOTEBOOK_BYTES = 50_000_000
+MAX_JSON_DEPTH = 100
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of [ and { in JSON ``text`` (outside strings), without parsing it."""
+    depth = deepest = 0
+    for m in re.finditer(r"[\[\]{}]", _JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def read_notebook(path: str | Path) -> dict[str, Any]:
-    """Read an ``.ipynb`` file as a dict (nbformat 4). Raises :class:`GradingError`."""
+    """Read an ``.ipynb`` file as a dict (nbformat 4), validated (:func:`validate_notebook`) before any cell
+    is looked at. Raises :class:`GradingError` with a one-line message."""
     p = Path(path)
     try:
-        nb = json.loads(p.read_text(encoding="utf-8"))
+        if p.stat().st_size > MAX_NOTEBOOK_BYTES:
+            raise GradingError(f"{p}: larger than {MAX_NOTEBOOK_BYTES:,} bytes; clear the outputs and retry")
+        text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise GradingError(f"{p}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise GradingError(f"{p}: not a notebook (not UTF-8 text: byte {e.start}: {e.reason})") from None
+    if _json_depth(text) > MAX_JSON_DEPTH:
+        raise GradingError(f"{p}: not a notebook (JSON nested more than {MAX_JSON_DEPTH} levels deep)")
+    try:
+        nb = json.loads(text)
     except json.JSONDecodeError as e:
         raise GradingError(f"{p}:{e.lineno}: not a notebook (JSON: {e.msg})") from None
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list) or nb.get("nbformat") != 4:
-        raise GradingError(f"{p}: not an nbformat 4 notebook")
+    except RecursionError:  # pragma: no cover - _json_depth refuses such input first
+        raise GradingError(f"{p}: not a notebook (JSON nested too deeply)") from None
+    validate_notebook(nb, str(p))
     return nb
+
+
+def _where(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the notebook"
+
+
+def validate_notebook(nb: Any, path: str = "<notebook>") -> None:
+    """Check that ``nb`` is an nbformat 4 notebook the grader can read, before any cell is touched: the
+    nbformat schema (when the ``nbformat`` package is installed, as it is with Jupyter), then the parts the
+    grader reads (cell sources, nbgrader metadata, the assignment id). Raises :class:`GradingError` with
+    one line naming the field: ``a1.ipynb: cells[3].source: expected text or a list of text, got int``."""
+
+    def bad(where: Iterable[Any], problem: str) -> GradingError:
+        return GradingError(f"{path}: {_where(where)}: {problem}")
+
+    if not isinstance(nb, dict) or nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
+        raise GradingError(f"{path}: not an nbformat 4 notebook")
+    try:
+        nested = _json_depth(json.dumps(nb, default=str))
+    except (RecursionError, ValueError):  # a circular or absurdly deep dict given in-process
+        nested = MAX_JSON_DEPTH + 1
+    if nested > MAX_JSON_DEPTH:
+        raise GradingError(f"{path}: not a notebook (JSON nested more than {MAX_JSON_DEPTH} levels deep)")
+    meta = nb.get("metadata", {})
+    if not isinstance(meta, dict):
+        raise bad(["metadata"], "expected an object")
+    emq = meta.get("emqlab", {})
+    if not isinstance(emq, dict):
+        raise bad(["metadata", "emqlab"], "expected an object")
+    if "assignment" in emq and not isinstance(emq["assignment"], str):
+        raise bad(["metadata", "emqlab", "assignment"], f"expected text, got {type(emq['assignment']).__name__}")
+    for i, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict):
+            raise bad(["cells", i], f"expected an object, got {type(cell).__name__}")
+        src = cell.get("source", "")
+        if not isinstance(src, str) and not (isinstance(src, list) and all(isinstance(x, str) for x in src)):
+            raise bad(["cells", i, "source"], f"expected text or a list of text, got {type(src).__name__}")
+        cmeta = cell.get("metadata", {})
+        if not isinstance(cmeta, dict):
+            raise bad(["cells", i, "metadata"], f"expected an object, got {type(cmeta).__name__}")
+        nbg = cmeta.get("nbgrader", {})
+        if not isinstance(nbg, dict):
+            raise bad(["cells", i, "metadata", "nbgrader"], f"expected an object, got {type(nbg).__name__}")
+        gid = nbg.get("grade_id")
+        if gid is not None and not isinstance(gid, str):
+            raise bad(["cells", i, "metadata", "nbgrader", "grade_id"], f"expected text, got {type(gid).__name__}")
+        pts = nbg.get("points", 0)
+        if isinstance(pts, bool) or not isinstance(pts, int | float) or not math.isfinite(pts) or pts < 0:
+            raise bad(["cells", i, "metadata", "nbgrader", "points"], f"expected a number >= 0, got {pts!r}"[:200])
+    # then the schema, on a notebook whose shape the checks above vouch for
+    nbformat: Any
+    try:
+        import nbformat
+    except ImportError:  # pragma: no cover - nbformat comes with Jupyter; the checks above did run
+        nbformat = None
+    if nbformat is not None:
+        import warnings
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                nbformat.validate(copy.deepcopy(nb), version=4)
+        except Exception as e:  # noqa: BLE001 - nbformat's ValidationError, or its own slip on odd input
+            message = " ".join(str(getattr(e, "message", e)).split())
+            if len(message) > 200:
+                message = message[:199] + "…"
+            raise bad(getattr(e, "absolute_path", ()), f"not valid nbformat 4: {message}") from None
 
 
 def write_notebook(nb: Mapping[str, Any], path: str | Path) -> None:
@@ -303,15 +415,14 @@ def run_notebook(nb: Mapping[str, Any], *, tests: bool = False) -> NotebookRun:
     ns: dict[str, Any] = {"__name__": "__main__"}
     run = NotebookRun(ns)
     buf = io.StringIO()
-    for i, cell in enumerate(nb.get("cells", []), start=1):
-        if cell.get("cell_type") != "code":
-            continue
+    code_cells = (c for c in nb.get("cells", []) if c.get("cell_type") == "code")
+    for i, cell in enumerate(code_cells, start=1):  # numbered as code cells: Markdown cells do not count
         if is_grade(cell) and not is_solution(cell) and not tests:
             continue
         code = _python_of(_source(cell))
         try:
             with contextlib.redirect_stdout(buf), _time_limit(CELL_TIMEOUT_S):
-                exec(compile(code, f"<cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
+                exec(compile(code, f"<code cell {i}>", "exec"), ns)  # noqa: S102 - running the notebook is the point
         except BaseException as e:  # noqa: BLE001 - a student's cell may raise anything, even SystemExit
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -344,6 +455,8 @@ class GradedCell:
     names: tuple[str, ...]
     grader: Callable[..., Verdict]
     what: str
+    #: graded cells whose answers this one builds on: when one of them fails, so does this one's feedback say
+    depends: tuple[str, ...] = ()
 
 
 @dataclass
@@ -382,6 +495,8 @@ class GradeReport:
     cells: list[CellGrade]
     errors: list[CellError]
     elapsed_s: float = 0.0
+    #: remarks on the notebook as a whole (an edited locked cell, an unsaved notebook)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -395,7 +510,12 @@ class GradeReport:
         return {"notebook": self.notebook, "assignment": self.assignment, "title": self.title,
                 "score": self.score, "max_score": self.max_score,
                 "cells": [asdict(c) for c in self.cells], "errors": [asdict(e) for e in self.errors],
-                "elapsed_s": round(self.elapsed_s, 3)}
+                "notes": list(self.notes), "elapsed_s": round(self.elapsed_s, 3)}
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_FULL_MARKS` or :data:`EXIT_BELOW_FULL`."""
+        return EXIT_FULL_MARKS if self.score >= self.max_score else EXIT_BELOW_FULL
 
     def text(self) -> str:
         lines = [f"{self.title} ({self.assignment}) · {self.notebook}"]
@@ -404,6 +524,8 @@ class GradeReport:
             lines.append(f"  [{mark}] {c.grade_id:<16} {_pts(c.points)}/{_pts(c.max_points)}  {c.what}")
             for para in c.feedback.split("\n"):
                 lines.append(f"        {para}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
         lines.append(f"  score {_pts(self.score)}/{_pts(self.max_score)}")
         return "\n".join(lines)
 
@@ -472,13 +594,14 @@ def grade_a1_schedule(SCHEDULE: Any) -> Verdict:  # noqa: N803 - the notebook's 
         return Verdict(True, f"Replaying {h.schedule} with a split finish: {a['because']}.")
     s, d, r = pos["sweep"], pos["del"], pos["srem"]
     if s is None:
-        why = "S1 never ran, so nothing raced W1's finish"
+        why = "S1 never ran, so nothing raced W1's finish. Give S1 a step inside the schedule"
     elif d is not None and s < d:
-        why = (f"S1 ran at step {s}, before W1's DEL 1:lock (step {d}): the lock was still there, so the sweep "
-               "saw a live job and only marked it again")
+        why = (f"S1 ran at step {s}, too early: W1 had not yet given up the job's lock, so the lock was still "
+               "there and the sweep saw a live job and only marked it again. Look in W1's history for the "
+               "command that deletes the lock, and let S1 run later")
     elif r is not None and s > r:
-        why = (f"S1 ran at step {s}, after W1's SREM stalled 1 (step {r}): the job was no longer marked, so the "
-               "sweep had nothing to recover")
+        why = (f"S1 ran at step {s}, too late: W1 had already taken the job out of the stalled set, so it was no "
+               "longer marked and the sweep had nothing to recover. Let S1 run earlier")
     else:
         why = f"S1 ran at step {s}, but the job was not recovered"
     return Verdict(False, f"Replaying {h.schedule} (split) leaves job 1 in "
@@ -495,14 +618,18 @@ def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803
                              "job is still marked and active, and closes when it removes the mark (SREM stalled).")
     problems = []
     if first != "DEL":
-        problems.append(f"the window opens at DEL 1:lock, not {first}: before the lock is deleted the sweep sees "
-                        "a live lock and leaves the job alone")
+        problems.append(f"the window does not open after {first or 'an empty name'}: the sweep recovers a job "
+                        "that is active, marked and *unlocked*, so look for the command after which W1's job has "
+                        "no lock any more")
     if second != "SREM":
         if second == "LREM":
-            problems.append("it closes earlier than LREM: once SREM stalled has removed the mark, the sweep's "
-                            "check skips the job (its mark phase only marks it again)")
+            problems.append("it closes earlier than LREM: the sweep stops treating the job as a recovery "
+                            "candidate as soon as one of its three conditions is gone; which earlier command "
+                            "removes one?")
         else:
-            problems.append(f"it closes at SREM stalled (the job stops being a recovery candidate), not at {second}")
+            problems.append(f"it does not close at {second or 'an empty name'}: look for the first command after "
+                            "the window opens that takes away one of the sweep's three conditions (active, "
+                            "marked, unlocked)")
     return Verdict(False, f"GAP is {tuple(GAP)!r}: " + "; ".join(problems) + ".")
 
 
@@ -523,9 +650,10 @@ def grade_a1_atomic(ATOMIC_RUNS_WITH_ANOMALY: Any) -> Verdict:  # noqa: N803
         return Verdict(True, f"Right: exhaustive exploration of the atomic finish runs {explored} interleavings and "
                              f"finds an anomaly in {bad}: the sweep runs before or after the one EVALSHA, never "
                              "inside it.")
-    return Verdict(False, f"ATOMIC_RUNS_WITH_ANOMALY is {ATOMIC_RUNS_WITH_ANOMALY}, but exhaustive exploration of "
-                          f"stalled-finish with --atomic runs {explored} interleavings and finds an anomaly in "
-                          f"{bad}. Run explore(load('stalled-finish'), 'atomic') and read report.runs_with.")
+    return Verdict(False, f"ATOMIC_RUNS_WITH_ANOMALY is {ATOMIC_RUNS_WITH_ANOMALY}, which is not the number of "
+                          "runs with an anomaly in an exhaustive exploration of the atomic finish. Run "
+                          "explore(sc, 'atomic', conn=connect()) and add up report.runs_with; think about where the "
+                          "sweep can run relative to one EVALSHA.")
 
 
 # -- assignment 2: repair a split finish -------------------------------------------------------------------
@@ -538,36 +666,23 @@ A2_KEYS_DOC = ("KEYS: 1 lock, 2 stalled, 3 active, 4 completed, 5 job hash; "
 
 
 def _student_finish_factory(lua: str, violations: list[str]) -> Callable[..., Any]:
-    """A worker that finishes the job it holds with the student's Lua, run split: one step per redis.call."""
-    from .actors import Op
-    from .outcome import Outcome, Result
+    """A worker that finishes the job it holds with the student's Lua, run split (one step per
+    redis.call) through :func:`emqlab.actors.scripted_finish`. A command Redis refuses inside a script
+    (EVAL, MULTI, SCRIPT, …: :data:`FORBIDDEN` among them) is refused by the Lua host with Redis's error,
+    never sent, and noted in ``violations``."""
+    from .actors import scripted_finish
 
-    def worker(runner: Any, spec: Any) -> Any:
+    def note(cmd: tuple[bytes, ...]) -> None:
+        violations.append(cmd[0].decode("utf-8", "replace").upper())
+
+    def worker(ctx: Any, spec: Any) -> Any:
         job = spec.holds
-        token = runner.new_token(spec.id)
-        runner.begin(spec.id, job, token)
-        k = runner.keys
+        token = ctx.new_token(spec.id)
+        ctx.begin(spec.id, job, token)
+        k = ctx.keys
         keys = [k.lock(job), k.stalled, k.active, k.completed, k.job(job)]
-        args = [job, token, str(runner.now()), json.dumps(spec.value, separators=(",", ":"))]
-        run = runner.host.start(lua.encode(), keys, args)
-        import redis
-
-        while run.pending is not None:
-            cmd = run.pending
-            if cmd[0].upper() in FORBIDDEN:
-                violations.append(cmd[0].decode("utf-8", "replace").upper())
-                run.resume(redis.exceptions.ResponseError(f"ERR {cmd[0].decode().upper()} is not allowed here"))
-                continue
-            reply = yield Op("command", "finish", command=cmd, section="finish")
-            run.resume(reply)
-        try:
-            value: Any = run.value()
-        except Exception as e:  # noqa: BLE001 - a Lua error in the student's script
-            value = e
-        run.close()
-        outcome = Outcome.of(value)
-        runner.note(spec.id, Result("finish", job=job, outcome=outcome))
-        runner.end(spec.id, job, outcome)
+        args = [job, token, str(ctx.now()), json.dumps(spec.value, separators=(",", ":"))]
+        yield from scripted_finish(ctx, spec.id, job, lua.encode(), keys, args, on_refused=note)
 
     return worker
 
@@ -793,15 +908,45 @@ A3_SEED = 0
 #: change the assignment): simulate(mode, **A3_RUN)
 A3_RUN: dict[str, Any] = {"rtt_ms": A3_RTT_MS, "jobs": A3_JOBS, "seed": A3_SEED, "workers": 4,
                           "processing_ms": 5.0, "stalled_interval_ms": A3_INTERVAL_MS}
-_A3_CALL = "simulate('{mode}', rtt_ms=5, jobs=200, seed=0, workers=4, processing_ms=5, stalled_interval_ms=30)"
+_A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
 
 
 @lru_cache(maxsize=8)
-def _timed(mode: str) -> tuple[float, int, int]:
+def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
     from .timing import simulate
 
-    r = simulate(mode, keep_history=False, **A3_RUN)
+    r = simulate(mode, keep_history=False, **{**A3_RUN, "rtt_ms": rtt_ms, "seed": seed})
     return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)
+
+
+#: measure(rtt_ms, seed) is also checked here, where no number from the notebook's own run can help.
+A3_VARIANTS: tuple[tuple[float, int], ...] = ((3.0, 1),)
+
+
+def _a3_measure_variants(measure: Any) -> str | None:
+    """Feedback when ``measure(rtt_ms, seed)`` is wrong at a hidden variant, else None."""
+    if not callable(measure):
+        return "measure must be a function of (rtt_ms, seed) returning (p_marked, predicted, measured)."
+    for rtt, seed in A3_VARIANTS:
+        try:
+            got = measure(rtt, seed)
+        except NotImplementedError:
+            return "measure still has the stub: write its body in the answer cell 'a3_measure_answer'."
+        except Exception as e:  # noqa: BLE001
+            return f"measure at another RTT and seed raised {type(e).__name__}: {str(e)[:200]}."
+        if (not isinstance(got, (tuple, list)) or len(got) != 3
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got)):
+            return "measure must return three numbers: (p_marked, predicted, measured)."
+        measured, marked, finishes = _timed("split", rtt, seed)
+        p = marked / finishes if finishes else 0.0
+        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _model(rtt, A3_INTERVAL_MS, p)),
+                              ("measured", got[2], measured)):
+            if not math.isclose(float(x), want, rel_tol=1e-6, abs_tol=0.02 if what == "p_marked" else 1e-6):
+                return (f"Your numbers at RTT 5 ms and seed 0 are right, but at another RTT and seed (a hidden "
+                        f"check) measure's {what} is {_direction(float(x), want)} what that run gives: measure must "
+                        "run its own simulation with the rtt_ms and seed it is given (a hard-coded or copied number "
+                        "only fits one run).")
+    return None
 
 
 def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
@@ -809,7 +954,11 @@ def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
 
 
 _A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0, 1.0), (20.0, 10.0, 0.25),
-              (0.2, 30000.0, 0.2)]
+              (0.2, 30000.0, 0.2), (7.5, 45.0, 0.8)]
+
+#: Answers that are functions, and the points at which an isolated run evaluates them for the grader
+#: (:mod:`emqlab.teaching.sandbox`): only their values there cross back.
+PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS)}
 
 
 def grade_a3_model(predicted_per_1000: Any) -> Verdict:
@@ -825,11 +974,16 @@ def grade_a3_model(predicted_per_1000: Any) -> Verdict:
         except Exception as e:  # noqa: BLE001
             return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) raised {type(e).__name__}: {e}.")
         if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
-            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, the model gives "
-                                  f"{want:.4g}. Per finish, the window is one round trip (DEL lock … SREM stalled) and "
-                                  "a sweep reaches the server every interval + RTT, so a marked finish is hit with "
-                                  "probability RTT / (interval + RTT); per 1,000 jobs multiply by 1000 × p_marked.")
+            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, which is "
+                                  f"{_direction(got, want)} the window model. Re-read Question 1: a marked finish "
+                                  "is hit with probability RTT / (interval + RTT), only a share p_marked of the "
+                                  "finishes are marked, and the answer is per 1,000 jobs. Check each factor, and "
+                                  "the edge cases (RTT 0, a very long interval).")
     return Verdict(True, "Your model matches 1000 × p_marked × RTT / (interval + RTT) at every point checked.")
+
+
+def _direction(got: float, want: float) -> str:
+    return "above" if got > want else "below"
 
 
 def grade_a3_p_marked(P_MARKED: Any) -> Verdict:  # noqa: N803
@@ -838,29 +992,35 @@ def grade_a3_p_marked(P_MARKED: Any) -> Verdict:  # noqa: N803
     if not isinstance(P_MARKED, (int, float)) or isinstance(P_MARKED, bool):
         return Verdict(False, "P_MARKED must be a number between 0 and 1.")
     if abs(float(P_MARKED) - want) <= 0.02:
-        return Verdict(True, f"Right: {marked} of {finishes} split finishes found their job marked ({want:.3f}).")
-    return Verdict(False, f"P_MARKED is {float(P_MARKED):.3f}, but in {_A3_CALL.format(mode='split')} {marked} of "
-                          f"{finishes} finishes found their job marked ({want:.3f}): "
-                          "result.marked_finishes / result.finishes.")
+        return Verdict(True, "Right: that is the share of the split finishes that found their job marked.")
+    return Verdict(False, f"P_MARKED is {float(P_MARKED):.3f}, {_direction(float(P_MARKED), want)} the share of "
+                          f"marked finishes in {_A3_CALL.format(mode='split')}. It is that run's "
+                          "result.marked_finishes divided by its result.finishes: did you run it with every "
+                          "parameter of RUN, RTT 5 ms and seed 0?")
 
 
-def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any) -> Verdict:  # noqa: N803
+def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N803
+                      measure: Any = None) -> Verdict:
     measured, _, _ = _timed("split")
     for name, v in (("MEASURED", MEASURED), ("PREDICTED", PREDICTED), ("P_MARKED", P_MARKED)):
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             return Verdict(False, f"{name} must be a number.")
     want_pred = _model(A3_RTT_MS, A3_INTERVAL_MS, float(P_MARKED))
     if not math.isclose(float(PREDICTED), want_pred, rel_tol=1e-6, abs_tol=1e-6):
-        return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, but your P_MARKED gives {want_pred:.2f} per 1,000 "
-                              f"jobs at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval.")
+        return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, {_direction(float(PREDICTED), want_pred)} the "
+                              f"window model at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval with "
+                              "your own P_MARKED: compute it with your predicted_per_1000.")
     if not math.isclose(float(MEASURED), measured, rel_tol=1e-9, abs_tol=1e-9):
-        return Verdict(False, f"MEASURED is {float(MEASURED):.2f}, but {_A3_CALL.format(mode='split')}"
-                              f".anomalies_per_1000 is {measured:.2f}. A timed run is deterministic for its seed "
-                              "and parameters: did you change one of them?")
-    ratio = measured / want_pred if want_pred else math.inf
-    return Verdict(True, f"Both numbers are right: measured {measured:.1f} anomalies per 1,000 jobs against your"
-                         f" model's {want_pred:.1f} (ratio {ratio:.2f}). The grade is for computing each correctly;"
-                         " where they differ, the written answer should say which effect the model leaves out.")
+        return Verdict(False, f"MEASURED is {float(MEASURED):.2f}, {_direction(float(MEASURED), measured)} the "
+                              f"anomalies_per_1000 of {_A3_CALL.format(mode='split')}. A timed run is deterministic "
+                              "for its seed and parameters: did you change one of them, or copy a number?")
+    if measure is not None:
+        bad = _a3_measure_variants(measure)
+        if bad:
+            return Verdict(False, bad)
+    return Verdict(True, "Both numbers are right, and measure() gives the right numbers at another RTT and seed "
+                         "too. The grade is for computing each correctly; where prediction and measurement "
+                         "differ, the written answer should say which effect the model leaves out.")
 
 
 def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
@@ -868,9 +1028,10 @@ def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
     if not isinstance(ATOMIC_MEASURED, (int, float)) or isinstance(ATOMIC_MEASURED, bool):
         return Verdict(False, "ATOMIC_MEASURED must be a number.")
     if math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
-        return Verdict(True, f"Right: the atomic finish has no window: {measured:g} anomalies per 1,000 jobs.")
-    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, but "
-                          f"{_A3_CALL.format(mode='atomic')}.anomalies_per_1000 is {measured:g}.")
+        return Verdict(True, "Right: the atomic finish has no window for the sweep to run in.")
+    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 of "
+                          f"{_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
+                          "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
 
 
 # -- the assignments -------------------------------------------------------------------------------------------
@@ -899,8 +1060,8 @@ ASSIGNMENTS: dict[str, Assignment] = {a.id: a for a in [
                    "the model: anomalies per 1,000 jobs"),
         GradedCell("a3_p_marked", 1, "a3_measure_answer", ("P_MARKED",), grade_a3_p_marked,
                    "the share of finishes whose job is marked"),
-        GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED"), grade_a3_measured,
-                   "prediction and measurement at 5 ms"),
+        GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED", "measure"),
+                   grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked")),
         GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
                    "the atomic finish at the same RTT"),
     ]),
@@ -927,8 +1088,8 @@ def _grade_cell(cell: GradedCell, run: NotebookRun) -> Verdict:
             return Verdict(False, f"{names} not defined: the answer cell '{cell.answer_cell}' still has the stub "
                                   "('# YOUR CODE HERE' / raise NotImplementedError()). Replace it with your answer.")
         if err is not None:
-            return Verdict(False, f"{names} not defined: the answer cell '{cell.answer_cell}' (cell {err.cell}) "
-                                  f"raised {err.error}.")
+            return Verdict(False, f"{names} not defined: the answer cell '{cell.answer_cell}' (code cell "
+                                  f"{err.cell}) raised {err.error}.")
         return Verdict(False, f"{names} not defined: write it in the answer cell '{cell.answer_cell}'.")
     try:
         return cell.grader(**{n: run.namespace[n] for n in cell.names})
@@ -936,21 +1097,48 @@ def _grade_cell(cell: GradedCell, run: NotebookRun) -> Verdict:
         return Verdict(False, f"Grading {cell.grade_id} failed: {type(e).__name__}: {e}")
 
 
-def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None = None) -> GradeReport:
-    """Grade a notebook (a path or a loaded notebook dict). Deterministic; raises :class:`GradingError` when
-    the notebook is not an emqlab assignment."""
-    started = time.perf_counter()
-    if isinstance(source, Mapping):
-        nb, path = source, name or "<notebook>"
-    else:
-        nb, path = read_notebook(source), name or str(source)
-    assignment = _find_assignment(nb, path)
-    run = run_notebook(nb)
-    grades = []
+def grade_cells(assignment: Assignment, run: NotebookRun) -> list[CellGrade]:
+    """Grade every test cell of ``assignment`` on the answers in ``run``. A failed cell whose answers build on
+    another failed cell (:attr:`GradedCell.depends`) says so first: the cause is there."""
+    grades: list[CellGrade] = []
+    failed: dict[str, GradedCell] = {}
     for cell in assignment.cells:
         v = _grade_cell(cell, run)
+        feedback = v.feedback
+        if not v.passed:
+            causes = [failed[d] for d in cell.depends if d in failed]
+            if causes:
+                named = " and ".join(f"'{c.grade_id}' ({c.what})" for c in causes)
+                feedback = (f"This answer builds on {named}, which did not pass: fix that first, the error here "
+                            f"may come from there. {feedback}")
+            failed[cell.grade_id] = cell
         grades.append(CellGrade(cell.grade_id, cell.what, cell.points if v.passed else 0.0, cell.points, v.passed,
-                                v.feedback))
+                                feedback))
+    return grades
+
+
+def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None = None, isolated: bool = True,
+                   limits: Any = None) -> GradeReport:
+    """Grade a notebook (a path or a loaded notebook dict). Deterministic; raises :class:`GradingError` when
+    the notebook is not an emqlab assignment.
+
+    ``isolated`` (the default) runs the notebook's code in a separate, limited process
+    (:func:`emqlab.teaching.sandbox.grade_isolated`, ``limits`` a :class:`~emqlab.teaching.sandbox.Limits`)
+    and grades the answers that come back; ``isolated=False`` runs it in this process."""
+    started = time.perf_counter()
+    file: str | None = None
+    if isinstance(source, Mapping):
+        nb, path = source, name or "<notebook>"
+        validate_notebook(dict(nb), path)
+    else:
+        nb, path, file = read_notebook(source), name or str(source), str(source)
+    assignment = _find_assignment(nb, path)
+    if isolated:
+        from .teaching.sandbox import DEFAULT_LIMITS, grade_isolated
+
+        return grade_isolated(nb, path, assignment, limits or DEFAULT_LIMITS, file=file)
+    run = run_notebook(nb)
+    grades = grade_cells(assignment, run)
     return GradeReport(path, assignment.id, assignment.title, grades, run.errors, time.perf_counter() - started)
 
 

@@ -20,7 +20,10 @@ from .outcome import Outcome, Result
 
 HISTORY_VERSION = 1
 
-StepKind = Literal["command", "script", "clock"]
+StepKind = Literal["command", "script", "clock", "fault"]
+#: Jepsen's outcome of a step for the actor that sent it: it took effect (ok), it did not (fail), or the
+#: actor cannot know (info: the reply was lost)
+StepOutcome = Literal["ok", "fail", "info"]
 STEP_KINDS: tuple[str, ...] = ("command", "script", "clock")
 
 
@@ -51,6 +54,10 @@ class Step:
     run: int | None = None
     #: the command wrote nothing (a read-only command): the checks call such a step a read
     read_only: bool = False
+    #: ``info`` when the reply was lost (a disconnect fault; ``applied`` says whether it ran), ``fail``
+    #: when it certainly did not take effect (NOSCRIPT without a fallback)
+    outcome: StepOutcome = "ok"
+    applied: bool = True
 
     def command_text(self, width: int = 60) -> str:
         if self.kind == "script":
@@ -60,6 +67,8 @@ class Step:
                 text += " " + " ".join(shown)
         elif self.kind == "clock":
             text = f"(clock) {self.op} " + " ".join(self.args)
+        elif self.kind == "fault":
+            text = f"(fault) {self.op} " + " ".join(self.args)
         else:
             text = " ".join([self.op, *self.args])
         if len(text) > width:
@@ -74,6 +83,8 @@ class Step:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["args"], d["keys"] = list(self.args), list(self.keys)
         d["effects"] = [str(e) for e in self.effects]
+        if self.outcome == "ok":  # JSON v1 as before for the steps of a run without faults
+            del d["outcome"], d["applied"]
         return d
 
     @classmethod
@@ -100,14 +111,24 @@ class Execution:
     result: str | None = None
     released: bool = False
     outcome: Outcome | None = field(default=None, compare=False)
+    #: the step at which the worker crashed with this execution open (it never ended)
+    crashed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"actor": self.actor, "job": self.job, "token": self.token, "start": self.start, "end": self.end,
-                "result": self.result, "released": self.released}
+        d = {"actor": self.actor, "job": self.job, "token": self.token, "start": self.start, "end": self.end,
+             "result": self.result, "released": self.released}
+        if self.crashed is not None:
+            d["crashed"] = self.crashed
+        return d
+
+    @property
+    def open(self) -> bool:
+        """The execution neither ended nor crashed: a live worker still holds the job."""
+        return self.end is None and self.crashed is None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Execution:
-        known = {"actor", "job", "token", "start", "end", "result", "released"}
+        known = {"actor", "job", "token", "start", "end", "result", "released", "crashed"}
         data = {k: v for k, v in d.items() if k in known}
         res = data.get("result")
         outcome = Outcome.parse(res) if isinstance(res, str) else None
@@ -224,6 +245,8 @@ class History:
         lines = [f"-- {self.scenario} · {self.mode} · {self.schedule}"]
         for s in self.steps:
             reply = render_reply(s.reply)
+            if s.outcome == "info":  # the actor never saw this reply
+                reply = f"lost ({reply})" if s.applied else "lost (never sent)"
             tail = "  ".join(str(e) for e in s.effects)
             mark = f"   <== {marks[s.index]}" if s.index in marks else ""
             lines.append(
@@ -284,4 +307,4 @@ def render_reply(reply: Any) -> str:
     return str(reply)
 
 
-__all__ = ["Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "render_reply"]
+__all__ = ["Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "StepOutcome", "render_reply"]

@@ -97,7 +97,8 @@ class Outcome:
         return str(self.code)
 
 
-ResultKind = Literal["fetch", "finish", "sweep", "extend", "lapsed", "add", "cancel"]
+ResultKind = Literal["fetch", "finish", "sweep", "extend", "lapsed", "add", "cancel", "crash", "disconnect",
+                     "script-flush"]
 RESULT_KINDS: tuple[str, ...] = get_args(ResultKind)
 
 

@@ -31,8 +31,8 @@ from typing import Any
 from matplotlib.figure import Figure
 
 MODE_COLORS = {"atomic": "#1b7837", "finish-then-fetch": "#2166ac", "split": "#b2182b",
-               "split-then-fetch": "#e08214"}
-KIND_COLORS = {"command": "#bdbdbd", "script": "#4393c3", "clock": "#f4a582"}
+               "split-then-fetch": "#e08214", "transaction": "#762a83"}
+KIND_COLORS = {"command": "#bdbdbd", "script": "#4393c3", "clock": "#f4a582", "fault": "#000000"}
 ANOMALY_COLORS = {"double-placement": "#d6604d", "lost-job": "#8073ac", "stolen-lock": "#e08214",
                   "duplicate-execution": "#b2182b", "metrics-drift": "#35978f", "attempts-overrun": "#762a83"}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -24,9 +24,14 @@ from typing import Any
 import redis
 
 _FILE_NAME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*)-(?P<numkeys>\d+)\.lua$")
-_INCLUDE = re.compile(rb'^--@include "(?P<path>[A-Za-z0-9_./-]+\.lua)"[ \t]*\r?$', re.M)
+# emqlab's style (``--@include "includes/x.lua"``, relative to the script set's root) and BullMQ's Node style
+# (``--- @include "includes/x"``, relative to the including file, ``.lua`` optional).
+_INCLUDE = re.compile(rb'^--@include "(?P<path>[A-Za-z0-9_./-]+\.lua)"[ \t]*\r?$'
+                      rb'|^---[ \t]*@include[ \t]+"(?P<node>[A-Za-z0-9_./-]+)"[ \t]*\r?$', re.M)
 
 Arg = str | bytes | int | float
+#: the file that makes a folder a variant of one script (:meth:`ScriptSet.overlay`)
+VARIANT_FILE = "variant.yaml"
 
 
 class ScriptError(Exception):
@@ -60,28 +65,38 @@ def lua_dir() -> Path:
     return installed  # a broken install: the error names the folder the wheel should have filled
 
 
-def flatten(path: Path, root: Path | None = None) -> bytes:
-    """The script at ``path`` with every ``--@include "includes/x.lua"`` line replaced by that file's text
-    (relative to ``root``, default the script's folder), each file inlined once, at its first include —
-    what the server receives. Raises :class:`ScriptError` for a missing include."""
+def flatten(path: Path, root: Path | None = None, text: bytes | None = None) -> bytes:
+    """The script at ``path`` with every include line replaced by that file's text, each file inlined once,
+    at its first include — what the server receives. Two styles: emqlab's ``--@include "includes/x.lua"``
+    (relative to ``root``, default the script's folder) and BullMQ's Node ``--- @include "includes/x"``
+    (relative to the including file, ``.lua`` added when missing; the style of BullMQ's npm releases,
+    ``dist/cjs/commands/``). ``text`` stands for the file's own bytes (a variant made from it). Raises
+    :class:`ScriptError` for a missing include."""
     root = root or path.parent
     seen: set[str] = set()
 
     def expand(text: bytes, where: Path) -> bytes:
         def repl(m: re.Match[bytes]) -> bytes:
-            rel = m["path"].decode()
-            if rel in seen:
-                return b"-- (" + m["path"] + b" included above)"
-            seen.add(rel)
-            target = root / rel
+            if m["node"] is not None:  # BullMQ's Node style: relative to the including file
+                name = m["node"].decode()
+                target = (where.parent / (name if name.endswith(".lua") else name + ".lua")).resolve()
+                shown = m["node"]
+            else:
+                target = (root / m["path"].decode()).resolve()
+                shown = m["path"]
+            key = str(target)
+            if key in seen:
+                return b"-- (" + shown + b" included above)"
+            seen.add(key)
             if not target.is_file():
-                raise ScriptError(f"{where.name}: included file {rel} not found under {root}")
+                raise ScriptError(f"{where.name}: included file {shown.decode()} not found "
+                                  f"(looked for {target})")
             body = expand(target.read_bytes(), target).rstrip(b"\n")
-            return b"-- >>> " + m["path"] + b"\n" + body + b"\n-- <<< " + m["path"]
+            return b"-- >>> " + shown + b"\n" + body + b"\n-- <<< " + shown
 
         return _INCLUDE.sub(repl, text)
 
-    return expand(path.read_bytes(), path)
+    return expand(path.read_bytes() if text is None else text, path)
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,9 @@ class ScriptSet:
     def __init__(self, scripts: dict[str, Script], origin: str) -> None:
         self._scripts = dict(sorted(scripts.items()))
         self.origin = origin
+        #: after :meth:`overlay`: the scripts put in place, and the folder's files emqlab never calls
+        self.replaced: tuple[str, ...] = ()
+        self.skipped: tuple[str, ...] = ()
 
     # -- loading -----------------------------------------------------------------------------------
     @classmethod
@@ -153,6 +171,97 @@ class ScriptSet:
             raise ScriptError("the bullmq package is not installed: pip install bullmq==3.4.4 (the version"
                               " emqlab's test extra pins; in an emqlab checkout, pip install -e '.[test]')") from e
         return cls.from_dir(Path(str(root)), f"bullmq {version}")
+
+    def overlay(self, path: str | Path) -> ScriptSet:
+        """This set with the scripts at ``path`` — one ``<name>-<numkeys>.lua`` file, or a folder of them —
+        in place of the same-named ones (includes resolved from the file's folder, then from this set's
+        root folder; a folder's scripts that this set does not have are skipped, as a release's folder
+        holds many emqlab never calls). The new set's origin names the path.
+
+        Raises :class:`ScriptError` (one line) for a path that does not exist, a file not named
+        ``<name>-<numkeys>.lua``, a folder with no such file, a name this set has no script for, a KEYS
+        count that differs from the script it replaces (the callers pass that many, in protocol order;
+        ``docs/protocol.md``), an include that cannot be found, or Lua that does not compile."""
+        from .luahost import LuaHost
+
+        p = Path(path)
+        if not p.exists():
+            raise ScriptError(f"no script file or folder at {p}")
+        if (p / VARIANT_FILE).is_file():
+            return self._variant(p / VARIANT_FILE)
+        files = sorted(f for f in p.glob("*.lua") if _FILE_NAME.match(f.name)) if p.is_dir() else [p]
+        if not files:
+            raise ScriptError(f"{p}: no <name>-<numkeys>.lua file in this folder")
+        scripts = dict(self._scripts)
+        replaced: list[str] = []
+        skipped: list[str] = []
+        host = LuaHost()
+        roots = [Path(s.path).parent for s in self._scripts.values() if s.path]
+        for f in files:
+            m = _FILE_NAME.match(f.name)
+            if not m:
+                raise ScriptError(f"{f}: a script file is named <name>-<numkeys>.lua (e.g. moveToFinished-14.lua)")
+            name, numkeys = m["name"], int(m["numkeys"])
+            if name not in scripts:
+                if p.is_dir():
+                    skipped.append(f.name)  # a release's folder holds scripts emqlab never calls
+                    continue
+                raise ScriptError(f"{f}: {self.origin}'s set has no script named {name!r} to replace (known: "
+                                  f"{', '.join(self._scripts)})")
+            base = scripts[name]
+            if numkeys != base.numkeys and not (name == "moveStalledJobsToWait" and numkeys == base.numkeys + 1):
+                raise ScriptError(f"{f}: declares {numkeys} KEYS, but {base.file_name} takes {base.numkeys}"
+                                  " and emqlab calls it with that many, in protocol order")
+            try:
+                text = flatten(f)
+            except ScriptError as own:
+                try:  # an include of emqlab's own (``includes/common.lua``): resolve it from this set's root
+                    text = flatten(f, roots[0]) if roots else b""
+                except ScriptError:
+                    text = b""
+                if not text:
+                    raise ScriptError(f"{f}: {own}") from None
+            try:
+                host.compile(text)
+            except Exception as e:  # noqa: BLE001 - lupa's syntax error, made one line
+                raise ScriptError(f"{f}: does not compile: {str(e).splitlines()[0]}") from None
+            scripts[name] = Script(name, numkeys, text, str(f))
+            replaced.append(name)
+        if not replaced:
+            raise ScriptError(f"{p}: none of its scripts is one emqlab calls ({', '.join(self._scripts)})")
+        out = ScriptSet(scripts, f"{self.origin} + {p}")
+        out.replaced, out.skipped = tuple(replaced), tuple(skipped)
+        return out
+
+    def _variant(self, spec_path: Path) -> ScriptSet:
+        """The set with one script changed as ``variant.yaml`` says: ``script`` (a file of this set, e.g.
+        ``moveToFinished-14.lua``), ``replace`` (text that must occur exactly once in its source) and
+        ``with`` (what stands there instead). A lesson's variant is one rule changed, kept as that change
+        rather than as a second copy of the script."""
+        import yaml
+
+        try:
+            spec = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise ScriptError(f"{spec_path}: not YAML ({str(e).splitlines()[0]})") from None
+        if not isinstance(spec, dict) or not {"script", "replace", "with"} <= set(spec) or \
+                not all(isinstance(spec[k], str) for k in ("script", "replace", "with")):
+            raise ScriptError(f"{spec_path}: expected the text fields script, replace and with")
+        m = _FILE_NAME.match(spec["script"])
+        base = self._scripts.get(m["name"]) if m else None
+        if base is None or not base.path or base.file_name != spec["script"]:
+            raise ScriptError(f"{spec_path}: script {spec['script']!r} is not one of {self.origin}'s")
+        source = Path(base.path).read_bytes()
+        old, new = spec["replace"].encode(), spec["with"].encode()
+        if source.count(old) != 1:
+            raise ScriptError(f"{spec_path}: the text to replace occurs {source.count(old)} times in "
+                              f"{base.file_name} (it must occur once)")
+        text = flatten(Path(base.path), text=source.replace(old, new))
+        scripts = dict(self._scripts)
+        scripts[base.name] = Script(base.name, base.numkeys, text, str(spec_path))
+        out = ScriptSet(scripts, f"{self.origin} + {spec_path.parent}")
+        out.replaced = (base.name,)
+        return out
 
     # -- access ------------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Script:

@@ -23,9 +23,20 @@ import redis
 
 from . import footprints
 from .actors import FACTORIES, ActorGen, Op
-from .backends import Executor, Namespace, command_executor, is_fake, unique_queue
+from .backends import (
+    BackendError,
+    Executor,
+    Namespace,
+    ServerFault,
+    command_executor,
+    describe,
+    is_fake,
+    server_fault,
+    session_client,
+    unique_queue,
+)
 from .commands import command_keys, is_read_only, key_access
-from .context import Check, Instrument, StepRecord
+from .context import Check, Fault, Instrument, StepRecord
 from .effects import IntervalElapsed, QueueView, diff, read_view, touched_components
 from .footprints import Footprint
 from .history import Execution, FinalState, History, Step
@@ -33,10 +44,13 @@ from .keys import PLACEMENTS, QueueKeys
 from .luahost import LuaHost, ScriptRun, Status
 from .outcome import Outcome, Result
 from .registry import ScriptSet, default_scripts
-from .scenario import Scenario
+from .scenario import FAULT_KINDS, Scenario
 from .schedules import ScheduleError, format_schedule, preemptions
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the virtual clock's origin (ms)
+#: what an actor sees when its connection drops mid round trip (whether or not the request ran)
+LOST = "Connection lost while the request was in flight: the reply never came"
+NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 LOCK_MS = 30000
 
 _JOB_FIELDS = ("atm", "ats", "stc", "defa", "returnvalue", "failedReason", "finishedOn", "processedOn")
@@ -108,6 +122,13 @@ class Runner:
         fake = is_fake(self.conn)
         self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
         self._local_scripts = local_scripts and fake
+        self._specs = {a.id: a for a in scenario.actors}
+        #: the scenario injects faults: every step also reads its process's liveness (a crash or a
+        #: disconnect of that process writes it), and atomic steps read the script cache (a flush writes it)
+        self._faulty = any(a.kind in FAULT_KINDS for a in scenario.actors)
+        if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
+            raise BackendError(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
+                               f"empty the script cache of every client of {describe(self.conn)}")
         self.host = LuaHost()
         chosen = list(instruments) if instruments is not None else []
         if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
@@ -124,6 +145,7 @@ class Runner:
         self._initial_view: QueueView | None = None
         self._runs: list[ScriptRun] = []
         self._gens: dict[str, ActorGen] = {}
+        self._sessions: dict[str, redis.Redis] = {}
         self.reset()
 
     @property
@@ -136,6 +158,7 @@ class Runner:
         """Back to the scenario's initial state: drop every unfinished actor and script run, delete the
         namespace, write the initial keys, restart every actor."""
         self._drop_actors()
+        self.namespace.heartbeat()  # (a live run: its claim in the run index stays fresh while it runs)
         if self.namespace.sole_owner:
             self.exec(b"FLUSHDB")  # a fakeredis server this process created, holding only this run's keys
         else:
@@ -155,6 +178,16 @@ class Runner:
         self._run_count = 0
         self.actor_steps: dict[str, int] = {a.id: 0 for a in self.scenario.actors}
         self.pending: dict[str, Op] = {}
+        #: actors whose next round trip loses its reply (a disconnect fault armed it); whether it runs
+        self._armed: dict[str, bool] = {}
+        #: actors whose last reply was lost
+        self._lost: set[str] = set()
+        #: scripts the server's cache holds (all, until a script-flush fault)
+        self._cached: set[str] | None = None
+        #: actor -> the step (0-based) of the crash that ended it while it had a step pending
+        self.kills: dict[str, int] = {}
+        #: the keys each actor's open WATCH covers
+        self._watched: dict[str, tuple[bytes, ...]] = {}
         for inst in self.instruments:
             start = getattr(inst, "start", None)
             if start is not None:
@@ -171,6 +204,9 @@ class Runner:
         for gen in self._gens.values():
             gen.close()
         self._gens = {}
+        for client in self._sessions.values():
+            client.close()  # its WATCH and any open MULTI go with the connection
+        self._sessions = {}
         for run in self._runs:
             run.close()
         self._runs = []
@@ -210,7 +246,7 @@ class Runner:
     def end(self, actor: str, job: str, outcome: Outcome) -> None:
         for i in range(len(self.executions) - 1, -1, -1):
             e = self.executions[i]
-            if e.actor == actor and e.job == job and e.end is None:
+            if e.actor == actor and e.job == job and e.open:
                 self.executions[i] = replace(e, end=self.index, result=str(outcome), released=outcome.ok,
                                              outcome=outcome)
                 return
@@ -224,8 +260,12 @@ class Runner:
     def note(self, actor: str, result: Result) -> None:
         self.results[actor].append(result)
 
-    def split(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
-        run = self.host.start(self.scripts[name].text, keys, args)
+    def connection_lost(self, actor: str) -> bool:
+        return actor in self._lost
+
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        text = self.scripts[script].text if isinstance(script, str) else script
+        run = self.host.start(text, keys, args)
         self._runs = [r for r in self._runs if not r.closed]
         self._runs.append(run)
         return run
@@ -270,23 +310,61 @@ class Runner:
         command: tuple[bytes, ...] | None = None
         written: Sequence[bytes] | None = None
         read_only = False
-        if op.kind == "script":
+        outcome = "ok"
+        applied = True
+        batch: Sequence[tuple[bytes, ...]] | None = None
+        armed = self._armed.pop(actor, None)
+        self._lost.discard(actor)
+        if self._faulty:
+            fp = fp | Footprint(reads=frozenset({("proc", actor)}))
+        if op.kind == "fault":
+            assert op.fault is not None
+            reply, ffp = self._fault(op.fault)
+            fp = fp | ffp
+            name, args, keys = op.label, [op.section], []
+        elif armed is False:  # the request never reached the server
+            outcome, applied, reply = "info", False, None
+            if op.batch is not None:
+                name, args, keys = self._batch_shown(op, op.batch(now))
+            elif op.kind == "script":
+                assert op.build is not None
+                call = op.build(now)
+                name, args = call.name, [self._show(a) for a in call.args]
+                keys = [self.keys.relative(k) for k in call.keys]
+            else:
+                command = op.lazy() if op.lazy is not None else op.command
+                assert command is not None
+                name, args = command[0].decode().upper(), [self._show(a) for a in command[1:]]
+                keys = [self.keys.relative(k) for k in (command_keys(command) or ())]
+        elif op.batch is not None:
+            cmds = batch = op.batch(now)
+            reply, bfp = self._batch(actor, cmds, op.multi)
+            fp = fp | bfp
+            name, args, keys = self._batch_shown(op, cmds)
+            read_only = not op.multi and all(is_read_only(c[0]) for c in cmds)
+        elif op.kind == "script":
             assert op.build is not None
             call = op.build(now)
-            reply, observed = self._atomic(call.name, call.keys, call.args)
+            reply, observed = self._atomic(call.name, call.keys, call.args, actor)
             fp = fp | observed
             args = [self._show(a) for a in call.args]
             keys = [self.keys.relative(k) for k in call.keys]
             name = call.name
+            if isinstance(reply, redis.exceptions.ResponseError) and str(reply) == NOSCRIPT:
+                outcome = "fail"
         else:
             command = op.lazy() if op.lazy is not None else op.command
             assert command is not None
+            execute = self._session(actor) if op.session else self.exec
             try:
-                reply = self.exec(*command)
+                reply = execute(*command)
             except redis.exceptions.ResponseError as e:
                 reply = e
             access = key_access(command)
             fp = fp | footprints.of_access(access, base)
+            if command[0].upper() == b"WATCH":  # its EXEC's fate depends on every later write to these keys
+                self._watched[actor] = tuple(command[1:])
+                fp = fp | footprints.of_commands([(b"EXISTS", *command[1:])], base)
             if op.kind == "clock":
                 name, args, keys = op.label, [op.section], [self.keys.relative(command[3])]
             else:
@@ -295,8 +373,16 @@ class Runner:
                 keys = [self.keys.relative(k) for k in (command_keys(command) or ())]
                 written = access.writes if access is not None and not access.writes_any else None
                 read_only = is_read_only(command[0]) and not op.pre
+        if armed is not None:
+            outcome = "info"
+        fault = server_fault(reply)
+        if fault is not None and outcome != "fail":  # (a script-flush fault's NOSCRIPT is the point of it)
+            raise ServerFault(f"{actor}'s {name} at step {self.index} got a server error ({fault}): a run cannot"
+                              " go on truthfully past a server fault (its result would count an error as the"
+                              " step's answer); the exploration stops")
         self.actor_steps[actor] += 1
-        rec = StepRecord(actor, op.kind, name, args, reply, command, written=written, read_only=read_only)
+        rec = StepRecord(actor, op.kind, name, args, reply, command, written=written, read_only=read_only,
+                         batch=batch)
         for hook in self._after_hooks:
             hook(self, actor, op, rec)
         shown = _render(reply)
@@ -304,9 +390,12 @@ class Runner:
             shown = "<entry id>"  # server time: differs between backends and runs
         step = Step(self.index, actor, self.actor_steps[actor], op.kind, name, tuple(rec.args), tuple(keys),
                     shown, now, tuple(rec.effects), op.section if op.kind == "command" else "", op.run,
-                    read_only=read_only)
+                    read_only=read_only, outcome=outcome, applied=applied)  # type: ignore[arg-type]
         self.steps.append(step)
         self.footprints.append(fp)
+        if armed is not None:  # the actor sees the same error whether or not its request ran
+            reply = redis.exceptions.ConnectionError(LOST)
+            self._lost.add(actor)
         gen = self._gens[actor]
         try:
             self.pending[actor] = gen.send(reply)
@@ -380,10 +469,28 @@ class Runner:
                           others={j: p for j, p in sorted(placed.items()) if j not in ids})
 
     # -- internals -------------------------------------------------------------------------------
-    def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, Footprint]:
+    def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str = "") -> tuple[Any, Footprint]:
         """One atomic script step and its footprint: on fakeredis with ``local_scripts``, the script run to
         its end through the Lua host inside this one step (every command observed); otherwise EVALSHA
-        (loading the script on NOSCRIPT), with the script's declared prior as footprint."""
+        (loading the script on NOSCRIPT), with the script's declared prior as footprint.
+
+        After a script-flush fault, the script's first EVALSHA gets NOSCRIPT: with the actor's ``noscript:
+        fallback`` (the default) the client loads the script and runs it (one more round trip, inside this
+        step), with ``noscript: fail`` the step fails with Redis's NOSCRIPT error."""
+        if self._cached is not None and name not in self._cached:
+            cache = Footprint(reads=frozenset({("scripts", name)}))
+            spec = self._specs.get(actor)
+            if spec is not None and spec.noscript == "fail":
+                return redis.exceptions.ResponseError(NOSCRIPT), cache
+            self._cached.add(name)
+            reply, fp = self._atomic(name, keys, args, actor)
+            return reply, fp | Footprint(writes=frozenset({("scripts", name)}))
+        if self._faulty:
+            reply, fp = self._atomic_run(name, keys, args)
+            return reply, fp | Footprint(reads=frozenset({("scripts", name)}))
+        return self._atomic_run(name, keys, args)
+
+    def _atomic_run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, Footprint]:
         base = self.keys.base
         if self._local_scripts:
             script = self.scripts[name]
@@ -405,7 +512,96 @@ class Runner:
             reply = self.scripts.call(self._executor, name, keys, args)
         except redis.exceptions.ResponseError as e:
             reply = e
+        except redis.exceptions.TimeoutError:
+            raise ServerFault(self._kill_script(name)) from None
         return reply, footprints.prior(name, keys, base)
+
+    def _kill_script(self, name: str) -> str:
+        """A script step ran past the socket timeout: the server is busy with it, for every client. Send
+        SCRIPT KILL from a connection of its own; returns the message for the user (Redis refuses to kill a
+        script that has written — only SHUTDOWN NOSAVE stops it then, which emqlab never sends)."""
+        killer = session_client(self.conn)
+        try:
+            killer.execute_command("SCRIPT", "KILL")
+            done = "emqlab sent SCRIPT KILL and the server is free again"
+        except redis.exceptions.ResponseError as e:
+            if "UNKILLABLE" in str(e):
+                done = ("Redis refuses SCRIPT KILL because the script already wrote; the server stays busy until"
+                        " it ends — only an operator's SHUTDOWN NOSAVE stops it, which emqlab never sends")
+            else:  # NOTBUSY: it ended meanwhile
+                done = f"the script ended on its own ({e})"
+        except redis.exceptions.RedisError as e:
+            done = f"SCRIPT KILL could not be sent ({e})"
+        finally:
+            killer.close()
+        return (f"the script {name} ran past the socket timeout ({self.keys.base}…): {done}; a run cannot go on"
+                " truthfully past it, the exploration stops")
+
+    def _session(self, actor: str) -> Callable[..., Any]:
+        """``actor``'s own connection (its WATCH and MULTI state), opened at its first use in a run."""
+        client = self._sessions.get(actor)
+        if client is None:
+            client = self._sessions[actor] = session_client(self.conn)
+        return client.execute_command
+
+    def _batch(self, actor: str, cmds: Sequence[tuple[bytes, ...]], multi: bool) -> tuple[Any, Footprint]:
+        """Several commands in one round trip on ``actor``'s connection: pipelined (the replies, errors as
+        values), or as MULTI … EXEC (EXEC's reply: ``None`` when a watched key changed). The footprint is
+        every command's, plus for EXEC a read of the keys the actor WATCHed."""
+        execute = self._session(actor)
+        base = self.keys.base
+        fp = footprints.of_commands(list(cmds), base)
+        if not multi:
+            out: list[Any] = []
+            for c in cmds:
+                try:
+                    out.append(execute(*c))
+                except redis.exceptions.ResponseError as e:
+                    out.append(e)
+            return out, fp
+        watched = self._watched.pop(actor, ())
+        if watched:
+            fp = fp | footprints.of_commands([(b"EXISTS", *watched)], base)
+        execute(b"MULTI")
+        for c in cmds:
+            execute(*c)
+        try:
+            return execute(b"EXEC"), fp
+        except redis.exceptions.ResponseError as e:
+            return e, fp
+
+    def _batch_shown(self, op: Op, cmds: Sequence[tuple[bytes, ...]]) -> tuple[str, list[str], list[str]]:
+        names = " ".join(c[0].decode().upper() for c in cmds)
+        keys = list(dict.fromkeys(self.keys.relative(k) for c in cmds for k in (command_keys(c) or ())))
+        if op.multi:
+            return "EXEC", [f"MULTI {names} EXEC"], keys
+        return "PIPELINE", [names], keys
+
+    def _fault(self, fault: Fault) -> tuple[Any, Footprint]:
+        """Carry out a fault event; returns the reply its actor gets and its footprint (what it changes:
+        the target's liveness, or the script cache)."""
+        if fault.kind == "script-flush":
+            self._cached = set()
+            return Status(b"OK"), Footprint(writes=frozenset(("scripts", n) for n in self.scripts.names()))
+        target = fault.target
+        assert target is not None
+        fp = Footprint(writes=frozenset({("proc", target)}))
+        if target not in self.pending:
+            return "already ended" if fault.kind == "crash" else "no request in flight", fp
+        if fault.kind == "disconnect":
+            self._armed[target] = fault.applied
+            return "armed", fp
+        gen = self._gens.pop(target)
+        del self.pending[target]
+        self.kills[target] = self.index - 1
+        self._armed.pop(target, None)
+        gen.close()  # a split script it was running stops where it was
+        held = []
+        for i, e in enumerate(self.executions):
+            if e.actor == target and e.open:
+                self.executions[i] = replace(e, crashed=self.index)
+                held.append((e.job, e.token))
+        return tuple(held), fp
 
     def _show(self, a: Any) -> str:
         if isinstance(a, bytes):
@@ -429,7 +625,16 @@ class Runner:
         pipe = self.conn.pipeline(transaction=True)
         for cmd in self._initial:
             pipe.execute_command(*cmd)
-        pipe.execute()
+        try:
+            pipe.execute()
+        except redis.exceptions.ResponseError as e:
+            fault = server_fault(e)
+            if fault is None:
+                raise
+            prefix, _, rest = fault.partition(" ")
+            raise ServerFault(f"writing the initial state got a server error ({prefix} "
+                              f"{rest.split(' of pipeline caused error: ')[-1]}): a run cannot go on truthfully past"
+                              " a server fault; the exploration stops") from None
 
 
 def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
@@ -515,6 +720,8 @@ def _render(reply: Any) -> Any:
         return msg if msg.split(" ", 1)[0].isupper() else f"ERR {msg}"
     if isinstance(reply, list):
         return [_render(x) for x in reply]
+    if isinstance(reply, tuple):  # a crash: the executions it cut short
+        return "crashed holding " + ", ".join(j for j, _ in reply) if reply else "crashed holding nothing"
     return reply
 
 

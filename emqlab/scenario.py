@@ -9,6 +9,8 @@ lists them.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,8 @@ from typing import Any
 
 import yaml
 
-MODES = ("atomic", "split", "finish-then-fetch")
+from .context import MODES  # one home for the finish modes
+
 ANOMALY_KINDS = (
     "double-placement",
     "lost-job",
@@ -29,12 +32,73 @@ ANOMALY_KINDS = (
     "stuck-active",
     "work-thrown-away",
 )
-ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller")
+ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller", "crash", "disconnect", "script-flush")
+#: the actor kinds that are fault events (docs/concepts.md, "Faults")
+FAULT_KINDS = ("crash", "disconnect", "script-flush")
+#: what a worker does when a round trip fails (a lost connection, NOSCRIPT without a fallback)
+ON_ERROR = ("none", "retry", "refetch")
 PLACEMENT_FIELDS = ("wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled")
 
 
 class ScenarioError(ValueError):
     """A scenario file is malformed; ``str(e)`` is one line: ``<file>:<line>: <field>: <problem>``."""
+
+
+# -- input limits (docs/scenarios.md, "Limits") --------------------------------------------------------------
+
+#: a scenario file is at most this many bytes
+MAX_FILE_BYTES = 1_000_000
+#: YAML nesting depth of the whole file, and of a job's ``data`` / a worker's ``value``
+MAX_YAML_DEPTH = 40
+MAX_DATA_DEPTH = 32
+#: integers in ``data`` / ``value``: exactly representable in a Lua number (a double)
+MAX_DATA_INT = 2**53
+#: milliseconds (delay, backoff): about 31 years
+MAX_MS = 10**12
+#: BullMQ's highest priority (2^21)
+MAX_PRIORITY = 2_097_152
+#: attempts, max_stalled
+MAX_ATTEMPTS = 1_000_000
+#: a worker's jobs, fetch_attempts, renewals; a sweep's runs (each is a step or more of every interleaving)
+MAX_REPEATS = 100
+MAX_PREEMPTIONS = 1_000
+#: |score| of delayed / prioritized / completed / failed entries
+MAX_SCORE = 1e15
+MAX_ACTORS = 50
+MAX_JOBS = 1_000
+JOB_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+KEEP_JOBS_KEYS = ("count", "age", "limit")
+
+
+class _Refused(yaml.YAMLError):
+    """The safe loader refused the input (an alias, too deep)."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader composing nodes with aliases refused (no alias bomb: the loader stops at the first
+    ``*alias``, before anything is expanded) and the nesting depth bounded (no RecursionError)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(f"aliases (*{event.anchor}) are not supported in scenario files; write the value out",
+                           event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(f"nested more than {MAX_YAML_DEPTH} levels deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 @dataclass
@@ -64,12 +128,25 @@ class ActorSpec:
     keep_jobs: Any = None
     attempts: int | None = None
     renewals: int = 0
+    #: after a failed round trip: give the job up (none), send the same call once more (retry), or give
+    #: the job up and fetch another (refetch)
+    on_error: str = "none"
+    #: NOSCRIPT from EVALSHA: load the script and run it (fallback, as redis-py and ioredis clients do) or
+    #: treat it as a failed round trip (fail)
+    noscript: str = "fallback"
+    #: transaction mode: the keys the finish WATCHes (lock, active, stalled)
+    watch: tuple[str, ...] = ("lock", "active", "stalled")
     # sweep
     max_stalled: int = 1
     runs: int = 1
     # lease / producer / canceller
     job: str | None = None
     of: str | None = None
+    # crash: the crashed process's lock lapses afterwards (its TTL runs out); it restarts as a new process
+    lapse: bool = True
+    restart: bool = False
+    # disconnect: the lost request reached the server and ran (only its reply was lost)
+    applied: bool = True
     line: int = 0
 
     @property
@@ -156,27 +233,72 @@ class _Node:
     def scalar(self) -> Any:
         if not isinstance(self.node, yaml.ScalarNode):
             raise self.fail(f"expected a single value, got {_kind(self.node)}")
-        return yaml.safe_load(yaml.serialize(self.node))
+        try:
+            return yaml.SafeLoader("").construct_object(self.node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as e:  # an unknown !tag, a bad !!timestamp / !!binary
+            problem = " ".join(str(getattr(e, "problem", None) or e).split())
+            raise self.fail(f"cannot read the value {_short(self.node.value)}: {problem}") from None
 
     def text(self) -> str:
         v = self.scalar()
         if isinstance(v, bool) or v is None or isinstance(v, list | dict):
             raise self.fail(f"expected text, got {v!r}")
-        return str(v)
+        return str(v) if not isinstance(v, bytes) else self.node.value
 
-    def integer(self, minimum: int | None = None) -> int:
+    def integer(self, minimum: int | None = None, maximum: int | None = None) -> int:
         v = self.scalar()
         if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(f"expected an integer, got {v!r}")
+            raise self.fail(f"expected an integer, got {_short(v)}")
         if minimum is not None and v < minimum:
-            raise self.fail(f"must be >= {minimum}, got {v}")
+            raise self.fail(f"must be >= {minimum}, got {_short(v)}")
+        if maximum is not None and v > maximum:
+            raise self.fail(f"must be <= {maximum:,}, got {_short(v)}")
         return v
 
-    def number(self) -> float:
+    def number(self, limit: float = MAX_SCORE) -> float:
         v = self.scalar()
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(f"expected a number, got {v!r}")
+            raise self.fail(f"expected a number, got {_short(v)}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise self.fail(f"expected a finite number, got {v}")
+        if abs(v) > limit:
+            raise self.fail(f"must be between -{limit:g} and {limit:g}, got {_short(v)}")
         return float(v)
+
+    def json_value(self, depth: int = 0) -> Any:
+        """The node as JSON data: text, a finite number, true/false, null, a list or a mapping with text
+        keys — what a job's data and a worker's return value become. Dates, sets, binary and !tags are
+        refused, and so is nesting deeper than ``MAX_DATA_DEPTH``."""
+        node = self.node
+        if depth > MAX_DATA_DEPTH:
+            raise self.fail(f"nested more than {MAX_DATA_DEPTH} levels deep")
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != "tag:yaml.org,2002:seq":
+                raise self.fail(f"expected JSON data, got a {node.tag.rsplit(':', 1)[-1]}")
+            return [n.json_value(depth + 1) for n in self.sequence()]
+        if isinstance(node, yaml.MappingNode):
+            if node.tag != "tag:yaml.org,2002:map":
+                raise self.fail(f"expected JSON data, got a {node.tag.rsplit(':', 1)[-1]} (a list or a mapping "
+                                "with values fit)")
+            out: dict[str, Any] = {}
+            for key, value in self.mapping().items():
+                if key == "<<":
+                    raise self.fail("merge keys (<<) are not supported in scenario files")
+                out[key] = value.json_value(depth + 1)
+            return out
+        v = self.scalar()
+        if v is None or isinstance(v, bool | str):
+            return v
+        if isinstance(v, int):
+            if abs(v) > MAX_DATA_INT:
+                raise self.fail(f"integers in JSON data are limited to ±2^53, got {_short(v)}")
+            return v
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise self.fail(f"expected JSON data, got {v} (JSON has no infinity or NaN)")
+            return v
+        raise self.fail(f"expected JSON data (text, a number, true/false, null, a list or a mapping), got "
+                        f"a {type(v).__name__} {_short(self.node.value)} (quote it to make it text)")
 
     def boolean(self) -> bool:
         v = self.scalar()
@@ -191,10 +313,37 @@ class _Node:
         return v
 
     def any(self) -> Any:
-        return yaml.safe_load(yaml.serialize(self.node))
+        return self.json_value()
 
     def ids(self) -> list[str]:
         return [n.text() for n in self.sequence()]
+
+    def job_id(self) -> str:
+        v = self.text()
+        if not JOB_ID.fullmatch(v):
+            raise self.fail(f"job ids are 1 to 64 letters, digits, '_', '.' or '-', got {_short(v)}")
+        return v
+
+    def keep_jobs(self) -> Any:
+        """BullMQ's removeOnComplete/removeOnFail: true/false, a count, or {count, age, limit}."""
+        if isinstance(self.node, yaml.MappingNode):
+            out = {}
+            for k, n in self.mapping(KEEP_JOBS_KEYS).items():
+                out[k] = n.integer(-1 if k == "count" else 0, MAX_ATTEMPTS if k != "age" else MAX_MS)
+            return out
+        if isinstance(self.node, yaml.SequenceNode):
+            raise self.fail("expected true, false, a count or {count, age, limit}, got a list")
+        v = self.scalar()
+        if v is None or isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return self.integer(-1, MAX_ATTEMPTS)
+        raise self.fail(f"expected true, false, a count or {{count, age, limit}}, got {_short(v)}")
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind(node: yaml.Node) -> str:
@@ -202,7 +351,7 @@ def _kind(node: yaml.Node) -> str:
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
         return "a list"
-    return f"{node.value!r}"
+    return _short(node.value)
 
 
 TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "actors", "expect", "modes",
@@ -211,11 +360,14 @@ JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields"
 STATE_KEYS = (*PLACEMENT_FIELDS, "locks", "meta", "metrics")
 ACTOR_KEYS: dict[str, tuple[str, ...]] = {
     "worker": ("id", "kind", "holds", "jobs", "finish", "value", "mode", "fetch_next", "fetch_attempts",
-               "keep_jobs", "attempts", "renewals"),
+               "keep_jobs", "attempts", "renewals", "on_error", "noscript", "watch"),
     "sweep": ("id", "kind", "mode", "max_stalled", "runs"),
     "lease": ("id", "kind", "job", "of"),
     "producer": ("id", "kind", "job"),
     "canceller": ("id", "kind", "job", "mode", "value"),
+    "crash": ("id", "kind", "of", "lapse", "restart"),
+    "disconnect": ("id", "kind", "of", "applied"),
+    "script-flush": ("id", "kind"),
 }
 
 
@@ -231,6 +383,9 @@ def load(source: str | Path) -> Scenario:
             )
         path = shipped
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(f"{source}: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen "
+                                "lines)")
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(f"{source}: cannot read: {e.strerror or e}") from None
@@ -241,8 +396,13 @@ def load(source: str | Path) -> Scenario:
 
 def loads(text: str, path: str = "<scenario>") -> Scenario:
     """Parse scenario YAML ``text``; ``path`` names it in error messages."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}:1: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen lines)")
     try:
-        root = yaml.compose(text)
+        root = yaml.compose(text, Loader=_SafeLoader)
+    except _Refused as e:
+        mark = e.problem_mark
+        raise ScenarioError(f"{path}:{mark.line + 1 if mark else 1}: {e.problem}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else 0
@@ -264,22 +424,31 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
 
     jobs: dict[str, JobSpec] = {}
     if "jobs" in top:
-        for jid, node in top["jobs"].mapping().items():
+        job_nodes = top["jobs"].mapping()
+        if len(job_nodes) > MAX_JOBS:
+            raise top["jobs"].fail(f"at most {MAX_JOBS} jobs, got {len(job_nodes)}")
+        for jid, node in job_nodes.items():
+            if not JOB_ID.fullmatch(jid):
+                raise node.fail(f"job ids are 1 to 64 letters, digits, '_', '.' or '-', got {_short(jid)}")
             m = node.mapping(JOB_KEYS) if not isinstance(node.node, yaml.ScalarNode) or node.node.value else {}
             job = JobSpec(id=jid)
             if "name" in m:
                 job.name = m["name"].text()
             if "data" in m:
-                job.data = m["data"].any()
-            for k in ("attempts", "backoff", "priority", "delay"):
+                job.data = m["data"].json_value()
+            limits = {"attempts": MAX_ATTEMPTS, "backoff": MAX_MS, "priority": MAX_PRIORITY, "delay": MAX_MS}
+            for k, most in limits.items():
                 if k in m:
-                    setattr(job, k, m[k].integer(0))
+                    setattr(job, k, m[k].integer(0, most))
             if "fields" in m:
                 job.fields = {k: v.text() for k, v in m["fields"].mapping().items()}
             jobs[jid] = job
 
     actors: list[ActorSpec] = []
-    for node in top["actors"].sequence():
+    actor_nodes = top["actors"].sequence()
+    if len(actor_nodes) > MAX_ACTORS:
+        raise top["actors"].fail(f"at most {MAX_ACTORS} actors, got {len(actor_nodes)}")
+    for node in actor_nodes:
         m = node.mapping()
         if "kind" not in m:
             raise node.fail("kind: missing (one of: " + ", ".join(ACTOR_KINDS) + ")")
@@ -298,6 +467,19 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
     for a in actors:
         if a.kind == "lease" and a.of is not None and a.of not in actor_ids:
             raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.of: unknown actor {a.of!r}")
+        if a.kind in ("crash", "disconnect"):
+            if a.of is None:
+                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.of: missing (the actor the {a.kind} hits)")
+            target = next((t for t in actors if t.id == a.of), None)
+            if target is None:
+                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.of: unknown actor {a.of!r}"
+                                    f" (actors: {', '.join(sorted(actor_ids))})")
+            if target.kind in FAULT_KINDS or target.kind == "lease":
+                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.of: a {a.kind} hits a process (a worker,"
+                                    f" sweep, producer or canceller), not the {target.kind} {a.of!r}")
+            if a.restart and target.kind != "worker":
+                raise ScenarioError(f"{path}:{a.line}: actors.{a.id}.restart: only a worker restarts"
+                                    f" ({a.of!r} is a {target.kind})")
 
     state: dict[str, Any] = {}
     locks: dict[str, str] = {}
@@ -330,6 +512,14 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
             metrics = sm["metrics"].boolean()
 
 
+    placed = {jid: name for name, ids in state.items() for jid in ids}
+    for a in actors:
+        if a.kind == "producer" and a.job in placed:
+            raise ScenarioError(
+                f"{path}:{a.line}: actors.{a.id}.job: job {a.job!r} is already in {placed[a.job]} in the initial "
+                f"state; a producer adds a new job (remove it from state.{placed[a.job]} or give the producer "
+                "another job)")
+
     modes = list(MODES)
     if "modes" in top:
         modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
@@ -350,7 +540,7 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
                     for who, cn in em["codes"].mapping().items():
                         if who not in actor_ids:
                             raise cn.fail(f"unknown actor {who!r}")
-                        codes[who] = [c.integer() for c in cn.sequence()]
+                        codes[who] = [c.integer(-1000, 1000) for c in cn.sequence()]
                 expect[mode] = Expectation(anomalies, codes)
 
     source = []
@@ -359,7 +549,14 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         source = node.ids() if isinstance(node.node, yaml.SequenceNode) else [node.text()]
     anomaly = top["anomaly"].choice(("none", *ANOMALY_KINDS), "anomaly") if "anomaly" in top else "none"
     queue = top["queue"].text() if "queue" in top else "q"
-    bound = top["preemptions"].integer(0) if "preemptions" in top else None
+    if "queue" in top:
+        from .keys import QueueKeys
+
+        try:
+            QueueKeys(queue)
+        except ValueError as e:
+            raise top["queue"].fail(str(e)) from None
+    bound = top["preemptions"].integer(0, MAX_PREEMPTIONS) if "preemptions" in top else None
     return Scenario(
         name=top["name"].text(),
         title=top["title"].text() if "title" in top else top["name"].text(),
@@ -382,20 +579,27 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
 
 def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec]) -> None:
     setters: dict[str, Callable[[_Node], Any]] = {
-        "holds": lambda n: None if n.scalar() is None else n.text(),
-        "jobs": lambda n: n.integer(1),
+        "holds": lambda n: None if isinstance(n.node, yaml.ScalarNode) and n.scalar() is None else n.text(),
+        "jobs": lambda n: n.integer(1, MAX_REPEATS),
         "finish": lambda n: n.choice(("completed", "failed"), "finish target"),
-        "value": lambda n: n.any(),
+        "value": lambda n: n.json_value(),
         "mode": lambda n: n.choice(MODES if spec.kind == "worker" else ("atomic", "split"), "mode"),
         "fetch_next": lambda n: n.boolean(),
-        "fetch_attempts": lambda n: n.integer(1),
-        "keep_jobs": lambda n: n.any(),
-        "attempts": lambda n: n.integer(0),
-        "renewals": lambda n: n.integer(0),
-        "max_stalled": lambda n: n.integer(0),
-        "runs": lambda n: n.integer(1),
+        "fetch_attempts": lambda n: n.integer(1, MAX_REPEATS),
+        "keep_jobs": lambda n: n.keep_jobs(),
+        "attempts": lambda n: n.integer(0, MAX_ATTEMPTS),
+        "renewals": lambda n: n.integer(0, MAX_REPEATS),
+        "max_stalled": lambda n: n.integer(0, MAX_ATTEMPTS),
+        "runs": lambda n: n.integer(1, MAX_REPEATS),
         "job": lambda n: n.text(),
         "of": lambda n: n.text(),
+        "on_error": lambda n: n.choice(ON_ERROR, "on_error"),
+        "noscript": lambda n: n.choice(("fallback", "fail"), "noscript"),
+        "lapse": lambda n: n.boolean(),
+        "restart": lambda n: n.boolean(),
+        "applied": lambda n: n.boolean(),
+        "watch": lambda n: tuple(dict.fromkeys(x.choice(("lock", "active", "stalled"), "watched key")
+                                               for x in n.sequence())),
     }
     for key, node in m.items():
         if key in ("id", "kind"):

@@ -103,18 +103,31 @@ from typing import Any
 import redis
 
 from . import scripts as api
-from .actors import LAPSE_LUA, ActorGen, Op, _extend_call, _next_job, script
+from .actors import (
+    ActorGen,
+    Op,
+    _next_job,
+    deferred_failure,
+    fetch,
+    finish,
+    lapse,
+    renew,
+    sweep_once,
+    transaction_finish,
+)
 from .context import StepRecord
 from .effects import LockChanged, Placed, Removed
 from .history import History
-from .outcome import Outcome, Result
+from .outcome import Outcome
 from .scenario import ActorSpec, JobSpec, Scenario
 from .schedule import T0, Runner
 
 #: Finish modes, in the order tables and plots show them.
-MODES = ("atomic", "finish-then-fetch", "split")
-#: Every (finish, fetch_next) combination: the three modes plus a split finish followed by a separate fetch.
+MODES = ("atomic", "finish-then-fetch", "transaction", "split")
+#: Every (finish, fetch_next) combination: the four modes plus a split finish followed by a separate fetch.
 ALL_MODES = (*MODES, "split-then-fetch")
+#: round trips of one transaction finish that commits at once: WATCH, the pipelined reads, MULTI … EXEC
+TRANSACTION_ROUND_TRIPS = 3
 #: The round-trip slider's presets (ms): name → RTT.
 PRESETS: dict[str, float] = {
     "Unix socket": 0.03,
@@ -133,9 +146,14 @@ INF = math.inf
 
 def mode_of(finish: str, fetch_next: bool) -> str:
     """``("atomic", True)`` → ``"atomic"``; ``("atomic", False)`` → ``"finish-then-fetch"``;
-    ``("split", True)`` → ``"split"``; ``("split", False)`` → ``"split-then-fetch"``."""
+    ``("split", True)`` → ``"split"``; ``("split", False)`` → ``"split-then-fetch"``; ``("transaction",
+    False)`` → ``"transaction"`` (a transaction has no fetch-next)."""
+    if finish == "transaction":
+        if fetch_next:
+            raise ValueError("a transaction finish has no fetch-next")
+        return "transaction"
     if finish not in ("atomic", "split"):
-        raise ValueError(f"finish must be 'atomic' or 'split', not {finish!r}")
+        raise ValueError(f"finish must be 'atomic', 'split' or 'transaction', not {finish!r}")
     if finish == "atomic":
         return "atomic" if fetch_next else "finish-then-fetch"
     return "split" if fetch_next else "split-then-fetch"
@@ -144,7 +162,7 @@ def mode_of(finish: str, fetch_next: bool) -> str:
 def parts_of(mode: str) -> tuple[str, bool]:
     """The inverse of :func:`mode_of`. Raises ``ValueError`` for an unknown mode."""
     table = {"atomic": ("atomic", True), "finish-then-fetch": ("atomic", False), "split": ("split", True),
-             "split-then-fetch": ("split", False)}
+             "split-then-fetch": ("split", False), "transaction": ("transaction", False)}
     if mode not in table:
         raise ValueError(f"unknown finish mode {mode!r} (one of: {', '.join(ALL_MODES)})")
     return table[mode]
@@ -207,7 +225,7 @@ def timed_scenario(config: TimingConfig) -> Scenario:
         actors.append(ActorSpec(id="S1", kind="sweep", max_stalled=config.max_stalled))
     actors += [ActorSpec(id=f"L{i}", kind="lease", job=ids[0], of=f"W{i}") for i in range(1, config.workers + 1)]
     return Scenario(name="timed", title=f"{config.jobs} jobs, {config.workers} workers and the sweep",
-                    lesson="", source=[], anomaly="double-placement", queue="timed", jobs=jobs,
+                    lesson="", source=[], anomaly="double-placement", queue="q", jobs=jobs,
                     state={"wait": ids}, locks={}, meta={"opts.maxLenEvents": "10000"}, metrics=False,
                     actors=actors, expect={},
                     modes=list(ALL_MODES))
@@ -252,6 +270,10 @@ class TimedResult:
     config: dict[str, Any] = field(default_factory=dict)
     #: round trips one finish took → number of finishes (1 for atomic; the split script's command counts)
     finish_round_trips: dict[int, int] = field(default_factory=dict)
+    #: transaction mode: EXECs aborted because a watched key changed, and attempts made (WATCH … EXEC
+    #: rounds: one per finish plus one per abort that was tried again)
+    aborts: int = 0
+    attempts: int = 0
     #: the first few anomalies with their "because" sentences
     examples: list[dict[str, Any]] = field(default_factory=list)
     history: History | None = field(default=None, repr=False)
@@ -259,6 +281,11 @@ class TimedResult:
     @property
     def anomaly_total(self) -> int:
         return sum(self.anomalies.values())
+
+    @property
+    def aborts_per_job(self) -> float:
+        """Aborted EXECs per job execution (transaction mode; 0 otherwise)."""
+        return self.aborts / self.finishes if self.finishes else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -530,9 +557,28 @@ class TimedRun:
         elif annotate and op.kind == "script" and step.op == "moveToFinished":
             if Outcome.of(step.reply).ok:
                 step.effects += [Removed(step.args[0], "active"), Placed(step.args[0], step.args[4])]
+        elif annotate and step.op == "EXEC" and isinstance(step.reply, list) and step.batch:
+            step.effects += self._exec_effects(actor, step.batch, step.reply)
         elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
                 and step.args[0] in ("completed", "failed") and step.reply == 1:  # 1 = newly added
             step.effects.append(Placed(step.args[2], step.args[0]))
+
+    def _exec_effects(self, actor: str, batch: Sequence[tuple[bytes, ...]], replies: list[Any]) -> list[Any]:
+        """The effects the checks need of a committed transaction, from its commands and their replies."""
+        k = self.runner.keys
+        out: list[Any] = []
+        places = {k.completed.encode(): "completed", k.failed.encode(): "failed", k.delayed.encode(): "delayed"}
+        for c, rr in zip(batch, replies, strict=False):
+            if c[0] == b"DEL" and c[1].endswith(b":lock") and rr == 1:
+                job = k.relative(c[1])[: -len(":lock")]
+                out.append(LockChanged(job, self.runner.current_token(actor, job), None))
+            elif c[0] == b"LREM" and c[1] == k.active.encode() and rr:
+                out.append(Removed(c[3].decode(), "active"))
+            elif c[0] == b"ZADD" and c[1] in places and rr == 1:
+                out.append(Placed(c[3].decode(), places[c[1]]))
+            elif c[0] == b"LPUSH" and c[1] == k.wait.encode():
+                out.append(Placed(c[2].decode(), "wait"))
+        return out
 
     # -- bookkeeping the generators call -------------------------------------------------------------
     @property
@@ -566,7 +612,7 @@ class TimedRun:
         except StopIteration as e:
             return e.value
         op.delay_ms = delay
-        counting = op.label == "moveToFinished"
+        counting = op.label in ("moveToFinished", "transaction")
         while True:
             if counting:
                 self._ops_in_finish[worker] = self._ops_in_finish.get(worker, 0) + 1
@@ -581,21 +627,11 @@ class TimedRun:
             except StopIteration as e:
                 return e.value
 
-    def _fetch(self, runner: Runner, wid: str, token: str) -> Generator[Op, Any, Any]:
-        keys = runner.keys
-        reply = yield from script(
-            runner, "atomic",
-            lambda now: api.move_to_active_call(keys, token, timestamp=now, lock_duration=SERVER_LOCK_PX, name=wid),
-            "moveToActive")
-        runner.note(wid, Result("fetch", outcome=Outcome.of(reply)))
-        return reply
-
     def _worker(self, runner: Runner, spec: ActorSpec) -> ActorGen:
         cfg = self.config
-        keys = runner.keys
         wid = spec.id
         token = runner.new_token(wid)
-        reply = yield from self._fetch(runner, wid, token)
+        reply = yield from fetch(runner, wid, token, lock_duration=SERVER_LOCK_PX)
         while True:
             job = _next_job(reply)
             if job is None:
@@ -603,8 +639,7 @@ class TimedRun:
             if wid not in self.leases:  # (a split fetch-next already noted its lock when it was set)
                 self._acquired(wid, job, token, self.t)
             runner.begin(wid, job, token)
-            nxt = api.decode_next(reply)
-            defa = nxt.deferred_failure if nxt is not None else None
+            defa = deferred_failure(reply)
             start = self.reply_at
             work = 0.0 if defa else self.processing[job]
             renewals = 0
@@ -612,9 +647,7 @@ class TimedRun:
             while every > 0 and (renewals + 1) * every < work:
                 renewals += 1
                 delay = max(0.0, start + renewals * every - self.reply_at)
-                ext = yield from self._tracked(wid, token, script(
-                    runner, "atomic", _extend_call(keys, job, token, SERVER_LOCK_PX), "extendLock"), delay)
-                runner.note(wid, Result("extend", outcome=Outcome.of(ext)))
+                ext = yield from self._tracked(wid, token, renew(runner, wid, job, token, SERVER_LOCK_PX), delay)
                 lease = self.leases.get(wid)
                 if ext == 1 and lease is not None:
                     lease.expiry = self.t + cfg.lock_ms
@@ -622,44 +655,31 @@ class TimedRun:
             target: api.Target = "failed" if defa else "completed"
             value = defa if defa else {"ok": True}
             opts = api.FinishOpts(token=token, lock_duration=SERVER_LOCK_PX, name=wid)
-            fetch = self.fetch_next
-            def build(now: int, j: str = job, tg: api.Target = target, v: Any = value, f: bool = fetch,
-                      o: api.FinishOpts = opts) -> api.ScriptCall:
-                return api.move_to_finished_call(keys, j, token, tg, v, o, f, timestamp=now)
-
-            reply = yield from self._tracked(wid, token, script(runner, self.finish_mode, build, "moveToFinished"),
-                                             delay)
-            outcome = Outcome.of(reply)
-            runner.note(wid, Result("finish", job=job, outcome=outcome))
-            ok = outcome.ok
-            runner.end(wid, job, outcome)
+            if self.finish_mode == "transaction":
+                sub = transaction_finish(runner, wid, job, target, value, opts)
+            else:
+                sub = finish(runner, wid, self.finish_mode, job, target, value, opts, self.fetch_next)
+            reply = yield from self._tracked(wid, token, sub, delay)
             self._finished(wid, job)
-            if not (ok and fetch):  # fetch separately: finish-then-fetch, or the finish was refused
-                reply = yield from self._fetch(runner, wid, token)
+            if not (Outcome.of(reply).ok and self.fetch_next):  # fetch separately: finish-then-fetch, or refused
+                reply = yield from fetch(runner, wid, token, lock_duration=SERVER_LOCK_PX)
 
     def _sweep(self, runner: Runner, spec: ActorSpec) -> ActorGen:
-        keys = runner.keys
         interval = self.config.stalled_interval_ms
         px = max(1, int(interval))
         while True:
-            pre: list[tuple[bytes, ...]] = [(b"DEL", keys.stalled_check.encode())]
-            sub = script(runner, "atomic",
-                          lambda now: api.move_stalled_jobs_to_wait_call(keys, spec.max_stalled, px, timestamp=now),
-                          "moveStalledJobsToWait", pre)
-            reply = yield from self._tracked(spec.id, "", sub, interval)
-            if isinstance(reply, list):
-                ids = tuple(x.decode() if isinstance(x, bytes) else str(x) for x in reply)
-                runner.note(spec.id, Result("sweep", jobs=ids))
+            yield from self._tracked(spec.id, "", sweep_once(runner, spec.id, spec.max_stalled, "atomic", px),
+                                     interval)
 
     def _lease(self, runner: Runner, spec: ActorSpec) -> ActorGen:
         owner = spec.of or "W1"
-        while True:
-            def command() -> tuple[bytes, ...]:
-                lease = self.leases.get(owner) or _Lease("", "", 0.0, 0.0)
-                return (b"EVAL", LAPSE_LUA, b"1", runner.keys.lock(lease.job).encode(), lease.token.encode())
 
-            yield Op("clock", "lapse", lazy=command, section=f"the lease of {owner}'s lock lapses")
-            runner.note(spec.id, Result("lapsed"))
+        def lock() -> tuple[str, str | None]:
+            held = self.leases.get(owner) or _Lease("", "", 0.0, 0.0)
+            return held.job, held.token
+
+        while True:
+            yield from lapse(runner, spec.id, None, lock, f"the lease of {owner}'s lock lapses")
 
     # -- results -------------------------------------------------------------------------------------
     def result(self) -> TimedResult:
@@ -684,6 +704,8 @@ class TimedRun:
             marked_finishes=self.marked_finishes, window_ms=self.window_ms, truncated=self.truncated,
             steps=len(h.steps), wall_s=time.perf_counter() - self._started, config=asdict(cfg),
             finish_round_trips=dict(sorted(self.finish_commands.items())),
+            aborts=sum(1 for s in h.steps if s.op == "EXEC" and s.reply is None),
+            attempts=sum(1 for s in h.steps if s.op == "WATCH" and s.actor in self.worker_ids),
             examples=h.anomalies[:3], history=h if self.keep_history else None)
 
     def close(self) -> None:
@@ -738,6 +760,7 @@ class Sweep:
         out = []
         for r in self.results:
             row = {"mode": r.mode, "rtt_ms": r.rtt_ms, "round_trips_per_job": round(r.round_trips_per_job, 3),
+                   "aborts_per_job": round(r.aborts_per_job, 3),
                    "jobs_per_s": round(r.jobs_per_s, 2), "anomalies_per_1000": round(r.anomalies_per_1000, 2),
                    "expected_per_1000": round(r.expected_per_1000, 2), "anomalies": r.anomaly_total,
                    "gap_hits": r.gap_hits, "finishes": r.finishes, "jobs": r.jobs, "workers": r.workers,
@@ -783,10 +806,14 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
 
 
-def model_round_trips(mode: str, split_commands: float | None = None) -> float:
+def model_round_trips(mode: str, split_commands: float | None = None, attempts_per_job: float = 1.0) -> float:
     """The model's round trips per job: 1 (atomic), 2 (finish-then-fetch), the split script's command count
-    (``split``; pass it), that count + 1 (``split-then-fetch``)."""
+    (``split``; pass it), that count + 1 (``split-then-fetch``), and for ``transaction`` 3 per attempt (WATCH,
+    the pipelined reads, MULTI … EXEC; an aborted EXEC starts another, up to the attempt limit) + 1 for
+    the fetch."""
     finish, fetch = parts_of(mode)
+    if finish == "transaction":
+        return TRANSACTION_ROUND_TRIPS * attempts_per_job + 1
     if finish == "atomic":
         return 1.0 if fetch else 2.0
     if split_commands is None:

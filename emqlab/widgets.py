@@ -302,6 +302,13 @@ class SchedulerStepper(_View):
             return f"EVALSHA {op.label}"
         if op.kind == "clock":
             return f"(clock) {op.section}"
+        if op.kind == "fault":
+            return f"(fault) {op.section}"
+        if op.batch is not None:
+            cmds = op.batch(self.runner.now())
+            names = " ".join(c[0].decode().upper() for c in cmds)
+            text = f"MULTI {names} EXEC" if op.multi else f"PIPELINE {names}"
+            return text if len(text) <= 48 else text[:47] + "…"
         assert op.command is not None
         parts = [self.runner.keys.relative(p) if isinstance(p, bytes) and _printable(p) else
                  (p.decode() if isinstance(p, bytes) and _printable(p) else "<msgpack>") for p in op.command]

@@ -6,8 +6,13 @@ the reason, except in CI (``CI=true``), where a missing server is an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -109,3 +114,34 @@ def foreign_keys_untouched() -> Iterator[None]:
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"emqlab live Redis: {live_url()} (CI={'true' if IN_CI else 'false'})"
+
+
+@contextlib.contextmanager
+def own_redis_server(*options: str) -> Iterator[str]:
+    """A throwaway ``redis-server`` on a free local port with ``options`` (nothing on disk), for faults a
+    shared server must never see; yields its URL and kills it afterwards. Skips (fails in CI) without the
+    binary."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        if IN_CI:
+            pytest.fail("CI=true requires redis-server on PATH")
+        pytest.skip("redis-server not on PATH")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        c = redis.Redis.from_url(url)
+        for _ in range(100):
+            try:
+                c.ping()
+                break
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+        c.close()
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -17,12 +17,13 @@ from emqlab import grading
 from emqlab.backends import BackendError, connect
 from emqlab.cli import main
 from emqlab.schedule import ScheduleError, parse_schedule
+from emqlab.verdict import ExitCode, markdown_table
 from tests.conftest import backend_conn
 
 
-def _one_line_error(args: list[str]) -> str:
+def _one_line_error(args: list[str], code: int = ExitCode.USAGE) -> str:
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == code, res.output
     assert res.output.startswith("error: ") and res.output.count("\n") == 1, res.output
     assert "Traceback" not in res.output
     return res.output
@@ -40,19 +41,22 @@ def test_only_ascii_digits_and_letters_in_schedules() -> None:
 
 
 @pytest.mark.parametrize(
-    ("url", "words"),
+    ("url", "words", "code"),
     [
-        ("redis://127.0.0.1:6379/abc", "the database 'abc' is not a number"),
-        ("redis://:@/", "no host"),
-        ("redis://127.0.0.1:notaport/0", "malformed Redis URL"),
-        ("foo", "malformed Redis URL 'foo'"),
-        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0"),
+        ("redis://127.0.0.1:6379/abc", "the database 'abc' is not a number", ExitCode.USAGE),
+        ("redis://:@/", "no host", ExitCode.USAGE),
+        ("redis://127.0.0.1:notaport/0", "malformed Redis URL", ExitCode.USAGE),
+        ("foo", "malformed Redis URL 'foo'", ExitCode.USAGE),
+        ("redis://127.0.0.1:6379/0?foo=1", "unknown option foo", ExitCode.USAGE),
+        ("redis://127.0.0.1:6379/0?socket_timeout=abc", "Invalid value for 'socket_timeout'", ExitCode.USAGE),
+        # an unreachable server is an infrastructure error (exit 4), no longer a usage error (2)
+        ("redis://127.0.0.1:1/0", "cannot reach Redis at redis://127.0.0.1:1/0", ExitCode.INFRASTRUCTURE),
     ],
 )
-def test_bad_redis_urls(url: str, words: str) -> None:
+def test_bad_redis_urls(url: str, words: str, code: ExitCode) -> None:
     with pytest.raises(BackendError, match=words):
         connect(url)
-    assert words in _one_line_error(["simulate", "--redis", url])
+    assert words in _one_line_error(["simulate", "--redis", url], code)
 
 
 def test_a_bad_url_in_the_environment_says_where_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,3 +150,109 @@ def test_two_finish_modes_at_once_are_refused() -> None:
                           "--atomic"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert "choose one finish mode, not --split and --atomic" in res.stderr
+
+
+# -- verdicts and exit codes ------------------------------------------------------------------------------------
+
+
+def test_the_docs_exit_code_table_is_the_enum() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    between = re.search(r"<!-- emqlab:exit-codes -->\n(.*?)\n<!-- /emqlab:exit-codes -->", text, re.S)
+    assert between is not None, "docs/cli.md lost its exit-code table markers"
+    assert between.group(1) == markdown_table()
+    assert len({c.value for c in ExitCode}) == len(ExitCode)  # distinct codes
+
+
+def test_main_help_lists_every_exit_code() -> None:
+    out = CliRunner().invoke(main, ["--help"]).output
+    for c in ExitCode:
+        assert re.search(rf"\b{c.value}\s+{c.name.lower()}\b", out), c
+
+
+@pytest.mark.parametrize(("args", "code", "verdict"), [
+    (["simulate", "--split"], ExitCode.HOLDS, "fails"),  # no check asked: a completed run exits 0
+    (["simulate", "--split", "--fail-on-anomaly"], ExitCode.FAILS, "fails"),
+    (["simulate", "--atomic", "--fail-on-anomaly"], ExitCode.HOLDS, "holds"),
+    (["simulate", "--atomic", "--expect", "none"], ExitCode.HOLDS, "holds"),
+    (["simulate", "--split", "--expect", "none"], ExitCode.FAILS, "fails"),
+    (["simulate", "--split", "--expect", "double-placement"], ExitCode.HOLDS, "fails"),
+    (["simulate", "--atomic", "--expect", "double-placement"], ExitCode.FAILS, "holds"),
+    (["simulate", "--split", "--expect", "double-placement", "--expect", "lost-job"], ExitCode.FAILS, "fails"),
+    (["simulate", "--atomic", "--strategy", "pct", "--runs", "5", "--fail-on-anomaly"], ExitCode.INCONCLUSIVE,
+     "inconclusive"),
+    (["simulate", "--atomic", "--strategy", "random", "--runs", "5", "--expect", "none"], ExitCode.INCONCLUSIVE,
+     "inconclusive"),
+    (["simulate", "--split", "--strategy", "pct", "--runs", "30", "--expect", "double-placement"], ExitCode.HOLDS,
+     "fails"),
+    (["simulate", "--atomic", "--strategy", "pct", "--runs", "5", "--expect", "double-placement"],
+     ExitCode.INCONCLUSIVE, "inconclusive"),
+    (["replay", "v1:W1*9.S1", "--split", "--expect", "double-placement"], ExitCode.HOLDS, "fails"),
+    (["replay", "v1:W1*9.S1", "--split", "--fail-on-anomaly"], ExitCode.FAILS, "fails"),
+    (["replay", "v1:S1", "--split", "--fail-on-anomaly"], ExitCode.HOLDS, "holds"),
+])
+def test_verdicts_and_their_exit_codes(args: list[str], code: ExitCode, verdict: str) -> None:
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == code, res.output
+    assert f"verdict: {verdict} — " in res.output
+    js = CliRunner().invoke(main, [*args, "--json"])
+    assert js.exit_code == code, js.output
+    data = __import__("json").loads(js.stdout)
+    assert data["verdict"] == verdict and data["verdict_detail"]["exit_code"] == code
+
+
+def test_pct_inconclusive_states_its_bound_and_depth() -> None:
+    res = CliRunner().invoke(main, ["simulate", "--atomic", "--strategy", "pct", "--runs", "5", "--depth", "2"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0
+    assert "verdict: inconclusive" in out and "depth <= 2" in out and "probability >= 1/(" in out
+    assert "missed by all 5 runs with probability <=" in out
+
+
+def test_a_bounded_exhaustive_run_holds_at_its_bound() -> None:
+    res = CliRunner().invoke(main, ["simulate", "--atomic", "--preemptions", "1",
+                                    "--expect", "none"])
+    assert res.exit_code == ExitCode.HOLDS, res.output
+    assert "with at most 1 preemption(s) (complete exploration at that bound)" in " ".join(res.output.split())
+
+
+def test_expect_none_with_a_kind_is_a_usage_error() -> None:
+    assert "--expect none cannot be combined" in _one_line_error(
+        ["simulate", "--expect", "none", "--expect", "lost-job"])
+
+
+def test_an_internal_error_is_one_line_unless_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    import emqlab.cli as cli
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(cli, "_load", boom)
+    res = CliRunner().invoke(main, ["simulate", "--split"])
+    assert res.exit_code == ExitCode.INTERNAL
+    assert res.stderr.startswith("internal error: KeyError: 'a bug' — a bug in emqlab")
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr and "--debug" in res.stderr
+    for args, env in ((["--debug", "simulate", "--split"], {}), (["simulate", "--split"], {"EMQLAB_DEBUG": "1"})):
+        res = CliRunner().invoke(main, args, env=env)
+        assert res.exit_code == ExitCode.INTERNAL
+        assert "Traceback" in res.stderr and "internal error: KeyError" in res.stderr
+
+
+def test_an_unreachable_server_is_an_infrastructure_error_in_a_subprocess() -> None:
+    res = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--redis",
+                          "redis://127.0.0.1:1/0"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == ExitCode.INFRASTRUCTURE, res.stderr
+    assert res.stderr.startswith("error: cannot reach Redis") and res.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["simulate", "--strategy", "pct", "--runs", "100001"], "--runs"),
+    (["simulate", "--strategy", "pct", "--depth", "11"], "--depth"),
+    (["simulate", "--preemptions", "1001"], "--preemptions"),
+    (["simulate", "--strategy", "pct", "--seed", str(2**64)], "--seed"),
+    (["sweep-rtt", "--jobs", "1000001"], "--jobs"),
+    (["sweep-rtt", "--lock", "1e300"], "--lock"),
+])
+def test_option_upper_bounds(args: list[str], words: str) -> None:
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == ExitCode.USAGE, res.output
+    assert f"Invalid value for '{words}'" in res.output and "Traceback" not in res.output

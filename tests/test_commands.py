@@ -266,6 +266,7 @@ LIVE_COMMANDS = [
     "PFADD p a", "PFCOUNT p1 p2", "PFMERGE d p1 p2", "LCS a b", "WATCH a b", "MOVE a 1", "SWAPDB 0 1",
     "KEYS *", "SCAN 0", "RANDOMKEY", "DBSIZE", "FLUSHDB", "FLUSHDB ASYNC", "PING", "PUBLISH ch m", "SPUBLISH ch m",
     "CONFIG GET maxmemory", "INFO server", "TIME", "SCRIPT LOAD return", "SCRIPT EXISTS abc", "ZREMRANGEBYSCORE z 0 1",
+    "MULTI", "EXEC", "UNWATCH", "SELECT 0", "READONLY",
 ]
 
 

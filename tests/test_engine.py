@@ -300,3 +300,95 @@ def test_lua_heap_and_connections_stay_flat_across_explorations() -> None:
         with Runner(sc, "split", conn) as r:
             r.step("W1")
     assert len(conn.connection_pool._in_use_connections) <= 1
+
+
+# -- PCT's depth, the producer rule, the shared actor blocks ------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "mode"), [("delayed-promotion", "split"), ("two-workers", "split"),
+                                            ("stalled-finish", "split"), ("lease-lapse", "atomic"),
+                                            ("stale-sweep", "atomic")])
+def test_pct_never_preempts_more_than_depth_minus_one_and_its_depth_check_is_exact(name: str, mode: str) -> None:
+    """The premise of PCT's depth check, and its conclusion: no PCT run at depth 2 has more than one
+    preemption, and the kinds it calls beyond that depth are exactly those an unreduced search at one
+    preemption never shows (while the scenario's expectation for the mode names them)."""
+    sc = scenario.load(name)
+    with Runner(sc, mode) as r:
+        ex = Explorer(r)
+        seen: list[int] = []
+        record = ex._record
+
+        def spy(h: History, preempt: int, choices: list[str], weight: int = 1) -> None:
+            seen.append(preempt)
+            record(h, preempt, choices, weight)
+
+        ex._record = spy  # type: ignore[method-assign]
+        rep = ex.pct(40, seed=3, depth=2)
+        pct_runs = seen[:40 + 1]  # the default run, then the 40 PCT runs (the depth probe comes after)
+        assert max(pct_runs) <= 1
+        unreduced = Explorer(r).exhaustive(preemption_bound=1, reduce=False)
+    expected = set(sc.expect[mode].anomalies)
+    if not expected | set(rep.anomaly_kinds):
+        assert rep.params["depth_check"] == "nothing to check: no anomaly expected or found"
+        assert rep.warnings == []
+        return
+    assert rep.params["depth_check"] == "complete"
+    assert set(rep.params["beyond_depth"]) == (expected | set(rep.anomaly_kinds)) - set(unreduced.anomaly_kinds)
+    assert set(rep.params["within_depth"]) == (expected | set(rep.anomaly_kinds)) & set(unreduced.anomaly_kinds)
+    assert not set(rep.params["beyond_depth"]) & set(rep.anomaly_kinds)  # PCT found none of them
+    if rep.params["beyond_depth"]:
+        assert rep.warnings and f"cannot find {', '.join(rep.params['beyond_depth'])}" in rep.warnings[0]
+    else:
+        assert rep.warnings == []
+
+
+def test_pct_warns_that_delayed_promotions_double_placement_needs_depth_three() -> None:
+    from emqlab.explore import explore
+
+    shallow = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=2)
+    deep = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=3)
+    assert "double-placement" in shallow.params["beyond_depth"]
+    assert shallow.warnings[0].startswith("PCT at depth 2 cannot find double-placement")
+    assert "try --depth 3" in shallow.warnings[0]
+    assert deep.params["beyond_depth"] == [] and deep.warnings == []
+    assert shallow.to_dict()["warnings"] == shallow.warnings
+
+
+def test_a_producer_may_not_add_a_job_the_initial_state_already_places() -> None:
+    text = ('name: x\njobs: {"1": {}}\nstate: {wait: ["1"]}\nactors:\n'
+            '  - {id: W1, kind: worker}\n  - {id: P1, kind: producer, job: "1"}\n')
+    with pytest.raises(scenario.ScenarioError) as e:
+        scenario.loads(text, "x.yaml")
+    assert str(e.value) == ("x.yaml:6: actors.P1.job: job '1' is already in wait in the initial state; a producer "
+                            "adds a new job (remove it from state.wait or give the producer another job)")
+    ok = scenario.loads(text.replace('state: {wait: ["1"]}\n', ""), "x.yaml")
+    assert [a.kind for a in ok.actors] == ["worker", "producer"]
+
+
+def test_the_timed_model_and_the_grader_run_on_the_shared_actor_blocks() -> None:
+    """The timed worker's steps are the blocks' steps: fetch (moveToActive), finish (moveToFinished),
+    sweep (moveStalledJobsToWait) and lapse ops, with the blocks' typed results; the grader's student
+    finish runs through scripted_finish (one script run, its commands numbered as one run)."""
+    from emqlab import grading
+    from emqlab.timing import TimingConfig, simulate
+
+    res = simulate("split", TimingConfig(jobs=6, workers=2, seed=4), keep_history=True)
+    h = res.history
+    assert h is not None
+    ops = {s.op for s in h.steps if s.kind == "script"}
+    assert ops <= {"moveToActive", "moveToFinished", "moveStalledJobsToWait", "extendLock"}
+    finishes = [x for w in ("W1", "W2") for x in h.results[w] if x.kind == "finish"]
+    assert len(finishes) == res.finishes == 6 and all(x.outcome is not None and x.outcome.ok for x in finishes)
+    split_runs = {s.run for s in h.steps if s.kind == "command" and s.actor == "W1"}
+    assert None not in split_runs and len(split_runs) >= 1
+
+    lua = ("redis.call('DEL', KEYS[1]) redis.call('SREM', KEYS[2], ARGV[1]) redis.call('LREM', KEYS[3], 0, ARGV[1]) "
+           "redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1]) redis.call('MULTI') return 0")
+    violations: list[str] = []
+    with grading._a2_runner("stalled-finish", lua, violations) as r:
+        hist = r.run()
+    w1 = [s for s in hist.steps if s.actor == "W1"]
+    assert [s.op for s in w1] == ["DEL", "SREM", "LREM", "ZADD"] and len({s.run for s in w1}) == 1  # MULTI: no step
+    assert violations == ["MULTI"]
+    out = hist.results["W1"][-1].outcome
+    assert out is not None and out.code is None and out.error == "This Redis command is not allowed from script"

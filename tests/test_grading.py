@@ -82,7 +82,8 @@ def test_solution_gets_full_marks(aid: str) -> None:
     assert not failed, failed
     assert report.score == report.max_score == G.ASSIGNMENTS[aid].max_score
     assert not report.errors, report.errors
-    assert elapsed < 10, f"grading took {elapsed:.1f} s"
+    # isolated: the notebook runs in its own process and the grader recomputes every timed run itself
+    assert elapsed < 60, f"grading took {elapsed:.1f} s"
 
 
 @pytest.mark.parametrize("aid", list(NOTEBOOKS))
@@ -173,9 +174,9 @@ def test_student_version_rejects_malformed_regions() -> None:
 
 
 @pytest.mark.parametrize(("schedule", "words"), [
-    ("v1:S1", ["before W1's DEL 1:lock", "the lock was still there"]),
-    ("v1:W1*12.S1", ["after W1's SREM stalled 1", "no longer marked"]),
-    ("v1:W1*3", ["after W1's SREM stalled 1"]),
+    ("v1:S1", ["step 1, too early", "the lock was still there", "deletes the lock"]),
+    ("v1:W1*12.S1", ["too late", "no longer marked"]),
+    ("v1:W1*3", ["too late"]),
     ("v1:W1*9.X1", ["does not fit the scenario", "unknown actor 'X1'"]),
     ("W1*9.S1", ["does not fit the scenario", "v1:"]),
 ])
@@ -193,7 +194,7 @@ def test_a1_right_schedule_in_any_spelling() -> None:
 
 @pytest.mark.parametrize(("gap", "words"), [
     (("DEL", "LREM"), ["closes earlier than LREM"]),
-    (("GET", "SREM"), ["opens at DEL 1:lock"]),
+    (("GET", "SREM"), ["does not open after GET", "no lock"]),
     ("DEL", ["pair of command names"]),
 ])
 def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
@@ -206,7 +207,7 @@ def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
 
 def test_a1_wrong_count() -> None:
     v = G.grade_a1_atomic(1)
-    assert not v.passed and "finds an anomaly in 0" in v.feedback
+    assert not v.passed and "not the number of runs with an anomaly" in v.feedback
 
 
 FIXED = """
@@ -288,7 +289,7 @@ def test_wrong_answer_in_a_notebook() -> None:
     report = G.grade_notebook(nb, name="a1.ipynb")
     cells = {c.grade_id: c for c in report.cells}
     assert report.score == 2  # the other two answers are the solution's
-    assert not cells["a1_schedule"].passed and "before W1's DEL 1:lock" in cells["a1_schedule"].feedback
+    assert not cells["a1_schedule"].passed and "too early" in cells["a1_schedule"].feedback
 
 
 def test_answer_cell_that_raises_is_reported() -> None:
@@ -315,11 +316,17 @@ def test_grading_is_deterministic() -> None:
     assert a == b
 
 
-def test_grading_needs_no_nbgrader() -> None:
+def test_grading_needs_no_nbgrader(monkeypatch: pytest.MonkeyPatch) -> None:
     G.grade_notebook(NOTEBOOKS["a1-double-placement"])
     assert "nbgrader" not in sys.modules
     text = Path(G.__file__).read_text()
-    assert "import nbformat" not in text and "import nbgrader" not in text
+    assert "import nbgrader" not in text
+    # nbformat validates the schema when it is installed (it comes with Jupyter); without it the grader's own
+    # checks still run and the notebook still grades
+    monkeypatch.setitem(sys.modules, "nbformat", None)
+    G.validate_notebook(G.read_notebook(NOTEBOOKS["a1-double-placement"]))
+    with pytest.raises(G.GradingError, match=r"cells\[0\]\.source: expected text or a list of text"):
+        G.validate_notebook({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"source": 5}]})
 
 
 def test_not_an_assignment(tmp_path: Path) -> None:
@@ -356,7 +363,7 @@ def test_cli_student_file_and_directory(tmp_path: Path) -> None:
     made = sorted(p.name for p in (tmp_path / "release").glob("*.ipynb"))
     assert made == sorted(p.name for p in NOTEBOOKS.values())
     res = CliRunner().invoke(main, ["grade", str(tmp_path / "release" / "a2-repair-finish.ipynb")])
-    assert res.exit_code == 0 and "score 0/7" in res.output
+    assert res.exit_code == G.EXIT_BELOW_FULL and "score 0/7" in res.output
     assert "still has the stub" in res.output
 
 

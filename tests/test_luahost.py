@@ -228,3 +228,21 @@ def test_lua_error_inside_script_is_reported_and_keeps_earlier_writes(conn: redi
             else:
                 host.run(raw_client(conn), src, [key], [])
         assert conn.get(key) == b"written"
+
+
+def test_select_in_a_script_is_restored_by_one_last_command(host: LuaHost) -> None:
+    run = host.start(b"redis.call('SELECT', '9') return redis.call('GET', KEYS[1])", [b"k"], [], db=3)
+    assert run.pending == (b"SELECT", b"9")
+    run.resume(b"OK")
+    assert run.pending == (b"GET", b"k")
+    run.resume(b"v")
+    assert run.restoring and run.pending == (b"SELECT", b"3") and not run.done
+    run.resume(b"OK")
+    assert run.done and run.result == b"v" and run.db == 3
+
+
+def test_refused_commands_are_listed_not_pending(host: LuaHost) -> None:
+    run = host.start(b"local e = redis.pcall('MULTI') return redis.call('GET', KEYS[1])", [b"k"], [])
+    assert run.pending == (b"GET", b"k") and run.commands == 1
+    assert run.refused == [((b"MULTI",), b"ERR This Redis command is not allowed from script")]
+    run.close()

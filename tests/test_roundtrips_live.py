@@ -169,3 +169,32 @@ def test_round_trips_counted_by_the_server_match_the_model(mode: str, expected: 
         assert per_job == pytest.approx(split_commands)
         assert per_job > 15
     print(f"{mode}: server saw {dict(counted)}; worker round trips per job {per_job:.2f}")
+
+
+def test_transaction_round_trips_counted_by_the_server_match_the_model() -> None:
+    """A transaction finish: the server sees, per attempt, WATCH, the four pipelined reads, and MULTI, the
+    queued writes, EXEC — each command the model sent and nothing else — and the model's round trips per
+    job (3 per attempt + the fetch) follow from the attempts it made. MONITOR logs a queued command when
+    EXEC runs it: an aborted EXEC shows as MULTI and EXEC alone. Each worker's own connection (opened at
+    its first transaction) names itself with one CLIENT SETNAME."""
+    run, commands, result = _run_counted("transaction")
+    setname = [c for c in commands if c.split(" ")[0].strip('"').upper() == "CLIENT"]
+    assert 1 <= len(setname) <= result.workers and all("SETNAME" in c.upper() for c in setname)
+    counted = _classify([c for c in commands if c not in setname], run)
+    sent = 0
+    for s in run.runner.steps:
+        if s.op == "WATCH":
+            sent += 1
+        elif s.op == "PIPELINE":
+            sent += len(s.args[0].split())
+        elif s.op == "EXEC":
+            sent += len(s.args[0].split()) if s.reply is not None else 2
+    model = _model(run)
+    model["command"] = sent
+    assert counted == model, (counted, model)
+    verbs = Counter(c.split(" ")[0].strip('"').upper() for c in commands)
+    assert verbs["WATCH"] == result.attempts and verbs["EXEC"] == verbs["MULTI"] == result.attempts
+    assert verbs["ZADD"] == result.attempts - result.aborts == result.finishes
+    assert counted["EVALSHA moveToFinished"] == 0
+    assert result.round_trips_per_job == pytest.approx(3 * result.attempts / result.finishes + 1)
+    print(f"transaction: server saw {dict(verbs)}; {result.aborts} aborts in {result.attempts} attempts")

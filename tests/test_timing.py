@@ -243,13 +243,22 @@ def test_sweep_grid_and_progress() -> None:
     seen: list[tuple[int, int]] = []
     sw = sweep_rtt([0.05, 75.0], MODES, TimingConfig(jobs=10, workers=2), progress=lambda d, t: seen.append((d, t)))
     assert [(r.mode, r.rtt_ms) for r in sw.results] == [(m, x) for m in MODES for x in (0.05, 75.0)]
-    assert seen and seen[-1] == (60, 60)
+    total = 10 * len(MODES) * 2
+    assert seen and seen[-1] == (total, total)
     assert all(b[0] >= a[0] for a, b in zip(seen, seen[1:], strict=False))
     series = sw.series("round_trips_per_job")
     assert series["atomic"] == [1.0, 1.0] and series["finish-then-fetch"] == [2.0, 2.0]
     assert series["split"][0] > 15
+    # a transaction that commits at once: WATCH, the pipelined reads, MULTI … EXEC, then the fetch
+    tx = sw.get("transaction", 0.05)
+    assert tx.aborts == 0 and tx.round_trips_per_job == 4.0 == model_round_trips("transaction")
+    slow = sw.get("transaction", 75.0)  # the sweep writes `stalled` every interval: EXECs abort, attempts repeat
+    assert slow.aborts > 0 and slow.attempts > slow.finishes
+    assert slow.round_trips_per_job == pytest.approx(
+        model_round_trips("transaction", attempts_per_job=slow.attempts / slow.finishes))
     rows = sw.rows()
-    assert len(rows) == 6 and {"mode", "rtt_ms", "anomalies_per_1000", "jobs_per_s"} <= set(rows[0])
+    assert len(rows) == 2 * len(MODES) and {"mode", "rtt_ms", "anomalies_per_1000", "jobs_per_s",
+                                            "aborts_per_job"} <= set(rows[0])
     assert sw.get("split", 75.0).anomaly_total > 0
 
 
@@ -290,7 +299,7 @@ def test_cli_sweep_rtt(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert "finish-then-fetch" in res.output and "trips/job" in res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = csv_path.read_text().splitlines()
-    assert rows[0].startswith("mode,rtt_ms,round_trips_per_job") and len(rows) == 1 + 6
+    assert rows[0].startswith("mode,rtt_ms,round_trips_per_job") and len(rows) == 1 + 2 * len(MODES)
     res = CliRunner().invoke(main, [*args, "--modes", "atomic", "--json"])
     data = json.loads(res.output)
     assert [r["round_trips_per_job"] for r in data["results"]] == [1.0, 1.0]

@@ -1,0 +1,2 @@
+"""Teaching tools on top of the engine: grading in an isolated process (:mod:`.sandbox`) and playable
+levels (:mod:`.levels`)."""

@@ -1,0 +1,89 @@
+"""Grading a folder of submissions: one row per notebook, as CSV for a gradebook.
+
+The folder is searched recursively for ``*.ipynb`` (Jupyter's ``.ipynb_checkpoints`` skipped). The student
+is the first folder below the root (``submitted/ada/a1.ipynb`` → ``ada``), else the file's stem. A notebook
+that cannot be graded gets a row with ``status = error`` and the reason, never stops the others.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..grading import ASSIGNMENTS, EXIT_BELOW_FULL, EXIT_CANNOT_GRADE, EXIT_FULL_MARKS, GradingError, grade_notebook
+
+
+@dataclass
+class Row:
+    student: str
+    notebook: str
+    assignment: str = ""
+    score: float = 0.0
+    max_score: float = 0.0
+    status: str = "graded"
+    cells: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def full_marks(self) -> bool:
+        return self.status == "graded" and self.score >= self.max_score
+
+
+def submissions(root: str | Path) -> list[Path]:
+    base = Path(root)
+    return sorted(p for p in base.rglob("*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts and not p.name.startswith("."))
+
+
+def student_of(path: Path, root: Path) -> str:
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else path.stem
+
+
+def grade_folder(root: str | Path, *, limits: Any = None,
+                 progress: Callable[[Row], None] | None = None) -> list[Row]:
+    """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does)."""
+    base = Path(root)
+    rows = []
+    for p in submissions(base):
+        row = Row(student_of(p, base), str(p.relative_to(base)))
+        try:
+            report = grade_notebook(p, limits=limits)
+        except GradingError as e:
+            row.status, row.message = "error", str(e)
+        else:
+            row.assignment, row.score, row.max_score = report.assignment, report.score, report.max_score
+            row.cells = {c.grade_id: c.points for c in report.cells}
+            failures = {c.feedback for c in report.cells if not c.passed and c.feedback.startswith("Your notebook")}
+            row.message = " ".join(sorted(failures))[:300]
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    return rows
+
+
+def columns(rows: Iterable[Row]) -> list[str]:
+    """Every graded cell seen, in the assignments' order."""
+    seen = {gid for r in rows for gid in r.cells}
+    return [c.grade_id for a in ASSIGNMENTS.values() for c in a.cells if c.grade_id in seen]
+
+
+def write_csv(rows: list[Row], out: IO[str]) -> None:
+    cells = columns(rows)
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["student", "notebook", "assignment", "score", "max_score", "status", *cells, "message"])
+    for r in rows:
+        w.writerow([r.student, r.notebook, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status,
+                    *(f"{r.cells[c]:g}" if c in r.cells else "" for c in cells), r.message])
+
+
+def exit_code(rows: list[Row]) -> int:
+    """:data:`~emqlab.grading.EXIT_CANNOT_GRADE` if any notebook could not be graded (or there is none),
+    else :data:`~emqlab.grading.EXIT_BELOW_FULL` if any is below full marks, else
+    :data:`~emqlab.grading.EXIT_FULL_MARKS`."""
+    if not rows or any(r.status != "graded" for r in rows):
+        return EXIT_CANNOT_GRADE
+    return EXIT_FULL_MARKS if all(r.full_marks for r in rows) else EXIT_BELOW_FULL

@@ -1,0 +1,345 @@
+"""Levels: a scenario, a mode and a goal, played one step at a time (``emqlab play LEVEL``).
+
+A level is data, a YAML file in ``emqlab/levels/``:
+
+``level`` (its number), ``name``, ``title``, ``tagline`` (the question it asks), ``story`` (the intro),
+``scenario`` (a shipped scenario name), ``mode`` (``split``, ``atomic`` or ``finish-then-fetch``), ``goal``
+(``text`` for the player, and the predicate over the finished run: ``anomaly``, a kind or a list of kinds
+any of which wins, and/or ``placements``, job → lists it must all be in), ``victory`` (shown on a win),
+``lesson`` (one sentence), ``hint`` and ``solvable`` (default true; false for a level no schedule wins,
+where the player wins by letting the explorer show that every interleaving fails).
+
+The game keeps the player's choices: a step is one more choice, undo replays the choices but the last on a
+fresh run (runs are deterministic), and a win prints the schedule string to replay it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LEVELS_DIR = Path(__file__).resolve().parents[1] / "levels"
+MODES = ("split", "atomic", "finish-then-fetch")
+
+
+class LevelError(ValueError):
+    """A level file with a mistake, or no such level: ``file: field: problem``."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    text: str
+    anomalies: tuple[str, ...] = ()
+    placements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def met(self, history: Any) -> bool:
+        """Whether a finished run's history reaches the goal."""
+        if self.anomalies and not ({a["kind"] for a in history.anomalies} & set(self.anomalies)):
+            return False
+        for job, lists in self.placements.items():
+            if not set(lists) <= set(history.final["placements"].get(job, [])):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Level:
+    number: int
+    name: str
+    title: str
+    tagline: str
+    story: str
+    scenario: str
+    mode: str
+    goal: Goal
+    victory: str
+    lesson: str
+    hint: str = ""
+    solvable: bool = True
+    path: str = ""
+
+
+def _text(data: dict[str, Any], key: str, where: str, required: bool = True) -> str:
+    v = data.get(key)
+    if v is None and not required:
+        return ""
+    if not isinstance(v, str) or not v.strip():
+        raise LevelError(f"{where}: {key}: must be a non-empty string")
+    return " ".join(v.split())
+
+
+def parse_level(text: str, where: str) -> Level:
+    from ..scenario import ANOMALY_KINDS, shipped_names
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise LevelError(f"{where}: not YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise LevelError(f"{where}: a level is a mapping of fields")
+    known = {"level", "name", "title", "tagline", "story", "scenario", "mode", "goal", "victory", "lesson",
+             "hint", "solvable"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise LevelError(f"{where}: {extra[0]}: unknown field (known: {', '.join(sorted(known))})")
+    number = data.get("level")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise LevelError(f"{where}: level: must be a positive integer")
+    scenario = _text(data, "scenario", where)
+    if scenario not in shipped_names():
+        raise LevelError(f"{where}: scenario: no shipped scenario {scenario!r}")
+    mode = data.get("mode", "split")
+    if mode not in MODES:
+        raise LevelError(f"{where}: mode: must be one of {', '.join(MODES)}")
+    g = data.get("goal")
+    if not isinstance(g, dict) or not set(g) <= {"text", "anomaly", "placements"}:
+        raise LevelError(f"{where}: goal: a mapping with text, anomaly and/or placements")
+    kinds = g.get("anomaly", [])
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if not isinstance(kinds, list) or any(k not in ANOMALY_KINDS for k in kinds):
+        raise LevelError(f"{where}: goal.anomaly: anomaly kinds, from {', '.join(ANOMALY_KINDS)}")
+    placements = g.get("placements", {})
+    if not isinstance(placements, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in placements.values()):
+        raise LevelError(f"{where}: goal.placements: job id → list of list names")
+    if not kinds and not placements:
+        raise LevelError(f"{where}: goal: needs an anomaly or placements to check")
+    solvable = data.get("solvable", True)
+    if not isinstance(solvable, bool):
+        raise LevelError(f"{where}: solvable: true or false")
+    return Level(number, _text(data, "name", where), _text(data, "title", where), _text(data, "tagline", where),
+                 _text(data, "story", where), scenario, mode,
+                 Goal(_text(g, "text", where + ": goal"), tuple(kinds),
+                      {str(k): tuple(v) for k, v in placements.items()}),
+                 _text(data, "victory", where), _text(data, "lesson", where), _text(data, "hint", where, False),
+                 solvable, where)
+
+
+def shipped_levels() -> list[Level]:
+    levels = [parse_level(p.read_text(encoding="utf-8"), p.name) for p in sorted(LEVELS_DIR.glob("*.yaml"))]
+    return sorted(levels, key=lambda lv: lv.number)
+
+
+def load_level(which: str) -> Level:
+    """A shipped level by name or number, or a level file by path."""
+    p = Path(which)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        return parse_level(p.read_text(encoding="utf-8"), str(p))
+    levels = shipped_levels()
+    for lv in levels:
+        if which in (lv.name, str(lv.number)):
+            return lv
+    raise LevelError(f"no level {which!r}; the levels: " + ", ".join(f"{lv.number} {lv.name}" for lv in levels))
+
+
+def solve(level: Level) -> tuple[int, str | None]:
+    """The level's run explored, every interleaving (up to the explorer's sound reductions): (how many runs,
+    the schedule of a run that wins, or None when none does)."""
+    from ..explore import Explorer, explore
+    from ..scenario import load
+    from ..schedule import Runner
+
+    sc = load(level.scenario)
+    if not level.goal.placements:  # an anomaly goal: the explorer's witnesses answer it
+        rep = explore(sc, level.mode)
+        for kind in level.goal.anomalies:
+            if kind in rep.witnesses:
+                return rep.explored, str(rep.witnesses[kind].schedule)
+        return rep.explored, None
+    found: list[str] = []
+    with Runner(sc, level.mode) as r:
+        def each(_done: int, _total: int | None) -> None:
+            if not found and level.goal.met(r.history()):
+                found.append(r.schedule)
+
+        rep = Explorer(r, progress=each).exhaustive(reduce=False)
+    return rep.explored, (found[0] if found else None)
+
+
+# -- the game ------------------------------------------------------------------------------------------------
+
+
+def describe_op(op: Any) -> str:
+    """An actor's next step in one line: the command (or script) and the part of the script it is in."""
+    if op is None:
+        return "done"
+    if op.kind == "command" and op.command is not None:
+        parts = [op.command[0].decode("utf-8", "replace").upper()]
+        for a in op.command[1:4]:
+            s = a.decode("utf-8", "replace") if isinstance(a, bytes) else str(a)
+            parts.append(s.split("}:")[-1][:24])
+        text = " ".join(parts) + (" …" if len(op.command) > 4 else "")
+    elif op.kind == "script":
+        text = f"EVALSHA {op.label} (the whole script, one step)"
+    else:
+        text = f"{op.kind}: {op.label}"
+    return text + (f"   [{op.section}]" if op.section and op.section != op.label else f"   [{op.label}]")
+
+
+class Game:
+    """One level in play: step an actor, undo, restart, finish the run; the verdict when it is done."""
+
+    def __init__(self, level: Level) -> None:
+        from ..scenario import load
+
+        self.level = level
+        self.scenario = load(level.scenario)
+        self.actors = [a.id for a in self.scenario.actors]
+        self.choices: list[str] = []
+        self.runner: Any = None
+        self._fresh()
+
+    def _fresh(self) -> None:
+        from ..schedule import Runner
+
+        if self.runner is not None:
+            self.runner.close()
+        self.runner = Runner(self.scenario, self.level.mode)
+        self.runner.__enter__()
+        for c in self.choices:
+            self.runner.step(c)
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+
+    @property
+    def done(self) -> bool:
+        return bool(self.runner.done)
+
+    def step(self, actor: str) -> Any:
+        s = self.runner.step(actor)
+        self.choices.append(actor)
+        return s
+
+    def undo(self) -> bool:
+        if not self.choices:
+            return False
+        self.choices.pop()
+        self._fresh()
+        return True
+
+    def restart(self) -> None:
+        self.choices = []
+        self._fresh()
+
+    def finish(self) -> None:
+        """The rest of the run in scenario order (what a schedule string does when it ends)."""
+        while not self.runner.done:
+            self.step(self.runner.enabled[0])
+
+    @property
+    def schedule(self) -> str:
+        return str(self.runner.schedule)
+
+    def history(self) -> Any:
+        return self.runner.history()
+
+    def won(self) -> bool:
+        return self.done and self.level.goal.met(self.history())
+
+    def board(self) -> str:
+        r = self.runner
+        fs = r.final_state()
+        stalled = sorted(m.decode() for m in r.conn.smembers(r.keys.stalled))
+        lists: dict[str, list[str]] = {}
+        for job, places in sorted(fs["placements"].items()):
+            for p in places:
+                lists.setdefault(p, []).append(job)
+        names = ("wait", "active", "completed", "failed", "delayed")
+        cells = [f"{n}: {','.join(lists.get(n, [])) or '-'}" for n in names]
+        cells.append(f"stalled: {','.join(stalled) or '-'}")
+        locks = ", ".join(f"{j}→{t}" for j, t in sorted(fs["locks"].items())) or "-"
+        danger = [j for j, places in fs["placements"].items() if len(places) > 1]
+        exposed = [j for j in lists.get("active", []) if j in stalled and j not in fs["locks"]]
+        line = "  board  " + " · ".join(cells) + f" · locks: {locks}"
+        if exposed:
+            line += (f"\n  !  job {', '.join(exposed)} is active, marked and unlocked: a sweep now would "
+                     "recover it")
+        if danger:
+            line += f"\n  !! job {', '.join(sorted(danger))} is in more than one place"
+        return line
+
+    def status(self) -> str:
+        lines = [f"step {self.runner.index} · schedule {self.schedule}"]
+        for i, a in enumerate(self.actors, start=1):
+            lines.append(f"  [{i}] {a:<3} next: {describe_op(self.runner.pending.get(a))}")
+        lines.append(self.board())
+        return "\n".join(lines)
+
+
+KEYS = ("keys: 1-9 step that actor (or type its id) · f finish the run in order · u undo · r restart · "
+        "s solve (try every interleaving) · h hint · q quit")
+
+
+def intro(level: Level) -> str:
+    return "\n".join([f"Level {level.number} · {level.title} ({level.name})", f"  {level.tagline}", "",
+                      f"  {level.story}", "", f"  goal: {level.goal.text}", f"  {KEYS}"])
+
+
+def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> bool:
+    """Play ``level`` on a terminal: ``read`` a line per move, ``write`` the game. True when it was won."""
+    game = Game(level)
+    write(intro(level))
+    try:
+        while True:
+            write(game.status())
+            if game.done:
+                if game.won():
+                    write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}\n"
+                          f"  replay it: emqlab replay '{game.schedule}' --scenario {level.scenario} "
+                          f"--{level.mode}")
+                    return True
+                kinds = sorted({a["kind"] for a in game.history().anomalies})
+                write(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
+                      "u to undo, r to restart, s to let the explorer try every order, q to quit")
+            try:
+                line = read("> ").strip()
+            except EOFError:
+                return False
+            key = line.lower()
+            if key in ("q", "quit", "exit"):
+                return False
+            if key == "h":
+                write(f"  hint: {level.hint or 'no hint for this level'}")
+            elif key == "u":
+                write("  undone" if game.undo() else "  nothing to undo")
+            elif key == "r":
+                game.restart()
+            elif key == "f":
+                game.finish()
+            elif key == "s":
+                explored, schedule = solve(level)
+                if schedule is None:
+                    write(f"  the explorer ran all {explored} interleavings: none reaches the goal.")
+                    if not level.solvable:
+                        write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}")
+                        return True
+                else:
+                    write(f"  the explorer ran {explored} interleavings; at least one wins. Keep looking"
+                          " (or replay the answer with emqlab replay).")
+            else:
+                actor = _actor(game, line)
+                if actor is None:
+                    write(f"  unknown key {line!r}. {KEYS}")
+                elif game.done or actor not in game.runner.enabled:
+                    write(f"  {actor} has no step left")
+                else:
+                    s = game.step(actor)
+                    effects = " ".join(str(e) for e in s.effects)
+                    write(f"  {s.index:>3} {s.actor} {s.op} {' '.join(map(str, s.args))[:50]} -> {s.reply}"
+                          + (f"   {effects}" if effects else ""))
+    finally:
+        game.close()
+
+
+def _actor(game: Game, line: str) -> str | None:
+    if line.isdigit() and 1 <= int(line) <= len(game.actors):
+        return game.actors[int(line) - 1]
+    up = line.upper()
+    return up if up in game.actors else None

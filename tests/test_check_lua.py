@@ -1,0 +1,127 @@
+"""Check your own Lua (issue 11 item 1, issue 10 item 3): a file or folder of scripts put in place of
+emqlab's, run through the scenarios split and atomic, compared with emqlab's own; a lesson variant that
+shows the bug an atomic finish still has without its precondition; BullMQ's shipped scripts unchanged;
+every bad input refused with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from emqlab import scenario
+from emqlab.checking import check_scripts
+from emqlab.cli import main
+from emqlab.explore import explore
+from emqlab.registry import ScriptError, ScriptSet, default_scripts, lua_dir
+
+VARIANT = lua_dir() / "variants" / "no-active-check"
+
+
+def test_the_variant_replaces_only_the_finish_and_differs_only_by_rule_r5() -> None:
+    v = default_scripts().overlay(VARIANT)
+    base = default_scripts()
+    assert v.names() == base.names()
+    changed = [n for n in v.names() if v[n].sha != base[n].sha]
+    assert changed == ["moveToFinished"]
+    assert b'call("LPOS", KEYS[2], jobId)' in base["moveToFinished"].text
+    assert b'call("LPOS", KEYS[2], jobId)' not in v["moveToFinished"].text
+    assert v.origin == f"emqlab + {VARIANT}"
+
+
+def test_an_atomic_finish_without_the_active_check_still_double_places() -> None:
+    sc = scenario.load("cancel-active")
+    fixed = explore(sc, "atomic")
+    broken = explore(sc, "atomic", scripts=default_scripts().overlay(VARIANT))
+    assert fixed.anomaly_kinds == [] and broken.anomaly_kinds == ["double-placement"]
+    h = broken.witnesses["double-placement"]
+    assert h.schedule == "v1:W1.C1"
+    assert h.anomalies[0]["because"] == ("job 1 is in completed (W1 step 1, moveToFinished) and in failed (C1 step 2,"
+                                         " moveToFinished) because C1's moveToFinished (step 2) did not check that"
+                                         " the job had already been placed in completed")
+
+
+def test_check_judges_the_atomic_rows_and_lists_the_split_differences() -> None:
+    chosen = [scenario.load(n) for n in ("cancel-active", "stalled-finish")]
+    bad = check_scripts(default_scripts().overlay(VARIANT), chosen)
+    assert bad.verdict == "fails"
+    assert [(r.scenario, r.mode, r.extra) for r in bad.failing] == [("cancel-active", "atomic", ["double-placement"])]
+    assert bad.failing[0].witnesses == {"double-placement": "v1:W1.C1"}
+    own = check_scripts(default_scripts().overlay(lua_dir()), chosen)  # emqlab's scripts over themselves
+    assert own.verdict == "holds" and all(not r.extra and not r.missing for r in own.rows)
+    assert len(own.rows) == 4
+
+
+def test_bullmqs_shipped_scripts_run_unchanged_through_check() -> None:
+    folder = Path(str(ScriptSet.bullmq()["moveToFinished"].path)).parent
+    res = check_scripts(default_scripts().overlay(folder), [scenario.load("stalled-finish")])
+    rows = {r.mode: r for r in res.rows}
+    assert rows["atomic"].yours == () and res.verdict == "holds"
+    # BullMQ's finish deletes the lock and only then learns from LREM that the job had left active (-3):
+    # the requeued job's finish is refused and its result lost, where emqlab's files it twice
+    assert rows["split"].yours == ("work-thrown-away",) and rows["split"].reference == ("double-placement",)
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"moveToFinished-14.lua": "return ("}, "moveToFinished-14.lua: does not compile:"),
+    ({"moveToFinished-13.lua": "return 1"}, "moveToFinished-13.lua: declares 13 KEYS, but moveToFinished-14.lua"
+                                            " takes 14"),
+    ({"moveToFinished-14.lua": '--@include "includes/nothere.lua"\nreturn 1'}, "included file includes/nothere.lua"
+                                                                                " not found"),
+    ({"notAScript-3.lua": "return 1"}, "none of its scripts is one emqlab calls"),
+    ({"readme.txt": "hello"}, "no <name>-<numkeys>.lua file in this folder"),
+])
+def test_a_bad_script_folder_is_refused_with_one_line(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ScriptError) as e:
+        default_scripts().overlay(tmp_path)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    res = CliRunner().invoke(main, ["check", "--lua", str(tmp_path)])
+    assert res.exit_code == 2 and message in " ".join(res.output.split())
+
+
+def test_a_single_file_must_name_a_script_emqlab_calls(tmp_path: Path) -> None:
+    f = tmp_path / "mystery-2.lua"
+    f.write_text("return 1")
+    with pytest.raises(ScriptError, match="has no script named 'mystery' to replace"):
+        default_scripts().overlay(f)
+    with pytest.raises(ScriptError, match="no script file or folder at"):
+        default_scripts().overlay(tmp_path / "missing")
+
+
+def test_the_check_command_prints_the_witness_and_exits_with_the_verdict() -> None:
+    res = CliRunner().invoke(main, ["check", "--lua", str(VARIANT), "-s", "cancel-active"])
+    assert res.exit_code == 1, res.output
+    assert f"emqlab replay 'v1:W1.C1' --atomic --scenario cancel-active --lua {VARIANT}" in res.output
+    assert "verdict: fails" in res.output
+    data = json.loads(CliRunner().invoke(main, ["check", "--lua", str(VARIANT), "-s", "stalled-finish",
+                                                "--json"]).output)
+    assert data["verdict"] == "holds" and [r["mode"] for r in data["rows"]] == ["atomic", "split"]
+    replay = CliRunner().invoke(main, ["replay", "v1:W1.C1", "--atomic", "-s", "cancel-active", "--lua",
+                                       str(VARIANT)])
+    assert replay.exit_code == 0 and "verdict: fails — double-placement in the replayed schedule" in replay.output
+
+
+def test_a_finish_that_errors_fails_and_one_that_files_nothing_is_flagged_for_review(tmp_path: Path) -> None:
+    erring, idle = tmp_path / "erring", tmp_path / "idle"
+    erring.mkdir()
+    idle.mkdir()
+    (erring / "moveToFinished-14.lua").write_text("return redis.call('LPOP', KEYS[12])\n")  # KEYS[12]: the job hash
+    (idle / "moveToFinished-14.lua").write_text("return 0\n")
+    (idle / "fooBar-3.lua").write_text("return 1\n")
+    chosen = [scenario.load("stalled-finish")]
+    bad = check_scripts(default_scripts().overlay(erring), chosen)
+    assert bad.verdict == "fails"
+    atomic = next(r for r in bad.rows if r.mode == "atomic")
+    assert atomic.errors and "WRONGTYPE" in atomic.errors[0] and atomic.broken
+    quiet = check_scripts(default_scripts().overlay(idle), chosen)
+    assert quiet.verdict == "holds" and [r.scenario for r in quiet.to_review] == ["stalled-finish"]
+    row = quiet.to_review[0]
+    assert row.unmatched == 1 and row.example == "job 1 in active; locks: 1 by W1:1"
+    assert quiet.replaced == ("moveToFinished",) and quiet.skipped == ("fooBar-3.lua",)
+    res = CliRunner().invoke(main, ["check", "--lua", str(idle), "-s", "stalled-finish"])
+    assert res.exit_code == 0 and "warning: the atomic finish leaves final states emqlab's never does" in res.output
+    assert "skipped (emqlab never calls them): fooBar-3.lua" in res.output

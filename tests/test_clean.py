@@ -1,0 +1,100 @@
+"""Nothing left behind (issue 15, item 2): every live run registers its queue in the run index with a lease
+it renews; `emqlab clean` deletes the keys of runs whose lease ran out — a run killed with SIGKILL included —
+and leaves alive runs and every other key alone; the refusal to run on existing keys names the command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from emqlab.backends import RUN_INDEX, KeysExist, Namespace, abandoned_runs, clean, live_url, scan_keys, unique_queue
+from emqlab.cli import main
+from emqlab.keys import QueueKeys
+from tests.conftest import live_conn
+
+pytestmark = pytest.mark.live
+
+
+def _expire(conn: redis.Redis, queue: str) -> None:
+    conn.zadd(RUN_INDEX, {queue: time.time() * 1000 - 1})  # as if its owner stopped renewing long ago
+
+
+def test_a_run_is_indexed_while_it_runs_and_gone_from_the_index_when_it_ends() -> None:
+    conn = live_conn()
+    keys = QueueKeys(unique_queue())
+    ns = Namespace(conn, keys).claim()
+    try:
+        assert conn.zscore(RUN_INDEX, keys.name) > time.time() * 1000
+        conn.set(keys.key("wait"), "x")
+    finally:
+        ns.release()
+    assert conn.zscore(RUN_INDEX, keys.name) is None and conn.exists(keys.key("wait")) == 0
+
+
+def test_clean_deletes_only_the_keys_of_runs_whose_owner_is_gone() -> None:
+    conn = live_conn()
+    dead, alive = QueueKeys(unique_queue()), QueueKeys(unique_queue())
+    near = QueueKeys(unique_queue())  # not indexed: not emqlab's to touch, although it looks like it
+    Namespace(conn, dead).claim()
+    live_ns = Namespace(conn, alive).claim()
+    try:
+        for k in (dead, alive, near):
+            conn.set(k.key("wait"), "x")
+            conn.set(k.job("1"), "y")
+        _expire(conn, dead.name)
+        runs = {r.queue: r for r in abandoned_runs(conn)}
+        assert runs[dead.name].alive is False and runs[dead.name].keys == 2 and runs[alive.name].alive
+        res = CliRunner().invoke(main, ["clean", "--redis", live_url(), "--dry-run"])
+        assert res.exit_code == 0 and f"would delete 2 key(s) of run emq:{{{dead.name}}}" in res.output
+        assert conn.exists(dead.key("wait")) == 1
+        res = CliRunner().invoke(main, ["clean", "--redis", live_url()])
+        assert f"deleted 2 key(s) of run emq:{{{dead.name}}} (its owner is gone)" in res.output
+        assert f"left run emq:{{{alive.name}}} alone" in res.output
+        assert list(scan_keys(conn, dead.pattern)) == [] and conn.zscore(RUN_INDEX, dead.name) is None
+        assert conn.exists(alive.key("wait"), alive.job("1"), near.key("wait"), near.job("1")) == 4
+    finally:
+        live_ns.release()
+        conn.delete(near.key("wait"), near.job("1"))
+        clean(conn)
+
+
+def test_the_refusal_names_the_clean_command() -> None:
+    conn = live_conn()
+    keys = QueueKeys(unique_queue())
+    conn.set(keys.key("wait"), "x")
+    try:
+        with pytest.raises(KeysExist, match="`emqlab clean --redis URL` deletes the keys of runs"):
+            Namespace(conn, keys).claim()
+    finally:
+        conn.delete(keys.key("wait"))
+
+
+def test_a_run_killed_with_sigkill_is_cleaned_afterwards() -> None:
+    conn = live_conn()
+    before = {r.queue for r in abandoned_runs(conn)}
+    code = ("import sys; from emqlab.schedule import Runner; from emqlab.scenario import load; "
+            "from emqlab.backends import connect; r = Runner(load('two-workers'), 'split', connect('live')); "
+            "r.run(); print('ready', flush=True); import time; time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "EMQLAB_REDIS_URL": live_url()})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        (queue,) = {r.queue for r in abandoned_runs(conn)} - before
+        left = list(scan_keys(conn, QueueKeys(queue).pattern))
+        assert left  # kill -9: nothing could clean up
+        _expire(conn, queue)
+        cleaned = clean(conn)
+        assert queue in {r.queue for r in cleaned}
+        assert list(scan_keys(conn, QueueKeys(queue).pattern)) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,124 @@
+"""Levels: data next to the scenarios, each solvable level won by some schedule (and only the atomic one
+not), playable from the terminal (tested through a pty)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emqlab.schedules import parse_schedule
+from emqlab.teaching.levels import Game, LevelError, load_level, parse_level, play, shipped_levels, solve
+
+LEVELS = shipped_levels()
+
+
+def test_at_least_eight_levels_one_unsolvable() -> None:
+    assert len(LEVELS) >= 8
+    assert [lv.number for lv in LEVELS] == list(range(1, len(LEVELS) + 1))
+    assert len({lv.name for lv in LEVELS}) == len(LEVELS)
+    unsolvable = [lv for lv in LEVELS if not lv.solvable]
+    assert unsolvable and all(lv.mode == "atomic" for lv in unsolvable)
+    for lv in LEVELS:
+        assert lv.tagline.endswith("?"), lv.name
+        assert lv.story and lv.victory and lv.lesson and lv.goal.text
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=[lv.name for lv in LEVELS])
+def test_each_level_is_won_exactly_when_it_says(level) -> None:  # type: ignore[no-untyped-def]
+    explored, schedule = solve(level)
+    assert explored > 0
+    if not level.solvable:
+        assert schedule is None  # no interleaving reaches the goal
+        return
+    assert schedule is not None
+    game = Game(level)
+    try:
+        for actor in parse_schedule(schedule, game.actors):
+            game.step(actor)
+        game.finish()
+        assert game.won()
+    finally:
+        game.close()
+
+
+def test_undo_replays_the_choices_but_the_last() -> None:
+    game = Game(load_level("two-places"))
+    try:
+        for _ in range(9):
+            game.step("W1")
+        game.step("S1")
+        assert "wait: 1" in game.board()
+        assert game.undo() and game.choices == ["W1"] * 9
+        assert "wait: -" in game.board() and "active, marked and unlocked" in game.board()
+    finally:
+        game.close()
+
+
+def test_the_unsolvable_level_is_won_by_exhausting_it() -> None:
+    out: list[str] = []
+    moves = iter(["f", "s"])
+    won = play(load_level("one-step"), lambda _p: next(moves), out.append)
+    text = "\n".join(out)
+    assert won and "none reaches the goal" in text and "You win!" in text
+    assert "goal is not reached" in text  # stepping through first does not win
+
+
+def test_level_files_are_checked() -> None:
+    text = (Path(__file__).resolve().parents[1] / "emqlab" / "levels" / "01-two-places.yaml").read_text()
+    assert parse_level(text, "x.yaml").name == "two-places"
+    with pytest.raises(LevelError, match="scenario: no shipped scenario"):
+        parse_level(text.replace("scenario: stalled-finish", "scenario: nope"), "x.yaml")
+    with pytest.raises(LevelError, match="goal.anomaly"):
+        parse_level(text.replace("anomaly: double-placement", "anomaly: kaboom"), "x.yaml")
+    with pytest.raises(LevelError, match="no level 'zzz'"):
+        load_level("zzz")
+
+
+def read_until(fd: int, marker: bytes, limit: float = 120.0) -> bytes:
+    """Read the pty until ``marker`` shows (``limit`` only guards a hang; nothing asserts on time)."""
+    buf = b""
+    import time
+
+    end = time.monotonic() + limit
+    while marker not in buf and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+    return buf
+
+
+def test_play_in_a_terminal() -> None:
+    emqlab = Path(sys.executable).parent / "emqlab"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([str(emqlab), "play", "two-places"], stdin=follower, stdout=follower, stderr=follower,
+                            close_fds=True)
+    os.close(follower)
+    try:
+        seen = read_until(leader, b"> ")
+        assert b"Can one job be finished and waiting at the same time?" in seen
+        for key in [b"1"] * 9 + [b"2", b"u", b"2", b"f"]:
+            os.write(leader, key + b"\r")
+            if key != b"f":
+                seen += read_until(leader, b"> ")
+        seen += read_until(leader, b"replay it:")
+        seen += read_until(leader, b"\n", 10)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+    text = seen.decode("utf-8", "replace")
+    assert "undone" in text and "You win!" in text
+    assert "emqlab replay 'v1:W1*9.S1.W1*8' --scenario stalled-finish --split" in text
