@@ -27,14 +27,19 @@ def main(argv: list[str]) -> None:
     bq = ScriptSet.bullmq()
     folders.append((bq.origin + " (PyPI)", Path(bq["moveToFinished"].path).parent))
     for d in argv:
-        folders.append((f"bullmq {Path(d).resolve().parts[-4] if len(Path(d).parts) > 3 else d} (npm)", Path(d)))
+        parts = Path(d).resolve().parts
+        version = parts[-5] if len(parts) > 5 and parts[-4] == "package" else d
+        folders.append((f"bullmq {version} (npm)", Path(d)))
     scenarios = shipped()
     lines = [f"Generated {time.strftime('%Y-%m-%d')} by `python scripts/gen_check_docs.py`: each release's scripts"
              " in place of emqlab's, every shipped scenario, split and atomic (only rows that differ from emqlab's"
              " own scripts are shown).", ""]
     for label, folder in folders:
         res = check_scripts(default_scripts().overlay(folder), scenarios)
-        lines += [f"#### {label}: verdict {res.verdict}", "", f"{res.reason}.", "",
+        other = [x for x in res.skipped if "KEYS" in x]
+        kept = f" (emqlab's own script kept where this release's takes other KEYS: {', '.join(other)})" if other \
+            else ""
+        lines += [f"#### {label}: verdict {res.verdict}", "", f"{res.reason}{kept}.", "",
                   "| scenario | mode | this release | emqlab's scripts |", "|---|---|---|---|"]
         differ = [r for r in res.rows if r.extra or r.missing or r.error]
         for r in differ:

@@ -12,8 +12,10 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -145,3 +147,30 @@ def own_redis_server(*options: str) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def bullmq_node_release(version: str) -> Path:
+    """The ``dist/cjs/commands`` folder of BullMQ's npm release ``version``, fetched once from the npm
+    registry into /tmp/bullmq-node/<version>/ (nothing of it is kept in this repository). Skips (fails in
+    CI) when the registry cannot be reached."""
+    import tarfile
+    import urllib.request
+
+    root = Path(tempfile.gettempdir()) / "bullmq-node" / version
+    folder = root / "package" / "dist" / "cjs" / "commands"
+    if folder.is_dir():
+        return folder
+    url = f"https://registry.npmjs.org/bullmq/-/bullmq-{version}.tgz"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tgz = root / "release.tgz"
+        with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310 - a fixed https URL
+            tgz.write_bytes(r.read())
+        with tarfile.open(tgz) as t:
+            t.extractall(root, filter="data")
+    except OSError as e:
+        msg = f"cannot fetch BullMQ {version} from the npm registry ({e})"
+        if IN_CI:
+            pytest.fail(f"CI=true requires it: {msg}")
+        pytest.skip(msg)
+    return folder

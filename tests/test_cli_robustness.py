@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -117,17 +118,24 @@ def test_bullmq_script_set_runs_from_the_cli() -> None:
     assert '"finish:1:-3"' in res.output
 
 
-def test_sigterm_on_a_live_run_deletes_its_keys() -> None:
+def test_sigterm_on_a_live_run_deletes_its_keys(tmp_path: Path) -> None:
     conn = backend_conn("live")
+    # a queue name of this test's own, so that other runs on the shared server (a parallel test session)
+    # cannot be mistaken for this one's keys
+    base = f"sig{secrets.token_hex(4)}"
+    shipped = Path(__file__).resolve().parents[1] / "emqlab" / "scenarios" / "two-workers.yaml"
+    scenario_file = tmp_path / "two-workers.yaml"
+    scenario_file.write_text(shipped.read_text(encoding="utf-8").replace("name: two-workers",
+                                                                        f"name: two-workers\nqueue: {base}"))
 
     def ours() -> set[bytes]:
-        return set(conn.scan_iter(match="emq:{q-*", count=1000))
+        return set(conn.scan_iter(match=f"emq:{{{base}-*", count=1000))
 
     before = ours()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split", "--scenario",
-         "two-workers", "--preemptions", "2", "--redis", "live"],
+         str(scenario_file), "--preemptions", "2", "--redis", "live"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (ours() - before):
