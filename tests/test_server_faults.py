@@ -77,3 +77,37 @@ def test_a_looping_script_on_a_live_server_is_killed_and_the_server_freed(tmp_pa
         assert "the script moveToFinished ran past the socket timeout" in str(e.value)
         assert "emqlab sent SCRIPT KILL and the server is free again" in str(e.value)
         assert redis.Redis.from_url(url).ping() is True
+
+
+def test_a_script_flush_loop_never_yields_a_wrong_count() -> None:
+    """The reproducer of issue 15: SCRIPT FLUSH looping from another client while an atomic exploration runs
+    (on a server the test starts). Every EVALSHA that meets NOSCRIPT loads the script and runs it again; a
+    second NOSCRIPT in a row stops the run (exit 4). Either way no count includes an error: the claims are
+    fakeredis's, or the exploration says it could not finish."""
+    import threading
+
+    sc = scenario.load("two-workers")
+    expected = explore(sc, "atomic", conn=connect()).claims()
+    with own_redis_server() as url:
+        stop = threading.Event()
+
+        def flush() -> None:
+            flusher = redis.Redis.from_url(url)
+            while not stop.is_set():
+                flusher.script_flush()
+            flusher.close()
+
+        t = threading.Thread(target=flush, daemon=True)
+        t.start()
+        outcomes = []
+        try:
+            for _ in range(3):
+                try:
+                    outcomes.append(explore(sc, "atomic", conn=connect(url)).claims() == expected)
+                except ServerFault as e:
+                    assert "NOSCRIPT" in str(e) and "the exploration stops" in str(e)
+                    outcomes.append(None)
+        finally:
+            stop.set()
+            t.join(timeout=10)
+    assert all(o is not False for o in outcomes), outcomes  # never a run that completed with other counts
