@@ -377,29 +377,6 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     _finish_check(v, expect, fail_on_anomaly, as_json)
 
 
-def _with_progress(fn: Callable[[Callable[[int, int | None], None] | None], Any], total: int | None,
-                   quiet: bool) -> Any:
-    if quiet or not err_console.is_terminal:
-        return fn(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = [SpinnerColumn(), TextColumn("exploring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("runs", total=total)
-
-        def progress(done: int, _total: int | None) -> None:
-            bar.update(task, completed=done)
-
-        return fn(progress)
-
-
 def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None, script_set: _Scripts) -> str:
     parts = ["emqlab replay", f"'{schedule}'", f"--{mode}"]
     if scenario_name != "stalled-finish":
@@ -684,17 +661,16 @@ def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(_mask(json.dumps(result.to_dict(), indent=1)))
     else:
-        console.print(f"[bold]emqlab check[/] · {escape(result.origin)} · {len(result.rows)} explorations",
-                      soft_wrap=True)
+        console.print(f"[bold]emqlab check[/] · {escape(result.origin)} · {len(result.rows)} explorations")
         console.print(f"replaced: {', '.join(result.replaced)}"
                       + (f" · skipped (emqlab never calls them): {', '.join(result.skipped)}" if result.skipped
-                         else ""), highlight=False, soft_wrap=True)
+                         else ""), highlight=False)
         for r in result.rows:
             mark = "[red]differs[/]" if r.differs else "same   "
             console.print(f"{mark} {r.scenario:<22} {r.mode:<7} yours: {', '.join(r.yours) or '-'} · emqlab's: "
-                          f"{', '.join(r.reference) or '-'}", highlight=False, soft_wrap=True)
+                          f"{', '.join(r.reference) or '-'}", highlight=False)
             for problem in r.problems():
-                console.print(f"          {escape(problem)}", highlight=False, soft_wrap=True)
+                console.print(f"          {escape(problem)}", highlight=False)
         for r in result.failing:
             for k in r.extra:
                 console.print(f"witness: {r.scenario} atomic {k}: emqlab replay '{r.witnesses[k]}' --atomic "
@@ -703,8 +679,8 @@ def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
             review = ", ".join(r.scenario for r in result.to_review)
             console.print(f"[yellow]warning:[/] the atomic finish leaves final states emqlab's never does in {review}:"
                           " review them above (a protocol variant may mean them; a finish that files nothing"
-                          " shows up here too)", highlight=False, soft_wrap=True)
-        console.print(f"verdict: {result.verdict} — {escape(result.reason)}", soft_wrap=True)
+                          " shows up here too)", highlight=False)
+        console.print(f"verdict: {result.verdict} — {escape(result.reason)}")
     sys.exit({"holds": ExitCode.HOLDS, "fails": ExitCode.FAILS}.get(result.verdict, ExitCode.INCONCLUSIVE))
 
 

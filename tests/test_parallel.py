@@ -24,6 +24,7 @@ from emqlab.cli import main
 from emqlab.explore import Explorer, Trace, explore
 from emqlab.verdict import judge
 from tests.conftest import IN_CI, live_conn
+from tests.test_reduction import sample_trace
 
 #: The shipped cases large enough to be divided (the undivided search takes more than PROBE_RUNS runs; the
 #: test asserts they are): a smaller search runs whole by design (test_small_explorations_are_not_divided),
@@ -112,17 +113,7 @@ def _brute_through(actors: list[str], preds: list[int], through: dict[str, int])
 
 @pytest.mark.parametrize("through", [{"A": 1}, {"A": 2, "B": 1}, {"B": 1, "C": 1}, {"C": 2}, {"A": 3, "B": 2}])
 def test_the_prefix_restricted_count_matches_brute_force(through: dict[str, int]) -> None:
-    actors = ["A", "A", "B", "A", "B", "C", "C"]
-    prog = {0: 0, 1: 1 << 0, 2: 0, 3: 1 << 1, 4: 1 << 2, 5: 0, 6: 1 << 5}
-    extra = {2: 1 << 1, 6: 1 << 4}
-    preds = [0] * len(actors)
-    for e in range(len(actors)):
-        direct = prog[e] | extra.get(e, 0)
-        bits = direct
-        for p in range(e):
-            if direct >> p & 1:
-                bits |= preds[p]
-        preds[e] = bits
+    actors, preds = sample_trace()
     total, least = _brute_through(actors, preds, through)
     trace = Trace(actors, preds, ["A", "B", "C"], through)
     assert trace.counts(None)[0] == total

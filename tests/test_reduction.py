@@ -106,9 +106,9 @@ def _brute(actors: list[str], preds: list[int], bound: int | None) -> tuple[int,
     return total, within
 
 
-@pytest.mark.parametrize("bound", [None, 0, 1, 2])
-def test_trace_counts_match_brute_force(bound: int | None) -> None:
-    # A: 3 steps, B: 2 steps, C: 2 steps; B's 1st after A's 2nd, C's 2nd after B's 2nd
+def sample_trace() -> tuple[list[str], list[int]]:
+    """A hand-built trace for the brute-force checks: A has 3 steps, B 2, C 2; B's 1st comes after A's 2nd,
+    C's 2nd after B's 2nd. Returns the events' actors and their happens-before predecessor bit sets."""
     actors = ["A", "A", "B", "A", "B", "C", "C"]
     prog = {0: 0, 1: 1 << 0, 2: 0, 3: 1 << 1, 4: 1 << 2, 5: 0, 6: 1 << 5}
     extra = {2: 1 << 1, 6: 1 << 4}
@@ -120,6 +120,12 @@ def test_trace_counts_match_brute_force(bound: int | None) -> None:
             if direct >> p & 1:
                 bits |= preds[p]
         preds[e] = bits
+    return actors, preds
+
+
+@pytest.mark.parametrize("bound", [None, 0, 1, 2])
+def test_trace_counts_match_brute_force(bound: int | None) -> None:
+    actors, preds = sample_trace()
     trace = Trace(actors, preds, ["A", "B", "C"])
     assert trace.counts(bound) == _brute(actors, preds, bound)
     least, schedule = trace.best()
