@@ -7,18 +7,53 @@
   and the YAML itself.
 
 ``on_config`` also adds the round-trip page to the navigation when ``docs/round-trips.md`` exists.
+
+Figures and data, generated from the package at build time (never committed, never drawn by hand):
+``on_files`` adds them to the site as virtual files — nothing is written into ``docs/``:
+
+* ``figures/tutorial-timeline.svg`` — the witness ``emqlab simulate --split`` prints (``stalled-finish``), as
+  :func:`emqlab.plots.plot_timeline` draws it; ``figures/tutorial-atomic.svg`` — the atomic run;
+* ``figures/concepts-interleavings.svg`` — interleavings, runs and anomalous interleavings per scenario and
+  mode (:func:`emqlab.plots.plot_interleavings`);
+* ``figures/round-trips-rate.svg`` and ``figures/round-trips-cost.svg`` — anomaly rate, round trips per job
+  and jobs/s against RTT (:func:`emqlab.plots.plot_rate`, :func:`~emqlab.plots.plot_cost`), from the
+  sweep that ``<!-- emqlab:sweep-command -->`` names;
+* ``assets/rtt-sweep.json`` — the same sweep's rows (what ``emqlab sweep-rtt --csv`` writes), read by the
+  round-trip slider (``docs/slider.md``, ``docs/assets/slider.js``); ``<!-- emqlab:rtt-data -->`` embeds
+  it in the page so that the slider works offline and from ``file://``.
+
+The sweep is small (:data:`SWEEP`; smaller still with ``$EMQLAB_FAST``, as in the test suite) and everything
+generated is cached in ``$EMQLAB_DOCS_CACHE`` (default: a folder in the temp dir) under a hash of the
+package's sources, so a second build is as fast as one without figures.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import re
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 CLI_MARK = "<!-- emqlab:cli -->"
 SCENARIOS_MARK = "<!-- emqlab:scenarios -->"
 ACL_MARK = "<!-- emqlab:acl -->"
+SWEEP_COMMAND_MARK = "<!-- emqlab:sweep-command -->"
+RTT_DATA_MARK = "<!-- emqlab:rtt-data -->"
 OPTIONAL_PAGES = [("Round trips", "round-trips.md", "Concepts")]
+ROOT = Path(__file__).resolve().parents[1]
+#: The docs' sweep over RTT (every finish mode at each RTT; TimingConfig's defaults otherwise). Small, because
+#: the build runs in the test suite; ``$EMQLAB_FAST`` makes it smaller still.
+SWEEP = {"rtts": (0.03, 0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 75.0, 150.0, 250.0), "jobs": 16,
+         "workers": 8, "seed": 0}
+SWEEP_FAST = {"rtts": (0.05, 1.0, 5.0, 20.0, 75.0), "jobs": 8, "workers": 8, "seed": 0}
+#: The scenarios and modes of the interleaving-count figure.
+COUNTS = (("stalled-finish", ("split", "transaction", "atomic")), ("fetch-loop", ("split", "transaction", "atomic")))
 
 
 def _pages(nav: Any) -> set[str]:
@@ -42,7 +77,22 @@ def on_config(config: Any, **_: Any) -> Any:
     return config
 
 
+def on_files(files: Any, config: Any, **_: Any) -> Any:
+    from mkdocs.structure.files import File
+
+    for uri, content in generated().items():
+        if files.get_file_from_path(uri) is None:
+            files.append(File.generated(config, uri, content=content))
+    return files
+
+
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    if SWEEP_COMMAND_MARK in markdown:
+        markdown = markdown.replace(SWEEP_COMMAND_MARK, f"`{sweep_command()}`")
+    if RTT_DATA_MARK in markdown:
+        text = generated()["assets/rtt-sweep.json"].decode()
+        markdown = markdown.replace(RTT_DATA_MARK, '<script type="application/json" id="rtt-data">'
+                                    + text.replace("</", "<\\/") + "</script>")
     if CLI_MARK in markdown:
         markdown = markdown.replace(CLI_MARK, cli_reference())
     if SCENARIOS_MARK in markdown:
@@ -106,8 +156,21 @@ def _actor(a: Any) -> str:
     elif a.kind == "producer":
         bits.append(f"adds job {a.job}")
     elif a.kind == "canceller":
-        bits.append(f"fails job {a.job} from outside (token \"0\", mode: {a.mode or 'atomic'})")
-    return bits[0] + " — " + ", ".join(bits[1:])
+        how = f"mode: {a.mode}" if a.mode else "split in split runs, else atomic"
+        bits.append(f"fails job {a.job} from outside (token \"0\", {how})")
+    elif a.kind == "python":
+        bits.append(f"the Python function `{a.python}`")
+        if a.params:
+            bits.append("with " + ", ".join(f"{k}={v}" for k, v in a.params.items()))
+        if a.adds:
+            bits.append(f"adds job {', '.join(a.adds)}")
+        if a.mode:
+            bits.append(f"mode: {a.mode}")
+    elif a.kind in ("crash", "disconnect", "script-flush", "restart"):
+        bits.append(f"a fault{f' of {a.of}' if a.of else ''}")
+    if a.script:
+        bits.append(f"runs its own script `{a.script.rsplit('/lua/', 1)[-1]}`")
+    return bits[0] + (" — " + ", ".join(bits[1:]) if len(bits) > 1 else "")
 
 
 def _state(sc: Any) -> str:
@@ -158,3 +221,126 @@ def scenario_catalogue() -> str:
             out += [f"    {line}".rstrip() for line in path.read_text().splitlines()]
             out += ["    ```", ""]
     return "\n".join(out)
+
+
+# -- figures and the slider's data -------------------------------------------------------------------------------
+
+
+def _fast() -> bool:
+    return os.environ.get("EMQLAB_FAST", "").lower() not in ("", "0", "false", "no")
+
+
+def sweep_params() -> dict[str, Any]:
+    return dict(SWEEP_FAST if _fast() else SWEEP)
+
+
+def sweep_command() -> str:
+    """The ``emqlab sweep-rtt`` command that prints the numbers behind the figures and the slider."""
+    p = sweep_params()
+    rtts = ",".join(f"{x:g}" for x in p["rtts"])
+    return f"emqlab sweep-rtt --rtt {rtts} --jobs {p['jobs']} --workers {p['workers']} --seed {p['seed']}"
+
+
+def _source_hash() -> str:
+    """A hash of everything the generated files depend on: the package, the Lua scripts, this file, the
+    parameters and the plotting library's version."""
+    import matplotlib
+
+    h = hashlib.sha256()
+    h.update(json.dumps([sweep_params(), COUNTS, matplotlib.__version__], sort_keys=True).encode())
+    paths = [Path(__file__).resolve()]
+    for folder, patterns in ((ROOT / "emqlab", ("*.py", "*.yaml", "*.json")), (ROOT / "lua", ("*.lua",))):
+        for pattern in patterns:
+            paths += sorted(folder.rglob(pattern))
+    for path in paths:
+        h.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:20]
+
+
+_generated: dict[str, bytes] = {}
+
+
+def generated() -> dict[str, bytes]:
+    """Site path → content of every generated file (computed once per source hash, cached on disk)."""
+    if _generated:
+        return _generated
+    key = _source_hash()
+    cache = Path(os.environ.get("EMQLAB_DOCS_CACHE") or Path(tempfile.gettempdir()) / "emqlab-docs-cache")
+    path = cache / f"{key}.json"
+    with _locked(cache / f"{key}.lock"):  # two builds at once (the test suite's): the second waits, then reads
+        if path.exists():
+            try:
+                stored = json.loads(path.read_text())
+                _generated.update({k: v.encode() for k, v in stored.items()})
+                return _generated
+            except (OSError, ValueError):
+                pass
+        started, cpu = time.perf_counter(), time.process_time()
+        out = _make()
+        _generated.update(out)
+        try:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({k: v.decode() for k, v in out.items()}))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    if os.environ.get("EMQLAB_DOCS_VERBOSE"):
+        print(f"emqlab docs: figures and data generated in {time.perf_counter() - started:.1f} s"
+              f" ({time.process_time() - cpu:.1f} s CPU)")
+    return _generated
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (POSIX ``flock``; no lock where there is none, or the folder is not
+    writable)."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # closed below
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()
+
+
+def _make() -> dict[str, bytes]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from emqlab import plots
+    from emqlab.backends import connect
+    from emqlab.explore import explore
+    from emqlab.scenario import load
+    from emqlab.schedule import Runner
+    from emqlab.timing import MODES, PRESETS, TimingConfig, sweep_rtt
+
+    out: dict[str, bytes] = {}
+    conn = connect()
+    # the tutorial: the witness `emqlab simulate --split` prints, and the atomic run
+    sc = load("stalled-finish")
+    reports = {(name, mode): explore(load(name), mode, conn=conn) for name, modes in COUNTS for mode in modes}
+    witness = reports[("stalled-finish", "split")].witnesses["double-placement"]
+    out["figures/tutorial-timeline.svg"] = plots.to_svg(plots.plot_timeline(plots.timeline_data(witness))).encode()
+    with Runner(sc, "atomic", conn) as r:
+        atomic = r.run()
+    out["figures/tutorial-atomic.svg"] = plots.to_svg(plots.plot_timeline(plots.timeline_data(atomic))).encode()
+    # concepts: how many interleavings, how many runs, how many go wrong
+    labels = [f"{name}\n{mode}" for name, mode in reports]
+    counts = plots.interleaving_data(list(reports.values()), labels)
+    out["figures/concepts-interleavings.svg"] = plots.to_svg(plots.plot_interleavings(counts)).encode()
+    # round trips: one sweep for the figures and the slider
+    p = sweep_params()
+    sweep = sweep_rtt(p["rtts"], MODES, TimingConfig(jobs=p["jobs"], workers=p["workers"], seed=p["seed"]), conn)
+    out["figures/round-trips-rate.svg"] = plots.to_svg(plots.plot_rate(plots.rate_data(sweep))).encode()
+    out["figures/round-trips-cost.svg"] = plots.to_svg(plots.plot_cost(plots.cost_data(sweep))).encode()
+    data = {"command": sweep_command(), "modes": list(sweep.modes), "rtts": list(sweep.rtts),
+            "presets": dict(PRESETS), "config": sweep.config, "rows": sweep.rows()}
+    out["assets/rtt-sweep.json"] = json.dumps(data, indent=1, sort_keys=True).encode()
+    return out

@@ -77,6 +77,10 @@ class Op:
     #: MULTI … EXEC transaction (the reply is EXEC's: the replies, or ``None`` when a watched key changed)
     batch: Callable[[int], Sequence[Command]] | None = None
     multi: bool = False
+    #: a Python actor's round trip (:mod:`emqlab.pyactors`): sent as the actor's code sent it, on its
+    #: connection ``conn``, with the run's script cache answering SCRIPT LOAD / EXISTS and EVALSHA
+    python: bool = False
+    conn: str | None = None
 
     @property
     def round_trip(self) -> bool:
@@ -202,13 +206,17 @@ def transaction_finish(ctx: ActorContext, actor: str, job: str, target: api.Targ
         if watched:
             reply = yield Op("command", "transaction", command=(b"WATCH", *watched), session=True,
                              section="transaction", run=number)
-            if ctx.connection_lost(actor):
+            if ctx.connection_lost(actor) or isinstance(reply, Exception):  # (CROSSSLOT on a cluster)
                 break
         reads = yield Op("command", "transaction", session=True, section="transaction", run=number,
                          batch=lambda now: ((b"EXISTS", jkey), (b"GET", lock), (b"LPOS", active, job.encode()),
                                             (b"HGET", jkey, b"atm")))
         if ctx.connection_lost(actor):
             reply = reads
+            break
+        failed = next((r for r in reads if isinstance(r, Exception)), None)
+        if failed is not None:  # a read refused (an error reply): the finish fails with it
+            reply = failed
             break
         exists, holder, pos, atm = reads
         code = _transaction_refusal(exists, holder, pos, opts.token)
@@ -519,6 +527,20 @@ def script_flush(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     ctx.note(spec.id, Result("script-flush"))
 
 
+def restart(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """The server restarts without persistence (a fault event): the run's keys and the script cache are
+    lost, and every process's connection drops."""
+    yield Op("fault", "restart", section="the server restarts (no persistence)", fault=Fault("restart"))
+    ctx.note(spec.id, Result("restart"))
+
+
+def _python(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
+    """A Python actor: a function over a redis-py client (:mod:`emqlab.pyactors`)."""
+    from .pyactors import python_actor
+
+    return python_actor(ctx, spec)
+
+
 FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "worker": worker,
     "sweep": sweep,
@@ -528,4 +550,6 @@ FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "crash": crash,
     "disconnect": disconnect,
     "script-flush": script_flush,
+    "restart": restart,
+    "python": _python,
 }

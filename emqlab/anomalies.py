@@ -260,7 +260,9 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
                 else:
                     did = f"{outer.actor}'s step {before.index} ({before.op}, which did not change job {job})"
                 what = after.note or "script"
-                inside = f"{outer.actor}'s transaction" if what == "transaction" else f"{outer.actor}'s split {what}"
+                inside = (f"{outer.actor}'s transaction" if what == "transaction" else
+                          f"{outer.actor}'s sequence of separate commands" if what == "commands" else
+                          f"{outer.actor}'s split {what}")
                 because = (f" because {inner.actor} ran after {did} and before {outer.actor}'s next command"
                            f" (step {after.index}, {after.op}), inside {inside}")
                 lapses = [s for s in h.steps[before.index:inner.index - 1]
@@ -306,6 +308,18 @@ def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
         if removed is not None:
             because += f": {_ref(removed)} took it out and nothing put it back"
         out.append(Anomaly("lost-job", job, because, (removed.index,) if removed else ()))
+    # a job wiped with the server's data (a restart without persistence) is lost too, hash and all
+    for s in h.steps:
+        if s.kind != "fault":
+            continue
+        for e in s.effects:
+            if isinstance(e, HashDeleted) and not h.final.jobs.get(e.job, {}).get("exists", False) and \
+                    not any(a.job == e.job for a in out):
+                places = sorted({x.place for x in s.effects if isinstance(x, Removed) and x.job == e.job})
+                where = f" and its place in {', '.join(places)}" if places else ""
+                out.append(Anomaly("lost-job", e.job, f"job {e.job} was lost with the server's data (step"
+                                   f" {s.index}, {s.op}: no persistence): its hash{where} are gone and nothing"
+                                   " put it back", (s.index,)))
     return out
 
 
@@ -362,7 +376,7 @@ def stuck_active(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
 def stolen_lock(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
     for s in h.steps:
-        if s.kind == "clock":
+        if s.kind in ("clock", "fault"):  # a lapse, or a lock lost with the server's data: nobody stole it
             continue
         for e in s.effects:
             if not isinstance(e, LockChanged) or e.before is None:

@@ -6,11 +6,15 @@ server safe.
   emqlab's pure-Lua ``lua/lib/cmsgpack.lua`` and ``lua/lib/bit.lua`` are put on ``LUA_PATH`` and loaded
   through fakeredis's ``lua_modules`` option, so ``EVALSHA`` runs the queue scripts unchanged.
 * ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
-  ``redis://127.0.0.1:6379/0``.
+  ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``INFO cluster`` says
+  ``cluster_enabled:1``) gives a :class:`emqlab.cluster.ClusterClient` instead: every function here takes it,
+  or a :class:`redis.cluster.RedisCluster` of your own, and sends each command to the node owning its key's
+  slot (:mod:`emqlab.cluster`).
 
 Live safety (:class:`Namespace`): a run writes and deletes only keys under its own queue's base
 (``emq:{<queue>}:``), refuses to start where such keys already exist, and its clean-up deletes only those.
-Nothing here ever sends FLUSHDB or FLUSHALL to a server emqlab did not start.
+Nothing here ever sends FLUSHDB or FLUSHALL to a server emqlab did not start (on a cluster, no keyless
+command but ``SCRIPT LOAD``/``EXISTS``/``KILL`` is sent at all).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from urllib.parse import urlsplit
 
 import redis
 
+from . import cluster as _cluster
+from .cluster import is_cluster
 from .keys import QueueKeys
 from .registry import lua_dir
 
@@ -61,6 +67,7 @@ def server_fault(reply: object) -> str | None:
     also when a script's ``redis.call`` raised it; else ``None``."""
     if not isinstance(reply, redis.exceptions.ResponseError):
         return None
+    reply = _cluster.full_error(reply)  # (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, MASTERDOWN: redis-py strips the code)
     text = str(reply)
     e = redis.exceptions
     named = {e.OutOfMemoryError: "OOM", e.ReadOnlyError: "READONLY", e.BusyLoadingError: "LOADING",
@@ -99,9 +106,12 @@ def is_fake(conn: redis.Redis) -> bool:
 
 
 def describe(conn: redis.Redis) -> str:
-    """``fakeredis`` or the live server's ``redis://host:port/db`` (no password)."""
+    """``fakeredis`` or the live server's ``redis://host:port/db`` (no password); for a cluster,
+    ``redis://host:port/0 (Redis Cluster, N primaries)`` with the first node's address."""
     if is_fake(conn):
         return FAKE
+    if is_cluster(conn):
+        return _cluster.describe(conn)  # type: ignore[arg-type]
     kw = conn.connection_pool.connection_kwargs
     if "path" in kw:
         return f"unix://{kw['path']}"
@@ -110,7 +120,10 @@ def describe(conn: redis.Redis) -> str:
 
 def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
     """A redis-py client: fakeredis when ``url`` is ``None``/``"fakeredis"``, else the live server at ``url``
-    (``"live"`` = :func:`live_url`). Replies are bytes (no decoding).
+    (``"live"`` = :func:`live_url`). Replies are bytes (no decoding). When the server at ``url`` is a node of a
+    Redis Cluster, the client is a :class:`emqlab.cluster.ClusterClient` on the whole cluster (found through
+    that node; database 0 only); ``ping=False`` connects to nothing, so it cannot tell and gives a standalone
+    client.
 
     Raises :class:`BackendError` with a one-line message for a malformed URL, an unreachable server, a
     failed AUTH, or a server without scripting.
@@ -207,12 +220,33 @@ def _connect_live(url: str, *, ping: bool) -> redis.Redis:
         except redis.exceptions.ResponseError as e:
             if "NOAUTH" in str(e) or "WRONGPASS" in str(e):
                 raise BackendError(f"authentication failed at {safe}: {_redact(str(e), known)}") from None
+            if "SELECT is not allowed in cluster mode" in str(e):
+                db = conn.connection_pool.connection_kwargs.get("db", 0)
+                raise BadURL(f"Redis at {safe} is a cluster node: a cluster has only database 0, not {db}") from None
             raise BackendError(f"Redis at {safe} refused PING: {_redact(str(e), known)}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
             raise BackendError(f"cannot reach Redis at {safe}: {_redact(str(e), known)}") from None
         except (ValueError, TypeError) as e:  # an option value redis-py only parses when it connects
             raise BadURL(f"malformed Redis URL {safe!r}: {_redact(str(e), known)}") from None
+        if _cluster.cluster_enabled(conn):
+            return _connect_cluster(conn, url, safe, known)
     return conn
+
+
+def _connect_cluster(node: redis.Redis, url: str, safe: str, known: Iterable[str]) -> redis.Redis:
+    """The :class:`emqlab.cluster.ClusterClient` for the cluster ``node`` (at ``url``) belongs to."""
+    db = node.connection_pool.connection_kwargs.get("db", 0) or 0
+    node.close()
+    node.connection_pool.disconnect()
+    if int(db) != 0:
+        raise BadURL(f"Redis at {safe} is a cluster node: a cluster has only database 0, not {db}")
+    if urlsplit(url).scheme == "unix":
+        raise BadURL(f"Redis at {safe} is a cluster node: reach a cluster over TCP (redis://host:port)")
+    try:
+        client = _cluster.ClusterClient.from_url(url, socket_connect_timeout=3, socket_timeout=10, protocol=2)
+    except redis.exceptions.RedisError as e:
+        raise BackendError(f"cannot use the Redis Cluster at {safe}: {_redact(str(e), known)}") from None
+    return cast(redis.Redis, client)
 
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s:/?#@'\"]*):(?P<pw>[^\s/?#'\"]*)@")
@@ -261,7 +295,10 @@ def url_secrets(url: str | None) -> list[str]:
 def raw_client(conn: redis.Redis) -> redis.Redis:
     """A client on ``conn``'s connection pool that returns replies exactly as parsed from RESP2 (no
     response callbacks: ``HGETALL`` stays a flat list, ``SET`` stays ``b"OK"``). The Lua host needs raw
-    replies to apply Redis's reply → Lua conversion rules."""
+    replies to apply Redis's reply → Lua conversion rules. Not for a cluster (no one pool serves it): its
+    :func:`command_executor` routes raw commands."""
+    if is_cluster(conn):
+        raise BackendError("raw_client: a Redis Cluster has no single connection pool; use command_executor(conn)")
     raw = type(conn)(connection_pool=conn.connection_pool) if not is_fake(conn) else _fake_raw(conn)
     raw.response_callbacks = {}  # type: ignore[assignment]
     return raw
@@ -270,7 +307,12 @@ def raw_client(conn: redis.Redis) -> redis.Redis:
 def session_client(conn: redis.Redis) -> redis.Redis:
     """A client with one connection of its own to ``conn``'s server (same database), replies raw as in
     :func:`raw_client`: per-connection state — WATCH, MULTI — belongs to it alone. ``close()`` it when done
-    (that closes the connection and with it any WATCH or open MULTI)."""
+    (that closes the connection and with it any WATCH or open MULTI).
+
+    On a cluster: a :class:`emqlab.cluster.ClusterSession`, whose connection goes to the node that owns the
+    slot of its first keyed command (all of a tagged queue's keys are on that node)."""
+    if is_cluster(conn):
+        return cast(redis.Redis, _cluster.ClusterSession(conn))  # type: ignore[arg-type]
     if is_fake(conn):
         from .fakeserver import sync_client
 
@@ -284,6 +326,15 @@ def session_client(conn: redis.Redis) -> redis.Redis:
     return client
 
 
+def pipeline(conn: redis.Redis, *, transaction: bool) -> Any:
+    """``conn.pipeline(transaction=…)``, except on any cluster client — a :class:`redis.cluster.RedisCluster`
+    of your own included — where it is emqlab's :class:`emqlab.cluster.SlotPipeline`: raw commands with bytes
+    names, one transaction per hash slot (one in all for a tagged queue's keys)."""
+    if is_cluster(conn):
+        return _cluster.SlotPipeline(conn, transaction)  # type: ignore[arg-type]
+    return conn.pipeline(transaction=transaction)
+
+
 def _fake_raw(conn: redis.Redis) -> redis.Redis:
     from .fakeserver import sync_client
 
@@ -294,7 +345,11 @@ def _fake_raw(conn: redis.Redis) -> redis.Redis:
 
 
 def scan_keys(conn: redis.Redis, pattern: str, count: int = 500) -> Iterator[bytes]:
-    """Every key matching ``pattern`` (SCAN, never KEYS)."""
+    """Every key matching ``pattern`` (SCAN, never KEYS). On a cluster: on the one node that owns the slot of
+    the pattern's hash tag (a queue's :attr:`~emqlab.keys.QueueKeys.pattern`), else on every primary."""
+    if is_cluster(conn):
+        yield from _cluster.scan_keys(conn, pattern, count)  # type: ignore[arg-type]
+        return
     yield from conn.scan_iter(match=pattern, count=count)
 
 
@@ -315,6 +370,10 @@ class Namespace:
     delete only such keys. On a fakeredis server that this process created, ``reset()`` may flush it. On a
     live server the claim is registered in :data:`RUN_INDEX` with a lease that :meth:`heartbeat` renews, so
     that ``emqlab clean`` can find the keys of a run that died (kill -9, a lost machine) and delete them.
+
+    On a Redis Cluster the same rules hold: a tagged queue's keys all live in the slot of its name, so the
+    SCANs go to the one node owning it (an untagged queue's, :func:`emqlab.keys.without_hash_tag`, to every
+    primary), and the deletes go to each key's node.
     """
 
     conn: redis.Redis
@@ -355,7 +414,7 @@ class Namespace:
             return
         self._beat = now
         try:
-            self.conn.zadd(RUN_INDEX, {self.keys.name: now + RUN_LEASE_MS})
+            self.conn.zadd(RUN_INDEX, {self.keys.index_name: now + RUN_LEASE_MS})
         except redis.exceptions.ResponseError as e:
             fault = server_fault(e)
             if fault is None:
@@ -404,7 +463,7 @@ class Namespace:
         if claimed is not None:
             claimed.discard(self.keys.base)
         if not is_fake(self.conn):
-            self.conn.zrem(RUN_INDEX, self.keys.name)
+            self.conn.zrem(RUN_INDEX, self.keys.index_name)
         return n
 
 
@@ -427,7 +486,7 @@ def abandoned_runs(conn: redis.Redis) -> list[AbandonedRun]:
     entries: list[tuple[Any, float]] = conn.zrange(RUN_INDEX, 0, -1, withscores=True)  # type: ignore[assignment]
     for member, score in entries:
         queue = member.decode() if isinstance(member, bytes) else str(member)
-        n = sum(1 for _ in scan_keys(conn, QueueKeys(queue).pattern))
+        n = sum(1 for _ in scan_keys(conn, QueueKeys.from_index_name(queue).pattern))
         out.append(AbandonedRun(queue, float(score), n, float(score) > now))
     return out
 
@@ -439,7 +498,7 @@ def clean(conn: redis.Redis, *, dry_run: bool = False) -> list[AbandonedRun]:
     gone = [r for r in abandoned_runs(conn) if not r.alive]
     if not dry_run:
         for r in gone:
-            Namespace(conn, QueueKeys(r.queue)).reset()
+            Namespace(conn, QueueKeys.from_index_name(r.queue)).reset()
             conn.zrem(RUN_INDEX, r.queue)
     return gone
 
@@ -479,7 +538,14 @@ def command_executor(conn: redis.Redis) -> Executor:
     An executor garbage-collected unclosed gives its connection back when the next fakeredis executor is
     created. On a live server the executor borrows a pooled connection per command; its ``close()`` only
     makes it refuse further commands.
+
+    On a cluster (:class:`emqlab.cluster.ClusterExecutor`): each command goes to the primary owning the slot of
+    its first key — ``EVALSHA`` by its KEYS — on that node's pool; ``SCRIPT LOAD``/``EXISTS``/``KILL`` go to
+    every primary, any other keyless command is refused (:class:`emqlab.cluster.ClusterError`). Cluster
+    errors keep their code (``CROSSSLOT Keys in request don't hash to the same slot``).
     """
+    if is_cluster(conn):
+        return _cluster.ClusterExecutor(conn)  # type: ignore[arg-type]
     if is_fake(conn):
         try:
             return _FakeDirect(conn)

@@ -25,9 +25,11 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__
 from .backends import BackendError, BadURL, KeysExist, _redact, url_secrets
+from .history import DEFAULT_WIDTH, line_breaks
 from .registry import ScriptError, ScriptSet
 from .scenario import ANOMALY_KINDS, ScenarioError
 from .schedule import ScheduleError
@@ -82,6 +84,70 @@ def _fail(msg: str, code: ExitCode = ExitCode.USAGE) -> None:
 def _one_line(text: str, limit: int = 2000) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#: the narrowest width output is fitted to (a narrower terminal wraps the lines itself)
+MIN_COLUMNS = 40
+
+
+def _wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--wide", is_flag=True,
+                        help=f"Print every line whole: witness lines, sentences and notes unwrapped (by default"
+                             f" they are fitted to {DEFAULT_WIDTH} columns, or to a narrower terminal).")(f)
+
+
+def _columns(wide: bool) -> int | None:
+    """The width the output is fitted to: ``None`` with --wide (nothing is wrapped); the terminal's width
+    when stdout is a terminal narrower than :data:`~emqlab.history.DEFAULT_WIDTH`; else that (100)."""
+    if wide:
+        return None
+    if console.is_terminal:
+        return max(MIN_COLUMNS, min(DEFAULT_WIDTH, console.width))
+    return DEFAULT_WIDTH
+
+
+def _fit(text: str | Text, width: int | None, indent: int = 0) -> Text:
+    """``text`` wrapped at word boundaries to ``width`` columns (``None``: as it is), its styles kept. Each
+    line of it is a paragraph: one that fits stays as it is; a longer one goes on in lines indented
+    ``indent`` columns more than its own leading spaces."""
+    t = text if isinstance(text, Text) else Text(text)
+    if width is None:
+        return t
+    out = Text()
+    for i, para in enumerate(t.split("\n", allow_blank=True)):
+        if i:
+            out.append("\n")
+        plain = para.plain
+        if len(plain) <= width:
+            out.append_text(para)
+            continue
+        pad = len(plain) - len(plain.lstrip(" ")) + indent
+        for j, (a, b) in enumerate(line_breaks(plain, width, pad)):
+            if j:
+                out.append("\n" + " " * pad)
+            out.append_text(para[a:b])
+    return out
+
+
+def _say(text: str | Text, width: int | None, indent: int = 0) -> None:
+    """Print ``text`` fitted to ``width`` (:func:`_fit`); never wrapped again by the console."""
+    console.print(_fit(text, width, indent), soft_wrap=True)
+
+
+def _command_lines(label: str, words: list[str], width: int | None) -> list[str]:
+    """``label`` and a shell command (its ``words``: pieces it may be broken between) on one line, or, too
+    long for ``width``, broken between them with `` \\`` so that it still pastes into a shell as it is."""
+    line = label + " ".join(words)
+    if width is None or len(line) <= width or not words:
+        return [line]
+    lines, cur = [], label + words[0]
+    for w in words[1:]:
+        if len(cur) + 1 + len(w) + 2 > width:
+            lines.append(cur + " \\")
+            cur = "    " + w
+        else:
+            cur += " " + w
+    return [*lines, cur]
 
 
 @contextmanager
@@ -265,19 +331,18 @@ def _check_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return g
 
 
-def _finish_check(v: Verdict, expect: list[str] | None, fail_on_anomaly: bool, as_json: bool) -> None:
-    """Print the verdict (text mode) and exit with its code."""
-    from rich.markup import escape
-
+def _finish_check(v: Verdict, expect: list[str] | None, fail_on_anomaly: bool, as_json: bool,
+                  width: int | None = DEFAULT_WIDTH) -> None:
+    """Print the verdict (text mode, fitted to ``width``) and exit with its code."""
     if not as_json:
         style = {"holds": "bold green", "fails": "bold red", "inconclusive": "bold yellow"}[v.kind]
         console.print()
-        console.print(f"[{style}]verdict: {v.kind}[/] — {escape(v.reason)}", soft_wrap=False)
+        _say(Text.assemble((f"verdict: {v.kind}", style), f" — {v.reason}"), width, 4)
         if expect is not None:
             met = v.expectation_met
             style = "bold green" if met else ("bold red" if met is False else "bold yellow")
             head, _, rest = v.expectation_line().partition(": ")
-            console.print(f"[{style}]{head}[/]: {escape(rest)}", soft_wrap=False)
+            _say(Text.assemble((head, style), f": {rest}"), width, 4)
     code = v.exit_code(check=fail_on_anomaly)
     if code != ExitCode.HOLDS:
         sys.exit(code)
@@ -314,10 +379,11 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
 @click.option("--max-seconds", type=click.FloatRange(0, min_open=True), default=None,
               help="Stop after this long: an inconclusive result that says what was covered.")
 @_check_options
+@_wide_option
 def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _Scripts, as_json: bool,
              strategy: str, runs: int, seed: int, depth: int, preemptions: int | None, no_reduce: bool,
              jobs: int | None, executor: str | None, max_seconds: float | None,
-             fail_on_anomaly: bool, expect: list[str] | None) -> None:
+             fail_on_anomaly: bool, expect: list[str] | None, wide: bool = False) -> None:
     """Explore the interleavings of a scenario's actors and name the anomalies.
 
     Each actor step is one round trip to Redis. A split finish gives the recovery sweep a gap between
@@ -338,6 +404,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
       emqlab simulate --split --redis redis://127.0.0.1:6379/0 --json
       emqlab simulate --atomic --expect none             # CI: exit 0 only if it holds
       emqlab simulate --split --expect double-placement  # an assignment: the race must show
+      emqlab simulate --split --wide                     # witness lines unwrapped
     """
     ctx = click.get_current_context()
     from click.core import ParameterSource
@@ -365,36 +432,39 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
             with parallel.progress_bar(err_console) as progress:
                 rep = run(progress)
     v = judge(rep, expect)
+    width = _columns(wide)
     if as_json:
         d = rep.to_dict()
         d["verdict"] = v.kind
         d["verdict_detail"] = v.to_dict(check=fail_on_anomaly)
         click.echo(_mask(json.dumps(d, indent=2)))
     else:
-        _print_report(rep, sc, mode, scenario_name, redis_url, script_set)
+        _print_report(rep, sc, mode, scenario_name, redis_url, script_set, width)
         for w in rep.warnings:
-            console.print(f"[bold yellow]warning:[/] {w}", highlight=False)
-    _finish_check(v, expect, fail_on_anomaly, as_json)
+            _say(Text.assemble(("warning:", "bold yellow"), f" {w}"), width, 4)
+    _finish_check(v, expect, fail_on_anomaly, as_json, width)
 
 
-def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None, script_set: _Scripts) -> str:
+def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | None,
+                script_set: _Scripts) -> list[str]:
+    """The `emqlab replay` command that reproduces ``schedule``, passwords masked, in the pieces a long
+    command may be broken between (an option stays with its value)."""
     parts = ["emqlab replay", f"'{schedule}'", f"--{mode}"]
     if scenario_name != "stalled-finish":
-        parts += ["--scenario", scenario_name]
+        parts.append(f"--scenario {shlex.quote(scenario_name)}")
     if redis_url:
-        parts += ["--redis", redis_url]
-    parts += script_set.options()
-    return _mask(" ".join(parts))
+        parts.append(f"--redis {shlex.quote(redis_url)}")
+    opts = script_set.options()
+    parts += [f"{o} {v}" for o, v in zip(opts[::2], opts[1::2], strict=True)]
+    return [_mask(p) for p in parts]
 
 
 def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
-                  script_set: _Scripts) -> None:
-    from rich.text import Text
-
+                  script_set: _Scripts, width: int | None = DEFAULT_WIDTH) -> None:
     # the scenario's own text (name, title, lesson) is printed as text, never read as console markup
-    console.print(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
-                                (mode, "cyan"), f" · {rep.backend} · {rep.strategy}"))
-    console.print(Text(sc.title, style="dim"))
+    _say(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
+                       (mode, "cyan"), f" · {rep.backend} · {rep.strategy}"), width, 4)
+    _say(Text(sc.title, style="dim"), width, 2)
     steps = ", ".join(f"{a} {n} step{'s' if n != 1 else ''}" for a, n in rep.steps_per_actor.items())
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("interleavings")
@@ -418,7 +488,7 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         t.add_row("traces beyond the bound", f"{rep.outside_bound:,}")
     t.add_row("distinct final states", str(rep.distinct_outcomes))
     t.add_row("runs per second", f"{rep.runs_per_second:.0f}")
-    console.print(t)
+    console.print(t, width=width)
     notes = []
     if rep.strategy == "exhaustive" and rep.reduction != "off":
         notes.append("a trace = the interleavings that differ only in the order of steps on different keys;\n"
@@ -430,15 +500,15 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
             f"preemptions: {bound} in the scenario file; --preemptions K overrides it"
         notes.append(f"counted: interleavings with at most {bound} preemption(s)\n({origin})")
     for n in notes:
-        console.print(f"[dim]{n}[/]")
+        _say(Text(n, style="dim"), width, 2)
     console.print()
     if not rep.anomaly_kinds:
         if rep.strategy in ("random", "pct"):
-            console.print(f"[bold green]no anomaly[/] in {rep.explored:,} sampled run(s) (of about"
-                          f" {rep.raw_interleavings:,} interleavings).")
+            _say(Text.assemble(("no anomaly", "bold green"), f" in {rep.explored:,} sampled run(s) (of about"
+                                                            f" {rep.raw_interleavings:,} interleavings)."), width, 2)
         else:
-            console.print(f"[bold green]no anomaly[/] in {rep.raw_interleavings:,} interleaving(s)"
-                          f"{'' if rep.raw_exact else ' (estimate)'}.")
+            _say(Text.assemble(("no anomaly", "bold green"), f" in {rep.raw_interleavings:,} interleaving(s)"
+                                                            f"{'' if rep.raw_exact else ' (estimate)'}."), width, 2)
     else:
         a = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         a.add_column("anomaly")
@@ -448,12 +518,12 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         for kind in rep.anomaly_kinds:
             n = rep.interleavings_with[kind] if rep.raw_exact else rep.runs_with[kind]
             a.add_row(f"[red]{kind}[/]", f"{n:,}", f"{rep.share(kind):.1%}", str(rep.min_preemptions[kind]))
-        console.print(a)
+        console.print(a, width=width)
     if rep.codes:
         console.print()
-        console.print("[bold]finish results[/] (return code → runs): " + "; ".join(
+        _say(Text.assemble(("finish results", "bold"), " (return code → runs): " + "; ".join(
             f"{actor}: " + ", ".join(f"{outcome}×{n}" for outcome, n in codes.items())
-            for actor, codes in rep.codes.items()))
+            for actor, codes in rep.codes.items())), width, 2)
     for kind in rep.anomaly_kinds:
         h = rep.witnesses[kind]
         found = [x for x in h.anomalies if x["kind"] == kind]
@@ -462,16 +532,17 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
             for s in x["steps"]:
                 marks.setdefault(s, kind)
         console.print()
-        console.print(f"[bold]witness[/] for [red]{kind}[/] ({len(h.steps)} steps, "
-                      f"{rep.min_preemptions[kind]} preemption(s)):")
-        console.print(h.annotated(marks=marks), markup=False)
+        _say(Text.assemble(("witness", "bold"), " for ", (kind, "red"), f" ({len(h.steps)} steps, "
+                           f"{rep.min_preemptions[kind]} preemption(s)):"), width, 2)
+        console.print(Text(h.annotated(marks=marks, width=width)), soft_wrap=True)
         for x in found:
-            console.print(f"[bold]why:[/] {x['because']}", markup=True, soft_wrap=False)
-        console.print(f"[bold]replay:[/] {_replay_cmd(h.schedule, scenario_name, mode, redis_url, script_set)}",
-                      markup=True)
+            _say(Text.assemble(("why:", "bold"), f" {x['because']}"), width, 5)
+        cmd = _command_lines("replay: ", _replay_cmd(h.schedule, scenario_name, mode, redis_url, script_set),
+                             width)
+        console.print(Text.assemble(("replay:", "bold"), "\n".join(cmd)[len("replay:"):]), soft_wrap=True)
     if sc.lesson:
         console.print()
-        console.print(Text(f"lesson: {sc.lesson}", style="dim"), soft_wrap=False)
+        _say(Text(f"lesson: {sc.lesson}", style="dim"), width, 8)
 
 
 @main.command()
@@ -479,8 +550,9 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
 @_mode_options
 @_common_options
 @_check_options
+@_wide_option
 def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, script_set: _Scripts,
-           as_json: bool, fail_on_anomaly: bool, expect: list[str] | None) -> None:
+           as_json: bool, fail_on_anomaly: bool, expect: list[str] | None, wide: bool = False) -> None:
     """Replay one schedule and print its annotated history.
 
     SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
@@ -492,6 +564,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
       emqlab replay 'v1:W1*9.S1.W1*8' --split
       emqlab replay 'v1:W1*9.S1' --split --redis live
       emqlab replay 'v1:W1*9.S1' --split --expect double-placement   # exit 0: the witness reproduces
+      emqlab replay 'v1:W1*9.S1' --split --wide                      # one line per step, unwrapped
     """
     from .explore import explore
 
@@ -518,13 +591,19 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
         click.echo(_mask(json.dumps(d, indent=1, default=str)))
         _finish_check(v, expect, fail_on_anomaly, as_json)
         return
-    marks = {s: a["kind"] for a in h.anomalies for s in a["steps"]}
-    console.print(h.annotated(marks=marks), markup=False)
+    width = _columns(wide)
+    kinds_at: dict[int, list[str]] = {}  # a step two anomalies name is marked with both
+    for a in h.anomalies:
+        for s in a["steps"]:
+            if a["kind"] not in kinds_at.setdefault(s, []):
+                kinds_at[s].append(a["kind"])
+    marks = {s: ", ".join(kinds) for s, kinds in kinds_at.items()}
+    console.print(Text(h.annotated(marks=marks, width=width)), soft_wrap=True)
     if not h.anomalies:
         console.print("[bold green]no anomaly[/]")
     for a in h.anomalies:
-        console.print(f"[red]{a['kind']}[/]: {a['because']}", soft_wrap=False)
-    _finish_check(v, expect, fail_on_anomaly, as_json)
+        _say(Text.assemble((a["kind"], "red"), f": {a['because']}"), width, 4)
+    _finish_check(v, expect, fail_on_anomaly, as_json, width)
 
 
 @main.command()
@@ -906,7 +985,9 @@ def _sig3(x: float) -> str:
               help="Seconds a notebook may run before it is stopped.")
 @click.option("--memory-mb", type=click.IntRange(min=256), default=1536, show_default=True,
               help="Address space a notebook may use.")
-def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, memory_mb: int) -> None:
+@_wide_option
+def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, memory_mb: int,
+          wide: bool = False) -> None:
     """Grade a classroom assignment notebook, or every notebook in a folder, without nbgrader.
 
     The notebook's code runs in a separate, limited process (time, memory, no network, no processes, its own
@@ -928,15 +1009,17 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
       emqlab grade submitted/ada/a2-repair-finish.ipynb --json
       emqlab grade submitted/ --csv grades.csv
     """
-    from .grading import EXIT_CANNOT_GRADE, GradingError, grade_notebook
+    from .grading import EXIT_CANNOT_GRADE, GradingError, feedback_width, grade_notebook
     from .teaching.sandbox import Limits
 
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     if os.path.isdir(notebook):
         _grade_folder(notebook, csv_path or "-", limits)
         return
+    width = _columns(wide)
     try:
-        report = grade_notebook(notebook, limits=limits)
+        with feedback_width(width):
+            report = grade_notebook(notebook, limits=limits)
     except GradingError as e:
         _fail(str(e), ExitCode(EXIT_CANNOT_GRADE))
     if csv_path is not None:
@@ -949,25 +1032,30 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         sys.exit(report.exit_code)
-    from rich.markup import escape
+    _print_grade(report, notebook, width)
+    sys.exit(report.exit_code)
 
-    console.print(f"[bold]emqlab grade[/] · {report.title} ([cyan]{report.assignment}[/]) · {escape(notebook)}",
-                  highlight=False)
+
+def _print_grade(report: Any, notebook: str, width: int | None) -> None:
+    """A grade report as `emqlab grade` prints it, fitted to ``width``: each cell's line, then its feedback
+    indented under it (its sentences wrapped there, a witness in it as the grader rendered it)."""
+    from .grading import FEEDBACK_INDENT, feedback_block
+
+    _say(Text.assemble(("emqlab grade", "bold"), f" · {report.title} (", (report.assignment, "cyan"),
+                       f") · {notebook}"), width, 4)
     for c in report.cells:
-        mark = "[green]ok[/]" if c.passed else "[red]--[/]"
-        console.print(f"  {mark} [bold]{c.grade_id}[/] {c.points:g}/{c.max_points:g}  [dim]{c.what}[/]")
-        for line in c.feedback.split("\n"):
-            console.print(f"       {line}", markup=False, highlight=False)
+        mark = Text("ok", style="green") if c.passed else Text("--", style="red")
+        _say(Text.assemble("  ", mark, " ", (c.grade_id, "bold"), f" {c.points:g}/{c.max_points:g}  ",
+                           (c.what, "dim")), width, 4)
+        _say(feedback_block(c.feedback, FEEDBACK_INDENT), width)
     for err in report.errors:
         if not err.stubbed:
-            console.print(f"  code cell {err.cell} ({err.grade_id or 'no grade_id'}) raised {err.error}",
-                          markup=False, highlight=False)
+            _say(f"  code cell {err.cell} ({err.grade_id or 'no grade_id'}) raised {err.error}", width, 4)
     for note in report.notes:
-        console.print(f"  note: {note}", markup=False, highlight=False)
+        _say(f"  note: {note}", width, 6)
     style = "green" if report.score == report.max_score else ("red" if report.score == 0 else "yellow")
     console.print(f"[bold {style}]score {report.score:g}/{report.max_score:g}[/]  "
                   f"[dim]({report.elapsed_s:.1f} s)[/]")
-    sys.exit(report.exit_code)
 
 
 def _grade_folder(folder: str, csv_path: str, limits: Any) -> None:
@@ -1032,7 +1120,10 @@ def play(level: str | None, list_levels: bool) -> None:
 @main.command()
 @click.argument("source", type=click.Path(exists=True))
 @click.argument("out", type=click.Path())
-def student(source: str, out: str) -> None:
+@click.option("--otter", is_flag=True,
+              help="write otter-grader's layout instead: OUT/<notebook>.ipynb with grader.check cells and "
+                   "OUT/tests/<grade_id>.py (SOURCE: an assignment notebook)")
+def student(source: str, out: str, otter: bool) -> None:
     """Make the student version of an assignment notebook (or of every notebook in a directory).
 
     Does what `nbgrader generate_assignment` does to a source notebook: each `### BEGIN SOLUTION` …
@@ -1040,15 +1131,31 @@ def student(source: str, out: str) -> None:
     (`### BEGIN HIDDEN TESTS` … `### END HIDDEN TESTS`) are removed, outputs are cleared, and graded and
     read-only cells are made undeletable. OUT is a notebook path, or a directory when SOURCE is one.
 
+    With --otter, the assignment is exported for otter-grader: each nbgrader test cell becomes a
+    `grader.check("<grade_id>")` cell and each graded cell an OK-format test in OUT/tests/ whose doctest
+    runs emqlab's own grader (docs/instructors.md).
+
     \b
     Examples:
       emqlab student notebooks/assignments/a1-double-placement.ipynb release/a1-double-placement.ipynb
       emqlab student notebooks/assignments release/
+      emqlab student --otter notebooks/assignments/a1-double-placement.ipynb otter/a1/
     """
     from .grading import make_student_versions
 
     with _errors():
-        written = make_student_versions(source, out)
+        if otter:
+            from pathlib import Path
+
+            from .grading import assignment_of, read_notebook
+            from .teaching.otter import export
+
+            aid = assignment_of(read_notebook(source))
+            if aid is None:
+                raise click.UsageError(f"{source}: not an emqlab assignment notebook (no metadata.emqlab.assignment)")
+            written = export(aid, out, Path(source).parent)
+        else:
+            written = make_student_versions(source, out)
     for p in written:
         console.print(f"wrote {p}", highlight=False)
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .scenario import Scenario
 
 Mode = Literal["atomic", "split", "finish-then-fetch", "transaction"]
-FaultKind = Literal["crash", "disconnect", "script-flush"]
+FaultKind = Literal["crash", "disconnect", "script-flush", "restart"]
 #: the finish modes: one EVALSHA; the same script run client-side one command at a time; EVALSHA without
 #: fetch-next and a separate fetch; an optimistic WATCH/MULTI/EXEC transaction (and a separate fetch)
 MODES: tuple[str, ...] = ("atomic", "split", "finish-then-fetch", "transaction")
@@ -44,7 +44,11 @@ class Fault:
       never arrived. Either way ``target`` sees a connection error (Jepsen's ``info``: it cannot tell which).
     * ``script-flush`` — the server's script cache is emptied (``SCRIPT FLUSH``, a failover to a replica that
       never loaded the scripts, a restart): the next EVALSHA of each script gets NOSCRIPT, and the client's
-      fallback decides what follows. Only on a server emqlab owns (fakeredis)."""
+      fallback decides what follows. Only on a server emqlab owns (fakeredis).
+    * ``restart`` — the server restarts without persistence: every key of the run is gone, the script cache
+      is empty, and every connection drops (each process's next round trip fails with a connection error,
+      its request never arrived; WATCH and MULTI state are gone). Only on a server emqlab owns (fakeredis):
+      emqlab never restarts a server it did not start."""
 
     kind: FaultKind
     target: str | None = None
@@ -90,6 +94,11 @@ class ActorContext(Protocol):
     def connection_lost(self, actor: str) -> bool:
         """True when ``actor``'s last reply was lost to a dropped connection (a ``disconnect`` fault); the
         reply the actor got was a ``redis.ConnectionError``."""
+        ...
+
+    def script_source(self, sha: bytes) -> bytes | None:
+        """The source of script ``sha`` (lower-case hex) if the run's script cache holds it (Python actors'
+        EVALSHA, :mod:`emqlab.pyactors`)."""
         ...
 
     def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:

@@ -35,17 +35,20 @@ them, and :data:`EXIT_CANNOT_GRADE` (2) when a notebook cannot be graded at all.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import io
 import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from .history import DEFAULT_WIDTH, wrap
 
 __all__ = [
     "ASSIGNMENTS", "Assignment", "CellGrade", "GradeReport", "GradedCell", "GradingError", "Verdict",
@@ -517,21 +520,49 @@ class GradeReport:
         """:data:`EXIT_FULL_MARKS` or :data:`EXIT_BELOW_FULL`."""
         return EXIT_FULL_MARKS if self.score >= self.max_score else EXIT_BELOW_FULL
 
-    def text(self) -> str:
-        lines = [f"{self.title} ({self.assignment}) · {self.notebook}"]
+    def text(self, width: int | None = DEFAULT_WIDTH) -> str:
+        """The report as text, its sentences wrapped to ``width`` columns (``None``: unwrapped)."""
+        lines = wrap(f"{self.title} ({self.assignment}) · {self.notebook}", width, indent=2)
         for c in self.cells:
             mark = "ok" if c.passed else "--"
-            lines.append(f"  [{mark}] {c.grade_id:<16} {_pts(c.points)}/{_pts(c.max_points)}  {c.what}")
-            for para in c.feedback.split("\n"):
-                lines.append(f"        {para}")
+            lines += wrap(f"  [{mark}] {c.grade_id:<16} {_pts(c.points)}/{_pts(c.max_points)}  {c.what}", width,
+                          indent=4)
+            lines += wrap(feedback_block(c.feedback, FEEDBACK_INDENT), width)
         for note in self.notes:
-            lines.append(f"  note: {note}")
+            lines += wrap(f"  note: {note}", width, indent=6)
         lines.append(f"  score {_pts(self.score)}/{_pts(self.max_score)}")
         return "\n".join(lines)
 
 
 def _pts(x: float) -> str:
     return f"{x:g}"
+
+
+# -- how feedback is laid out --------------------------------------------------------------------------------
+
+#: feedback is printed indented this much under its cell's line
+FEEDBACK_INDENT = 8
+#: the width of a history shown inside feedback: it fits under the indent of a report's feedback
+_WITNESS_WIDTH: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "emqlab_witness_width", default=DEFAULT_WIDTH - FEEDBACK_INDENT)
+
+
+@contextlib.contextmanager
+def feedback_width(width: int | None) -> Iterator[None]:
+    """While grading in this block, render the histories shown in feedback (a shortest witness) fitted to
+    ``width`` columns of a report (``None``: unwrapped, one line per step): they fit under its feedback
+    indent. By default they fit a report of :data:`DEFAULT_WIDTH` columns."""
+    token = _WITNESS_WIDTH.set(None if width is None else max(40, width - FEEDBACK_INDENT))
+    try:
+        yield
+    finally:
+        _WITNESS_WIDTH.reset(token)
+
+
+def feedback_block(feedback: str, indent: int = FEEDBACK_INDENT) -> str:
+    """``feedback`` with each of its lines indented ``indent`` columns (for :func:`emqlab.history.wrap`:
+    its sentences then wrap under themselves, a history in it stays as it is)."""
+    return "\n".join(" " * indent + line for line in feedback.split("\n"))
 
 
 # -- the engine, as graders use it -----------------------------------------------------------------------
@@ -554,8 +585,9 @@ def _replay(scenario: str, mode: str, schedule: str) -> Any:
 
 
 def _short(h: Any, limit: int = 40) -> str:
-    """The annotated history, at most ``limit`` lines."""
-    lines = h.annotated(width=46).split("\n")
+    """The annotated history, at most ``limit`` lines, fitted to the width feedback histories have
+    (:func:`feedback_width`)."""
+    lines = h.annotated(width=_WITNESS_WIDTH.get()).split("\n")
     if len(lines) > limit:
         lines = lines[: limit - 1] + [f"     … {len(lines) - limit + 1} more steps"]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ their text (``"1 +completed"``) and actor results as ``"finish:1:-2"``; reading 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
@@ -25,6 +26,21 @@ StepKind = Literal["command", "script", "clock", "fault"]
 #: actor cannot know (info: the reply was lost)
 StepOutcome = Literal["ok", "fail", "info"]
 STEP_KINDS: tuple[str, ...] = ("command", "script", "clock")
+
+#: the default line width of everything emqlab prints: witness lines, because-sentences, grade feedback
+DEFAULT_WIDTH = 100
+#: the command column of an annotated history (the width it has unwrapped)
+COMMAND_WIDTH = 44
+#: the narrowest command column a wrapped history shrinks to (to keep a step's mark on its line)
+MIN_COMMAND_WIDTH = 16
+#: the reply column (a longer reply pushes the effects right)
+REPLY_WIDTH = 12
+#: a step line without its command and reply: ``" 10  "`` + ``" -- "`` + actor + ``" -> "``
+_FIXED = 5 + 4 + 3 + 4
+#: where a step's effects go on when they do not fit on its line
+_CONTINUATION = "     ↳ "
+#: where a step's mark goes when even the step's line without effects is too wide for it (a narrow terminal)
+_MARK_CONTINUATION = "     "
 
 
 @dataclass(frozen=True)
@@ -59,21 +75,19 @@ class Step:
     outcome: StepOutcome = "ok"
     applied: bool = True
 
-    def command_text(self, width: int = 60) -> str:
+    def command_text(self, width: int = COMMAND_WIDTH) -> str:
+        """The command as one short line of at most ``width`` columns: ``DEL 1:lock``, ``EVALSHA
+        moveToFinished 1 … returnvalue`` (a script shows its first three short, non-empty arguments; an
+        empty argument of a command shows as ``""``). A long argument list is elided in the middle
+        (``HSET 1 returnvalue … 1767225600000``): the command and its last argument stay."""
         if self.kind == "script":
-            text = f"EVALSHA {self.op}"
-            shown = [a for a in self.args if len(a) <= 24][:3]
-            if shown:
-                text += " " + " ".join(shown)
-        elif self.kind == "clock":
-            text = f"(clock) {self.op} " + " ".join(self.args)
-        elif self.kind == "fault":
-            text = f"(fault) {self.op} " + " ".join(self.args)
+            head = ["EVALSHA", self.op]
+            args = [a for a in self.args if a and len(a) <= 24][:3]  # the short, non-empty ones
+        elif self.kind in ("clock", "fault"):
+            head, args = [f"({self.kind})", self.op], list(self.args)
         else:
-            text = " ".join([self.op, *self.args])
-        if len(text) > width:
-            text = text[: width - 1] + "…"
-        return text
+            head, args = [self.op], list(self.args)
+        return elide_words(head, [a if a else '""' for a in args], width)
 
     def effects_on(self, job: str) -> list[Effect]:
         """This step's effects on ``job``."""
@@ -235,23 +249,27 @@ class History:
         return replace(self, findings=tuple(findings), unchecked=tuple(unchecked))
 
     # -- rendering ---------------------------------------------------------------------------------
-    def annotated(self, *, marks: dict[int, str] | None = None, width: int = 44) -> str:
+    def annotated(self, *, marks: Mapping[int, str] | None = None, width: int | None = DEFAULT_WIDTH) -> str:
         """The history as an annotated linear script, one line per step::
 
-             3  DEL 1:lock                     -- W1  -> 1        1:lock W1:1 -> -
-             4  EVALSHA moveStalledJobsToWait  -- S1  -> ["1"]    1 -active +wait
-        ``marks`` adds a remark to chosen step indices (the witness's "because")."""
+             9  DEL 1:lock                                   -- W1  -> 1            1:lock W1:1 -> -
+            10  EVALSHA moveStalledJobsToWait 1 "" 1767225…  -- S1  -> ["1"]        1 -active  1 +wait
+
+        ``marks`` adds a remark to chosen step indices (``<== double-placement``: the witness's "because").
+        ``width`` is the line width: a step whose effects do not fit goes on with them on its own
+        continuation line(s) (``↳ 1:lock W1:1 -> -``) while its mark stays on the step's line (below it
+        only in a terminal too narrow for both), and a long reply is shortened (``[[…], "1", 0, …]``).
+        ``width=None`` prints every step on one line, unwrapped."""
         marks = marks or {}
-        lines = [f"-- {self.scenario} · {self.mode} · {self.schedule}"]
+        tags = {i: f"   <== {m}" for i, m in marks.items()}
+        lines = _header_lines(self.scenario, self.mode, self.schedule, width)
+        if width is None:
+            cw = COMMAND_WIDTH
+        else:
+            widest = max((len(tags[s.index]) for s in self.steps if s.index in tags), default=0)
+            cw = max(MIN_COMMAND_WIDTH, min(COMMAND_WIDTH, width - _FIXED - REPLY_WIDTH - 1 - widest))
         for s in self.steps:
-            reply = render_reply(s.reply)
-            if s.outcome == "info":  # the actor never saw this reply
-                reply = f"lost ({reply})" if s.applied else "lost (never sent)"
-            tail = "  ".join(str(e) for e in s.effects)
-            mark = f"   <== {marks[s.index]}" if s.index in marks else ""
-            lines.append(
-                f"{s.index:>3}  {s.command_text(width):<{width}} -- {s.actor:<3} -> {reply:<12} {tail}{mark}".rstrip()
-            )
+            lines += _step_lines(s, tags.get(s.index, ""), width, cw)
         return "\n".join(lines)
 
     # -- JSON --------------------------------------------------------------------------------------
@@ -294,17 +312,180 @@ class History:
                  tuple(str(e) for e in s.effects)) for s in self.steps]
 
 
-def render_reply(reply: Any) -> str:
-    """A short rendering of a reply: ``1``, ``"W1:1"``, ``nil``, ``["1"]``, ``ERR …``."""
+def render_reply(reply: Any, width: int | None = None) -> str:
+    """A short rendering of a reply: ``1``, ``"W1:1"``, ``nil``, ``["1"]``, ``ERR …`` (a list shows its first
+    three items). With ``width``, a longer rendering is shortened to fit: nested lists first become
+    ``[…]``, then fewer items are shown, and a long string is cut with ``…``."""
+    text = _reply(reply)
+    if width is None or len(text) <= width:
+        return text
+    if isinstance(reply, list):
+        for n in range(min(3, len(reply)), -1, -1):
+            items = [_reply(x, nested=False) for x in reply[:n]]
+            text = "[" + ", ".join(items + (["…"] if n < len(reply) else [])) + "]"
+            if len(text) <= width:
+                return text
+    return elide_end(text, width)
+
+
+def _reply(reply: Any, nested: bool = True) -> str:
     if reply is None:
         return "nil"
     if isinstance(reply, str):
         return reply if reply.startswith(("ERR", "-", "{")) or reply == "OK" else json.dumps(reply)
     if isinstance(reply, list):
+        if not nested:
+            return "[…]" if reply else "[]"
         if len(reply) > 3:
-            return "[" + ", ".join(render_reply(x) for x in reply[:3]) + ", …]"
-        return "[" + ", ".join(render_reply(x) for x in reply) + "]"
+            return "[" + ", ".join(_reply(x) for x in reply[:3]) + ", …]"
+        return "[" + ", ".join(_reply(x) for x in reply) + "]"
     return str(reply)
 
 
-__all__ = ["Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "StepOutcome", "render_reply"]
+# -- fitting text to a width ---------------------------------------------------------------------------------
+
+
+def elide_end(text: str, width: int) -> str:
+    """``text`` cut to ``width`` columns, ending in ``…`` when it was longer."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` shortened to ``width`` columns by replacing its middle with ``…``."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    left = (width - 1 + 1) // 2
+    return text[:left] + "…" + text[len(text) - (width - 1 - left):]
+
+
+def elide_words(head: Sequence[str], words: Sequence[str], width: int) -> str:
+    """``head`` and ``words`` joined by spaces, in at most ``width`` columns: when too long, words in the
+    middle give way to one ``…`` — the head stays, the last word too when it can, and as many of the first
+    words as then fit. When no first word would fit, long words (a SHA1, a JSON blob) are elided in their
+    own middle first; when not even the head and ``…`` fit, the head is elided in its middle."""
+    text = " ".join([*head, *words])
+    if len(text) <= width:
+        return text
+    found = _fewer_words(head, words, width)
+    if (found is None or found[0] == 0) and words:
+        short = [elide_middle(w, max(16, width // 3)) for w in words]
+        if len(" ".join([*head, *short])) <= width:
+            return " ".join([*head, *short])
+        more = _fewer_words(head, short, width)
+        if more is not None and (found is None or more[0] > found[0]):
+            found = more
+    if found is not None:
+        return found[1]
+    return elide_middle(" ".join(head), width)  # not even the head and "…": the head, shortened
+
+
+def _fewer_words(head: Sequence[str], words: Sequence[str], width: int) -> tuple[int, str] | None:
+    """The first fit of head + the first k words + ``…`` + the last word (or without it), the most first
+    words first: (k, the text), or ``None`` (with no words, the head alone when it fits)."""
+    n = len(words)
+    if not n:
+        return (0, " ".join(head)) if len(" ".join(head)) <= width else None
+    for tail in (1, 0):
+        for k in range(n - tail - 1, -1, -1):
+            cand = " ".join([*head, *words[:k], "…", *words[n - tail:]])
+            if len(cand) <= width:
+                return k, cand
+    return None
+
+
+def line_breaks(text: str, width: int, indent: int = 0) -> list[tuple[int, int]]:
+    """Where to break one paragraph ``text`` to lines of at most ``width`` columns, at spaces (dropped at a
+    break), the lines after the first ``indent`` columns narrower: the ``(start, end)`` offsets of each
+    line. A word longer than a line stays whole, on a line of its own."""
+    out: list[tuple[int, int]] = []
+    pos, n, avail = 0, len(text), width
+    words_at = n - len(text.lstrip(" "))  # leading spaces are an indentation, not a break
+    while n > words_at and text[n - 1] == " ":  # nor are trailing spaces a line's content
+        n -= 1
+    while True:
+        if n - pos <= avail:
+            out.append((pos, n))
+            return out
+        cut = text.rfind(" ", max(pos, words_at), pos + avail + 1)
+        if cut <= max(pos, words_at):  # no space in reach: the first word is longer than the line
+            cut = text.find(" ", max(pos + avail, words_at))
+            if cut == -1:
+                out.append((pos, n))
+                return out
+        end = cut
+        while end > pos and text[end - 1] == " ":
+            end -= 1
+        out.append((pos, end))
+        pos = cut
+        while pos < n and text[pos] == " ":
+            pos += 1
+        if pos >= n:
+            return out
+        avail = max(1, width - indent)
+
+
+def wrap(text: str, width: int | None = DEFAULT_WIDTH, *, indent: int = 0) -> list[str]:
+    """``text`` as lines of at most ``width`` columns, broken at word boundaries. Each line of ``text`` is a
+    paragraph: one that fits is kept exactly as it is (a preformatted line, such as a history's inside
+    feedback); a longer one is wrapped with its continuation lines indented ``indent`` columns more than
+    the paragraph's own leading spaces. ``width=None`` keeps every line as it is."""
+    out: list[str] = []
+    for para in text.split("\n"):
+        if width is None or len(para) <= width:
+            out.append(para)
+            continue
+        lead = len(para) - len(para.lstrip(" "))
+        pad = " " * (lead + indent)
+        spans = line_breaks(para, width, lead + indent)
+        out += [para[a:b] if i == 0 else pad + para[a:b] for i, (a, b) in enumerate(spans)]
+    return out
+
+
+def _header_lines(scenario: str, mode: str, schedule: str, width: int | None) -> list[str]:
+    line = f"-- {scenario} · {mode} · {schedule}"
+    if width is None or len(line) <= width:
+        return [line]
+    # the schedule on lines of its own, broken after a dot (it reads as one string again)
+    out, cur = [f"-- {scenario} · {mode}"], "-- "
+    for part in re.split(r"(?<=\.)", schedule):
+        if len(cur) + len(part) > width and cur != "-- ":
+            out.append(cur)
+            cur = "-- "
+        cur += part
+    return [*out, cur]
+
+
+def _step_lines(s: Step, tag: str, width: int | None, cw: int) -> list[str]:
+    """One step as its line(s): the command, actor, reply, effects and mark (``tag``) on one line when they
+    fit in ``width``; else the effects on continuation lines under the step, the mark kept on its line."""
+    tail = "  ".join(str(e) for e in s.effects)
+    head = f"{s.index:>3}  {s.command_text(cw):<{cw}} -- {s.actor:<3} -> "
+    room = None if width is None else max(8, width - len(head) - 1 - len(tag))
+    if s.outcome == "info":  # the actor never saw this reply
+        inner = None if room is None else max(1, room - len("lost ()"))
+        reply = f"lost ({render_reply(s.reply, inner)})" if s.applied else "lost (never sent)"
+    else:
+        reply = render_reply(s.reply, room)
+    one = f"{head}{reply:<{REPLY_WIDTH}} {tail}{tag}".rstrip()
+    if width is None or len(one) <= width:
+        return [one]
+    lines = [f"{head}{reply:<{REPLY_WIDTH}} {tag}".rstrip()]
+    if tag and len(lines[0]) > width:  # not even the mark fits beside the step: it goes under it
+        lines = [f"{head}{reply}", _MARK_CONTINUATION + tag.strip()]
+    if not tail:
+        return lines
+    room = max(8, width - len(_CONTINUATION))
+    cur = ""
+    for text in (elide_middle(str(e), room) for e in s.effects):
+        if cur and len(cur) + 2 + len(text) > room:
+            lines.append(_CONTINUATION + cur)
+            cur = ""
+        cur = f"{cur}  {text}" if cur else text
+    lines.append(_CONTINUATION + cur)
+    return lines
+
+
+__all__ = ["DEFAULT_WIDTH", "Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "StepOutcome",
+           "elide_end", "elide_middle", "elide_words", "line_breaks", "render_reply", "wrap"]

@@ -5,12 +5,19 @@ script touches lives in one slot (Redis docs, "Cluster specification: hash tags"
 key *order* each script expects is the protocol's contract; the ``*_keys`` methods below return exactly that
 order (``PROTOCOL.md`` §1.1 for moveToFinished-14, §2 for moveToActive-11, §3 for the sweep, §4 for the
 rest).
+
+A lesson on Redis Cluster (``docs/cluster.md``) needs the layout a user gets wrong: ``<prefix>:<queue>:<suffix>``
+without the braces, each key in a slot of its own. :func:`without_hash_tag` makes the queues named inside it
+use that layout (``QueueKeys(..., hash_tag=False)`` names one directly).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Literal
 
 Target = Literal["completed", "failed"]
@@ -48,6 +55,25 @@ WAITING: tuple[str, ...] = ("wait", "paused", "prioritized", "delayed")
 
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
+#: whether a QueueKeys made without an explicit ``hash_tag`` puts its queue name in braces (see
+#: :func:`without_hash_tag`)
+_HASH_TAG: ContextVar[bool] = ContextVar("emqlab_hash_tag", default=True)
+#: how the run index (``emqlab.backends.RUN_INDEX``) names a queue whose keys have no hash tag
+_UNTAGGED_SUFFIX = ":untagged"
+
+
+@contextmanager
+def without_hash_tag() -> Iterator[None]:
+    """Within the block, ``QueueKeys(name)`` names keys ``<prefix>:<name>:<suffix>``, with no hash tag: the
+    mis-tagged layout of the Redis Cluster lesson, where a script's keys fall in different slots. It is how
+    the lesson gets a :class:`emqlab.runner.Runner` (which names its queue's keys itself) to use that layout;
+    a QueueKeys keeps the layout it was made with after the block. Nothing else should need it."""
+    token = _HASH_TAG.set(False)
+    try:
+        yield
+    finally:
+        _HASH_TAG.reset(token)
+
 
 @dataclass(frozen=True)
 class QueueKeys:
@@ -59,12 +85,17 @@ class QueueKeys:
     >>> k.lock("7")
     'emq:{orders}:7:lock'
 
+    ``hash_tag=False`` leaves the braces out (``emq:orders:wait``): on Redis Cluster a script's keys then
+    hash to different slots and its EVALSHA is refused with CROSSSLOT (``docs/cluster.md``). By default a
+    queue has the tag, except inside :func:`without_hash_tag`.
+
     Raises ``ValueError`` for a queue name that is empty or holds characters other than letters, digits,
     ``_ . -`` (braces would break the hash tag, colons the key layout).
     """
 
     name: str = "q"
     prefix: str = "emq"
+    hash_tag: bool = field(default_factory=_HASH_TAG.get)
 
     def __post_init__(self) -> None:
         if not _QUEUE_NAME.match(self.name):
@@ -75,8 +106,30 @@ class QueueKeys:
     # -- the base -------------------------------------------------------------------------------------
     @property
     def base(self) -> str:
-        """``<prefix>:{<queue>}:`` — the "keys prefix" ARGV of the scripts, with its trailing colon."""
+        """``<prefix>:{<queue>}:`` — the "keys prefix" ARGV of the scripts, with its trailing colon
+        (``<prefix>:<queue>:`` without the hash tag)."""
+        if not self.hash_tag:
+            return f"{self.prefix}:{self.name}:"
         return f"{self.prefix}:{{{self.name}}}:"
+
+    @property
+    def tag(self) -> str | None:
+        """The text Redis Cluster hashes for every key of the queue (the queue name), or ``None`` without
+        the hash tag (then each key's whole name is hashed)."""
+        return self.name if self.hash_tag else None
+
+    @property
+    def index_name(self) -> str:
+        """How the run index lists this queue: its name, with ``:untagged`` appended without the hash tag
+        (no queue name holds a colon). :meth:`from_index_name` reads it back."""
+        return self.name if self.hash_tag else self.name + _UNTAGGED_SUFFIX
+
+    @classmethod
+    def from_index_name(cls, entry: str, prefix: str = "emq") -> QueueKeys:
+        """The queue an :attr:`index_name` names."""
+        if entry.endswith(_UNTAGGED_SUFFIX):
+            return cls(entry[: -len(_UNTAGGED_SUFFIX)], prefix, hash_tag=False)
+        return cls(entry, prefix, hash_tag=True)
 
     def key(self, suffix: str) -> str:
         return self.base + suffix
@@ -108,6 +161,8 @@ class QueueKeys:
     @property
     def pattern(self) -> str:
         """A SCAN MATCH pattern for every key of this queue (braces escaped for glob matching)."""
+        if not self.hash_tag:
+            return f"{self.prefix}:{self.name}:*"
         return f"{self.prefix}:\\{{{self.name}\\}}:*"
 
     # -- per-script key lists, in the protocol's order ---------------------------------------------------

@@ -178,6 +178,16 @@ local function script_line()
   end
   return 0
 end
+-- the script's lines on the stack, innermost first ("12,340"): where a pending redis.call was made
+local function where()
+  local lines = {}
+  for level = 2, 60 do
+    local info = getinfo(level, 'Sl')
+    if info == nil then break end
+    if info.source == '@user_script' then lines[#lines + 1] = info.currentline end
+  end
+  return table.concat(lines, ',')
+end
 -- call a library function and re-raise its error at the caller's line, named as the caller named it
 local function guarded(name, f)
   return function(...)
@@ -210,6 +220,7 @@ local function command(raise, ...)
     end
   end
   args.n = n
+  args.where = where()
   local tag, value = co_yield(CMD, args)
   if tag == 1 then
     if raise then real_error({err = value, line = script_line()}) end
@@ -874,7 +885,7 @@ class ScriptRun:
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "_ended")
+                 "caller_db", "db", "restoring", "refused", "_ended", "_where")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
                  caller_db: int = 0) -> None:
@@ -894,7 +905,22 @@ class ScriptRun:
         #: the commands the host refused (never sent), each with the error the script got
         self.refused: list[tuple[Command, bytes]] = []
         self._ended: tuple[Any, ...] | None = None
+        self._where = b""
         self._advance(self.host._step(co, 0, None))
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        """Where the pending command was issued: the script's line numbers on the Lua stack, innermost
+        (the ``redis.call`` itself, maybe in an included function) first, the main chunk's last; ``()``
+        when nothing is pending (or for the ``SELECT`` that restores the caller's database). Lines count
+        in the text the host ran (a flattened script: includes inlined)."""
+        return tuple(int(x) for x in bytes(self._where).split(b",") if x)
+
+    @property
+    def line(self) -> int:
+        """The line of the pending ``redis.call`` (0 when nothing is pending)."""
+        lines = self.lines
+        return lines[0] if lines else 0
 
     def resume(self, reply: Any) -> None:
         """Answer the pending command with ``reply`` and advance to the next command or the end.
@@ -969,10 +995,12 @@ class ScriptRun:
             if refusal is None:
                 self.pending = cmd
                 self.commands += 1
+                self._where = args[b"where"] or b""
                 return
             self.refused.append((cmd, refusal))
             out = self.host._step(self.co, 1, refusal)
         self.pending = None
+        self._where = b""
         self.closed = True  # the Lua side released the coroutine when it died
         if self.db != self.caller_db:
             self._ended = out

@@ -98,7 +98,7 @@ class Outcome:
 
 
 ResultKind = Literal["fetch", "finish", "sweep", "extend", "lapsed", "add", "cancel", "crash", "disconnect",
-                     "script-flush"]
+                     "script-flush", "restart"]
 RESULT_KINDS: tuple[str, ...] = get_args(ResultKind)
 
 

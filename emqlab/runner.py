@@ -14,9 +14,10 @@ anomaly check is given to the Runner (``check=``); the Runner itself knows nothi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -31,6 +32,7 @@ from .backends import (
     command_executor,
     describe,
     is_fake,
+    pipeline,
     server_fault,
     session_client,
     unique_queue,
@@ -118,6 +120,9 @@ class Runner:
         self.keys = QueueKeys(queue)
         self.namespace = Namespace(self.conn, self.keys).claim()
         self.scripts = scripts or default_scripts()
+        #: actors with a ``script:`` of their own: their script set (the run's, with that script in place)
+        self._actor_scripts: dict[str, ScriptSet] = {
+            a.id: self.scripts.overlay(a.script) for a in scenario.actors if a.script is not None}
         self._executor: Executor = command_executor(self.conn)
         fake = is_fake(self.conn)
         self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
@@ -126,6 +131,9 @@ class Runner:
         #: the scenario injects faults: every step also reads its process's liveness (a crash or a
         #: disconnect of that process writes it), and atomic steps read the script cache (a flush writes it)
         self._faulty = any(a.kind in FAULT_KINDS for a in scenario.actors)
+        if any(a.kind == "restart" for a in scenario.actors) and not fake:
+            raise BackendError(f"the restart fault needs a server emqlab owns (fakeredis): emqlab never restarts "
+                               f"{describe(self.conn)}, a server it did not start")
         if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
             raise BackendError(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
                                f"empty the script cache of every client of {describe(self.conn)}")
@@ -146,6 +154,9 @@ class Runner:
         self._runs: list[ScriptRun] = []
         self._gens: dict[str, ActorGen] = {}
         self._sessions: dict[str, redis.Redis] = {}
+        self._shas: dict[bytes, bytes] | None = None
+        #: the live server's run_id when the Runner started (a restart or a failover changes it)
+        self._server_id = None if fake else _server_id(self._executor)
         self.reset()
 
     @property
@@ -158,6 +169,7 @@ class Runner:
         """Back to the scenario's initial state: drop every unfinished actor and script run, delete the
         namespace, write the initial keys, restart every actor."""
         self._drop_actors()
+        self._same_server("starting a run")
         self.namespace.heartbeat()  # (a live run: its claim in the run index stays fresh while it runs)
         if self.namespace.sole_owner:
             self.exec(b"FLUSHDB")  # a fakeredis server this process created, holding only this run's keys
@@ -188,12 +200,17 @@ class Runner:
         self.kills: dict[str, int] = {}
         #: the keys each actor's open WATCH covers
         self._watched: dict[str, tuple[bytes, ...]] = {}
+        #: the run's script cache as Python actors see it (sha -> source; emqlab's set when a run starts)
+        self._py_cache: dict[bytes, bytes] = dict(self._script_shas())
+        #: each Python-actor connection's WATCH / MULTI state
+        self._py_conns: dict[str, _Conn] = {}
         for inst in self.instruments:
             start = getattr(inst, "start", None)
             if start is not None:
                 start(self)
         for spec in self.scenario.actors:
-            gen = self.factories[spec.kind](self, spec)
+            own = self._actor_scripts.get(spec.id)
+            gen = self.factories[spec.kind](self if own is None else _OwnScripts(self, own), spec)
             try:
                 self.pending[spec.id] = next(gen)
                 self._gens[spec.id] = gen
@@ -270,6 +287,11 @@ class Runner:
         self._runs.append(run)
         return run
 
+    def script_source(self, sha: bytes) -> bytes | None:
+        """The source of the script ``sha`` (lower-case hex) if the run's script cache holds it (see
+        :mod:`emqlab.pyactors`)."""
+        return self._py_cache.get(sha)
+
     def script_run(self) -> int:
         """A new script-run number (the steps of one split script share it; numbers count from 1 per run)."""
         self._run_count += 1
@@ -336,6 +358,25 @@ class Runner:
                 assert command is not None
                 name, args = command[0].decode().upper(), [self._show(a) for a in command[1:]]
                 keys = [self.keys.relative(k) for k in (command_keys(command) or ())]
+        elif op.python:
+            reply, pfp, command, batch = self._python(actor, op, now)
+            fp = fp | pfp
+            if batch is not None:
+                name, args, keys = self._batch_shown(op, batch)
+                read_only = all(is_read_only(c[0]) for c in batch)
+            else:
+                assert command is not None
+                name = command[0].decode("utf-8", "replace").upper()
+                args = [self._show(a) for a in command[1:]]
+                if name == "SCRIPT" and len(command) == 3:  # SCRIPT LOAD <source>
+                    args[1] = _script_ref(command[2])
+                elif name in ("EVAL", "EVAL_RO"):
+                    args[0] = _script_ref(command[1])
+                keys = [self.keys.relative(k) for k in (command_keys(command) or ())]
+                access = key_access(command)
+                if access is not None and not access.writes_any and name not in _UNSEEN_WRITES:
+                    written = access.writes
+                read_only = is_read_only(command[0])
         elif op.batch is not None:
             cmds = batch = op.batch(now)
             reply, bfp = self._batch(actor, cmds, op.multi)
@@ -376,6 +417,9 @@ class Runner:
         if armed is not None:
             outcome = "info"
         fault = server_fault(reply)
+        if op.python:  # (NOSCRIPT there is the run's script cache answering, a reply like any other)
+            faults = (server_fault(r) for r in (reply if isinstance(reply, list) else [reply]))
+            fault = next((f for f in faults if f is not None and not f.startswith("NOSCRIPT")), None)
         if fault is not None and outcome != "fail":  # (a script-flush fault's NOSCRIPT is the point of it)
             raise ServerFault(f"{actor}'s {name} at step {self.index} got a server error ({fault}): a run cannot"
                               " go on truthfully past a server fault (its result would count an error as the"
@@ -396,6 +440,8 @@ class Runner:
         if armed is not None:  # the actor sees the same error whether or not its request ran
             reply = redis.exceptions.ConnectionError(LOST)
             self._lost.add(actor)
+            if op.python:  # its connection is gone, and with it any WATCH or open MULTI
+                self._close_conn(op.conn or actor)
         gen = self._gens[actor]
         try:
             self.pending[actor] = gen.send(reply)
@@ -429,6 +475,7 @@ class Runner:
     def history(self) -> History:
         """The history so far, with the final state and, when the Runner has a check, the anomalies."""
         recorded = frozenset(r for r in (getattr(i, "records", None) for i in self.instruments) if r)
+        self._same_server(f"ending the run at step {self.index}")
         h = History(self.scenario.name, self.mode, self.schedule, tuple(self.steps), tuple(self.executions),
                     self.final_state(), results={k: tuple(v) for k, v in self.results.items()},
                     recorded=recorded)
@@ -486,14 +533,16 @@ class Runner:
             reply, fp = self._atomic(name, keys, args, actor)
             return reply, fp | Footprint(writes=frozenset({("scripts", name)}))
         if self._faulty:
-            reply, fp = self._atomic_run(name, keys, args)
+            reply, fp = self._atomic_run(name, keys, args, actor)
             return reply, fp | Footprint(reads=frozenset({("scripts", name)}))
-        return self._atomic_run(name, keys, args)
+        return self._atomic_run(name, keys, args, actor)
 
-    def _atomic_run(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, Footprint]:
+    def _atomic_run(self, name: str, keys: Sequence[Any], args: Sequence[Any],
+                    actor: str = "") -> tuple[Any, Footprint]:
         base = self.keys.base
+        scripts = self._actor_scripts.get(actor, self.scripts)
         if self._local_scripts:
-            script = self.scripts[name]
+            script = scripts[name]
             script.check_keys(keys)
             seen: list[tuple[bytes, ...]] = []
 
@@ -509,7 +558,7 @@ class Runner:
             self.observed.append((name, tuple(keys), observed))
             return reply, observed
         try:
-            reply = self.scripts.call(self._executor, name, keys, args)
+            reply = scripts.call(self._executor, name, keys, args)
         except redis.exceptions.ResponseError as e:
             reply = e
         except redis.exceptions.TimeoutError:
@@ -543,6 +592,147 @@ class Runner:
         if client is None:
             client = self._sessions[actor] = session_client(self.conn)
         return client.execute_command
+
+    def _same_server(self, when: str) -> None:
+        """On a live server: raise :class:`ServerFault` when the server is not the one the run started on
+        (its ``run_id`` changed: a restart, or a failover to another node). redis-py reconnects silently, so
+        without this a run would read an emptied database and report its state as the run's."""
+        if self._server_id is None:
+            return
+        now = _server_id(self._executor)
+        if now is not None and now != self._server_id:
+            raise ServerFault(f"the server at {describe(self.conn)} restarted or failed over ({when}: its run_id"
+                              f" changed from {self._server_id[:8]}… to {now[:8]}…), so this run's keys are gone"
+                              " and its state cannot be reported truthfully; the exploration stops")
+
+    # -- Python actors (emqlab.pyactors) ---------------------------------------------------------------
+    def _script_shas(self) -> dict[bytes, bytes]:
+        if self._shas is None:
+            self._shas = {_sha1_hex(self.scripts[n].text): self.scripts[n].text for n in self.scripts.names()}
+            self._shas.update((_sha1_hex(text), text) for text in self.scenario.loaded_scripts)
+        return self._shas
+
+    def _close_conn(self, conn: str) -> None:
+        client = self._sessions.pop(conn, None)
+        if client is not None:
+            client.close()
+        self._py_conns.pop(conn, None)
+
+    def _python(self, actor: str, op: Op, now: int) -> tuple[Any, Footprint, tuple[bytes, ...] | None,
+                                                             Sequence[tuple[bytes, ...]] | None]:
+        """A Python actor's round trip on its connection ``op.conn``: one command (its reply) or a batch
+        (the list of replies, errors as values). Returns the reply, the footprint, the command, the batch."""
+        conn = op.conn or actor
+        if op.batch is not None:
+            cmds = op.batch(now)
+            out: list[Any] = []
+            fp = Footprint()
+            for c in cmds:
+                r, f = self._py_command(conn, c)
+                out.append(r)
+                fp = fp | f
+            return out, fp, None, cmds
+        assert op.command is not None
+        reply, fp = self._py_command(conn, op.command)
+        return reply, fp, op.command, None
+
+    def _py_command(self, conn: str, cmd: tuple[bytes, ...]) -> tuple[Any, Footprint]:
+        base = self.keys.base
+        name = cmd[0].upper()
+        if name == b"SCRIPT":
+            sub = cmd[1].upper()
+            if sub == b"LOAD" and len(cmd) == 3:
+                sha = _sha1_hex(cmd[2])
+                self._py_cache[sha] = cmd[2]
+                if not is_fake(self.conn):  # so that its EVALSHA finds it on the server too
+                    self._executor(b"SCRIPT", b"LOAD", cmd[2])
+                return sha, Footprint(writes=frozenset({("scripts", sha.decode())}))
+            if sub == b"EXISTS":
+                shas = [c.lower() for c in cmd[2:]]
+                return ([int(s in self._py_cache) for s in shas],
+                        Footprint(reads=frozenset(("scripts", s.decode("utf-8", "replace")) for s in shas)))
+        if name in _SCRIPT_CALLS and len(cmd) >= 3:
+            return self._py_script(cmd)
+        st = self._py_conns.setdefault(conn, _Conn())
+        stateful = name in _SESSION_COMMANDS or st.multi or bool(st.watched)
+        execute = self._py_session(conn) if stateful else self.exec
+        try:
+            reply = execute(*cmd)
+        except redis.exceptions.ResponseError as e:
+            reply = e
+        if name == b"MULTI":
+            st.multi = st.multi or not isinstance(reply, Exception)
+            return reply, Footprint()
+        if name in (b"EXEC", b"DISCARD"):
+            fp = st.queued if name == b"EXEC" else Footprint()
+            if st.watched and name == b"EXEC":  # its fate depends on every write to the watched keys
+                fp = fp | footprints.of_commands([(b"EXISTS", *st.watched)], base)
+            self._py_conns[conn] = _Conn()
+            return reply, fp
+        if name == b"WATCH":
+            st.watched = tuple(dict.fromkeys((*st.watched, *cmd[1:])))
+            return reply, footprints.of_commands([(b"EXISTS", *cmd[1:])], base)
+        if name == b"UNWATCH":
+            st.watched = ()
+            return reply, Footprint()
+        if st.multi:  # queued: it takes effect at EXEC
+            if not isinstance(reply, Exception):
+                st.queued = st.queued | footprints.of_command(cmd, base)
+            return reply, Footprint()
+        return reply, footprints.of_command(cmd, base)
+
+    def _py_session(self, conn: str) -> Callable[..., Any]:
+        execute = self._session(conn)
+        return _sorted_smembers(execute) if is_fake(self.conn) else execute
+
+    def _py_script(self, cmd: tuple[bytes, ...]) -> tuple[Any, Footprint]:
+        """EVAL / EVALSHA of a Python actor, answered from the run's script cache and run atomically: on
+        fakeredis through the Lua host with every command observed, on a server as one EVALSHA (its
+        footprint: everything, since a server does not tell what a script touched)."""
+        name = cmd[0].upper()
+        if name.startswith(b"EVALSHA"):
+            sha = cmd[1].lower()
+            source = self._py_cache.get(sha)
+            cache = Footprint(reads=frozenset({("scripts", sha.decode("utf-8", "replace"))}))
+            if source is None:
+                return redis.exceptions.NoScriptError(NOSCRIPT), cache
+        else:
+            source = cmd[1]
+            sha = _sha1_hex(source)
+            self._py_cache[sha] = source
+            cache = Footprint(writes=frozenset({("scripts", sha.decode())}))
+        try:
+            n = int(cmd[2])
+            if n < 0 or n > len(cmd) - 3:
+                raise ValueError
+        except ValueError:
+            return redis.exceptions.ResponseError("Number of keys can't be greater than number of args"
+                                                  if cmd[2].lstrip(b"-").isdigit() and int(cmd[2]) >= 0
+                                                  else "value is not an integer or out of range"), cache
+        keys, args = cmd[3:3 + n], cmd[3 + n:]
+        if self._local_scripts:
+            seen: list[tuple[bytes, ...]] = []
+
+            def observe(*command: Any) -> Any:
+                seen.append(command)
+                return self.exec(*command)
+
+            try:
+                reply = self.host.run(observe, source, keys, args)
+            except redis.exceptions.ResponseError as e:
+                reply = e
+            return reply, footprints.of_commands(seen, self.keys.base) | cache
+        try:
+            try:
+                reply = self._executor(b"EVALSHA", sha, n, *keys, *args)
+            except redis.exceptions.NoScriptError:
+                self._executor(b"SCRIPT", b"LOAD", source)
+                reply = self._executor(b"EVALSHA", sha, n, *keys, *args)
+        except redis.exceptions.ResponseError as e:
+            reply = e
+        except redis.exceptions.TimeoutError:
+            raise ServerFault(self._kill_script(sha.decode())) from None
+        return reply, Footprint.everything() | cache
 
     def _batch(self, actor: str, cmds: Sequence[tuple[bytes, ...]], multi: bool) -> tuple[Any, Footprint]:
         """Several commands in one round trip on ``actor``'s connection: pipelined (the replies, errors as
@@ -580,8 +770,22 @@ class Runner:
     def _fault(self, fault: Fault) -> tuple[Any, Footprint]:
         """Carry out a fault event; returns the reply its actor gets and its footprint (what it changes:
         the target's liveness, or the script cache)."""
+        if fault.kind == "restart":
+            lost = self.namespace.reset()
+            self._cached = set()
+            self._py_cache = {}
+            for client in self._sessions.values():
+                client.close()
+            self._sessions = {}
+            self._py_conns = {}
+            self._watched = {}
+            for other in self.pending:  # its connection is dead: its next request never arrives
+                self._armed[other] = False
+            fp = Footprint.everything()
+            return f"restarted: {lost} key(s) lost", fp | Footprint(writes=frozenset(("proc", a) for a in self.pending))
         if fault.kind == "script-flush":
             self._cached = set()
+            self._py_cache = {}
             return Status(b"OK"), Footprint(writes=frozenset(("scripts", n) for n in self.scripts.names()))
         target = fault.target
         assert target is not None
@@ -622,7 +826,7 @@ class Runner:
             for cmd in self._initial:
                 self.exec(*cmd)
             return
-        pipe = self.conn.pipeline(transaction=True)
+        pipe = pipeline(self.conn, transaction=True)
         for cmd in self._initial:
             pipe.execute_command(*cmd)
         try:
@@ -637,12 +841,46 @@ class Runner:
                               " a server fault; the exploration stops") from None
 
 
+class _OwnScripts:
+    """The actor context of an actor with a ``script:`` of its own: the Runner, but with that actor's script
+    set for the scripts it runs split (its atomic steps are looked up by actor in the Runner)."""
+
+    def __init__(self, runner: Runner, scripts: ScriptSet) -> None:
+        self._runner = runner
+        self.scripts = scripts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        return self._runner.split(self.scripts[script].text if isinstance(script, str) else script, keys, args)
+
+    def script_text(self, name: str) -> bytes:
+        return self.scripts[name].text
+
+
+@dataclass
+class _Conn:
+    """A Python actor's connection state: its WATCHed keys, an open MULTI and what it queued."""
+
+    watched: tuple[bytes, ...] = ()
+    multi: bool = False
+    queued: Footprint = field(default_factory=Footprint)
+
+
+#: commands that hold per-connection state: a Python actor sends them on its own connection
+_SESSION_COMMANDS = frozenset({b"WATCH", b"UNWATCH", b"MULTI", b"EXEC", b"DISCARD"})
+_SCRIPT_CALLS = frozenset({b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO"})
+#: commands whose writes the command table cannot name (a transaction, a script)
+_UNSEEN_WRITES = frozenset({"EXEC", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO"})
+
+
 def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
     """The commands that write ``sc``'s initial state under ``k`` (the jobs a producer adds are left
     out: they are written by their add during the run)."""
     cmds: list[tuple[Any, ...]] = []
     active = set(sc.state.get("active", []))
-    produced = {a.job for a in sc.actors if a.kind == "producer"}
+    produced = {j for a in sc.actors for j in a.added}
     for jid, j in sc.jobs.items():
         if jid in produced:
             continue
@@ -686,6 +924,29 @@ def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
     if numeric:
         cmds.append(("SET", k.id, str(max(numeric))))
     return [tuple(a.encode() if isinstance(a, str) else a for a in c) for c in cmds]
+
+
+def _server_id(execute: Callable[..., Any]) -> str | None:
+    """The server's ``run_id`` (``INFO server``), or ``None`` where it cannot be read (a cluster client, an
+    ACL user without INFO)."""
+    try:
+        info = execute(b"INFO", b"server")
+    except (redis.exceptions.RedisError, BackendError):
+        return None
+    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    for line in text.splitlines():
+        if line.startswith("run_id:"):
+            return line[7:].strip()
+    return None
+
+
+def _sha1_hex(source: bytes) -> bytes:
+    return hashlib.sha1(source).hexdigest().encode()
+
+
+def _script_ref(source: bytes) -> str:
+    """How a script's source is shown in a history: by its SHA1's first 12 digits."""
+    return f"<script {_sha1_hex(source)[:12].decode()}…>"
 
 
 def _member_order(m: Any) -> tuple[int, Any]:

@@ -32,9 +32,10 @@ ANOMALY_KINDS = (
     "stuck-active",
     "work-thrown-away",
 )
-ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller", "crash", "disconnect", "script-flush")
+ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller", "crash", "disconnect", "script-flush", "restart",
+               "python")
 #: the actor kinds that are fault events (docs/concepts.md, "Faults")
-FAULT_KINDS = ("crash", "disconnect", "script-flush")
+FAULT_KINDS = ("crash", "disconnect", "script-flush", "restart")
 #: what a worker does when a round trip fails (a lost connection, NOSCRIPT without a fallback)
 ON_ERROR = ("none", "retry", "refetch")
 PLACEMENT_FIELDS = ("wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled")
@@ -147,7 +148,23 @@ class ActorSpec:
     restart: bool = False
     # disconnect: the lost request reached the server and ran (only its reply was lost)
     applied: bool = True
+    # python: the function (a callable, or "module:function" imported from the scenario file's folder)
+    python: Any = None
+    #: python: the jobs this actor adds during the run (declared under jobs:, not written initially)
+    adds: tuple[str, ...] = ()
+    #: python: the actor's parameters (``with:`` in the file; ``q.params`` in the function)
+    params: dict[str, Any] = field(default_factory=dict)
+    #: worker / sweep / canceller: a script file or folder (``<name>-<numkeys>.lua``, or a variant folder)
+    #: used by this actor in place of the run's script of that name; resolved to an absolute path
+    script: str | None = None
     line: int = 0
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        """The jobs this actor adds during the run (a producer's job, a Python actor's ``adds``)."""
+        if self.kind == "producer" and self.job is not None:
+            return (self.job,)
+        return self.adds
 
     @property
     def letter(self) -> str:
@@ -180,6 +197,11 @@ class Scenario:
     expect: dict[str, Expectation]
     modes: list[str]
     path: str = ""
+    #: the folder a ``python: module:function`` actor is imported from (the scenario file's)
+    base_dir: str | None = None
+    #: Lua sources the run's script cache holds from the start (besides emqlab's set), as if loaded
+    #: before the run: a Python actor's EVALSHA of them needs no NOSCRIPT / SCRIPT LOAD round trips
+    loaded_scripts: tuple[bytes, ...] = ()
     #: default preemption bound for exhaustive exploration (None = unbounded)
     preemptions: int | None = None
 
@@ -360,14 +382,16 @@ JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields"
 STATE_KEYS = (*PLACEMENT_FIELDS, "locks", "meta", "metrics")
 ACTOR_KEYS: dict[str, tuple[str, ...]] = {
     "worker": ("id", "kind", "holds", "jobs", "finish", "value", "mode", "fetch_next", "fetch_attempts",
-               "keep_jobs", "attempts", "renewals", "on_error", "noscript", "watch"),
-    "sweep": ("id", "kind", "mode", "max_stalled", "runs"),
+               "keep_jobs", "attempts", "renewals", "on_error", "noscript", "watch", "script"),
+    "sweep": ("id", "kind", "mode", "max_stalled", "runs", "script"),
     "lease": ("id", "kind", "job", "of"),
     "producer": ("id", "kind", "job"),
-    "canceller": ("id", "kind", "job", "mode", "value"),
+    "canceller": ("id", "kind", "job", "mode", "value", "script"),
     "crash": ("id", "kind", "of", "lapse", "restart"),
     "disconnect": ("id", "kind", "of", "applied"),
     "script-flush": ("id", "kind"),
+    "restart": ("id", "kind"),
+    "python": ("id", "kind", "python", "mode", "adds", "with"),
 }
 
 
@@ -391,11 +415,12 @@ def load(source: str | Path) -> Scenario:
         raise ScenarioError(f"{source}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{source}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
-    return loads(text, str(path.name if path.parent == _shipped_dir() else path))
+    return loads(text, str(path.name if path.parent == _shipped_dir() else path), str(path.resolve().parent))
 
 
-def loads(text: str, path: str = "<scenario>") -> Scenario:
-    """Parse scenario YAML ``text``; ``path`` names it in error messages."""
+def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> Scenario:
+    """Parse scenario YAML ``text``; ``path`` names it in error messages; a ``python: module:function``
+    actor is imported with ``base_dir`` (the file's folder, when loaded from a file) first on the path."""
     if len(text) > MAX_FILE_BYTES:
         raise ScenarioError(f"{path}:1: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen lines)")
     try:
@@ -450,9 +475,9 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         raise top["actors"].fail(f"at most {MAX_ACTORS} actors, got {len(actor_nodes)}")
     for node in actor_nodes:
         m = node.mapping()
-        if "kind" not in m:
+        if "kind" not in m and "python" not in m:
             raise node.fail("kind: missing (one of: " + ", ".join(ACTOR_KINDS) + ")")
-        kind = m["kind"].choice(ACTOR_KINDS, "actor kind")
+        kind = m["kind"].choice(ACTOR_KINDS, "actor kind") if "kind" in m else "python"
         m = node.mapping(ACTOR_KEYS[kind])
         if "id" not in m:
             raise node.fail("id: missing (e.g. W1)")
@@ -461,7 +486,7 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
             raise m["id"].fail(f"actor ids are letters and digits starting with a letter, got {actor.id!r}")
         if any(a.id.upper() == actor.id.upper() for a in actors):
             raise m["id"].fail(f"duplicate actor id {actor.id!r}")
-        _fill_actor(actor, m, jobs)
+        _fill_actor(actor, m, jobs, base_dir)
         actors.append(actor)
     actor_ids = {a.id for a in actors}
     for a in actors:
@@ -514,11 +539,13 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
 
     placed = {jid: name for name, ids in state.items() for jid in ids}
     for a in actors:
-        if a.kind == "producer" and a.job in placed:
-            raise ScenarioError(
-                f"{path}:{a.line}: actors.{a.id}.job: job {a.job!r} is already in {placed[a.job]} in the initial "
-                f"state; a producer adds a new job (remove it from state.{placed[a.job]} or give the producer "
-                "another job)")
+        for jid in a.added:
+            if jid in placed:
+                field = "job" if a.kind == "producer" else "adds"
+                raise ScenarioError(
+                    f"{path}:{a.line}: actors.{a.id}.{field}: job {jid!r} is already in {placed[jid]} in the initial"
+                    f" state; a producer adds a new job (remove it from state.{placed[jid]} or give the producer "
+                    "another job)")
 
     modes = list(MODES)
     if "modes" in top:
@@ -573,17 +600,22 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
         expect=expect,
         modes=modes,
         path=path,
+        base_dir=base_dir,
         preemptions=bound,
     )
 
 
-def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec]) -> None:
+def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], base_dir: str | None = None) -> None:
     setters: dict[str, Callable[[_Node], Any]] = {
         "holds": lambda n: None if isinstance(n.node, yaml.ScalarNode) and n.scalar() is None else n.text(),
         "jobs": lambda n: n.integer(1, MAX_REPEATS),
         "finish": lambda n: n.choice(("completed", "failed"), "finish target"),
         "value": lambda n: n.json_value(),
         "mode": lambda n: n.choice(MODES if spec.kind == "worker" else ("atomic", "split"), "mode"),
+        "python": lambda n: n.text(),
+        "adds": lambda n: tuple(x.text() for x in n.sequence()),
+        "with": lambda n: n.json_value(),
+        "script": lambda n: n.text(),
         "fetch_next": lambda n: n.boolean(),
         "fetch_attempts": lambda n: n.integer(1, MAX_REPEATS),
         "keep_jobs": lambda n: n.keep_jobs(),
@@ -605,11 +637,52 @@ def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec]) 
         if key in ("id", "kind"):
             continue
         value = setters[key](node)
+        if key == "script":
+            spec.script = _script_path(str(value), base_dir, node)
+            continue
+        if key == "with":
+            if not isinstance(value, dict):
+                raise node.fail(f"expected a mapping of parameters, got {type(value).__name__}")
+            spec.params = value
+            continue
         if key in ("holds", "job") and value is not None and value not in jobs:
             raise node.fail(f"unknown job {value!r} (declare it under jobs:)")
+        if key == "adds":
+            for jid in value:
+                if jid not in jobs:
+                    raise node.fail(f"unknown job {jid!r} (declare it under jobs:)")
         setattr(spec, key, value)
+    if spec.kind == "python":
+        if spec.python is None:
+            raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.python: missing (module:function, a"
+                                " function f(r, q) over a redis-py client)")
+        from .pyactors import resolve
+
+        try:
+            resolve(spec.python, base_dir)
+        except ValueError as e:
+            raise m["python"].fail(str(e)) from None
     if spec.kind in ("lease", "producer", "canceller") and spec.job is None:
         raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.job: missing (required for a {spec.kind})")
+
+
+def _script_path(text: str, base_dir: str | None, node: _Node) -> str:
+    """An actor's ``script:``: a path relative to the scenario file's folder, else to emqlab's script folder
+    (``variants/no-active-check``); checked here (it must exist, be named ``<name>-<numkeys>.lua`` or be a
+    variant folder, replace a script of emqlab's set with the same KEYS count, and compile)."""
+    from .registry import ScriptError, default_scripts, lua_dir
+
+    candidates = [Path(base_dir) / text] if base_dir else []
+    candidates += [Path(text), lua_dir() / text]
+    path = next((p for p in candidates if p.exists()), None)
+    if path is None:
+        raise node.fail(f"no script file or folder {text!r} (looked in "
+                        f"{', '.join(str(p.parent) for p in candidates)})")
+    try:
+        default_scripts().overlay(path)
+    except ScriptError as e:
+        raise node.fail(str(e)) from None
+    return str(path.resolve())
 
 
 # -- the shipped library ------------------------------------------------------------------------------------

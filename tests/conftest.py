@@ -123,30 +123,40 @@ def own_redis_server(*options: str) -> Iterator[str]:
     """A throwaway ``redis-server`` on a free local port with ``options`` (nothing on disk), for faults a
     shared server must never see; yields its URL and kills it afterwards. Skips (fails in CI) without the
     binary."""
+    port = free_port()
+    proc = start_redis_server(port, *options)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_redis_server(port: int, *options: str) -> subprocess.Popen[bytes]:
+    """A ``redis-server`` on ``port`` (nothing on disk), answering PING when this returns; the caller kills
+    it. Skips (fails in CI) without the binary."""
     exe = shutil.which("redis-server")
     if exe is None:
         if IN_CI:
             pytest.fail("CI=true requires redis-server on PATH")
         pytest.skip("redis-server not on PATH")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        c = redis.Redis.from_url(url)
-        for _ in range(100):
-            try:
-                c.ping()
-                break
-            except redis.exceptions.ConnectionError:
-                time.sleep(0.05)
-        c.close()
-        yield url
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    c = redis.Redis(host="127.0.0.1", port=port)
+    for _ in range(100):
+        try:
+            c.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    c.close()
+    return proc
 
 
 def bullmq_node_release(version: str) -> Path:

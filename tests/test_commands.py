@@ -266,7 +266,8 @@ LIVE_COMMANDS = [
     "PFADD p a", "PFCOUNT p1 p2", "PFMERGE d p1 p2", "LCS a b", "WATCH a b", "MOVE a 1", "SWAPDB 0 1",
     "KEYS *", "SCAN 0", "RANDOMKEY", "DBSIZE", "FLUSHDB", "FLUSHDB ASYNC", "PING", "PUBLISH ch m", "SPUBLISH ch m",
     "CONFIG GET maxmemory", "INFO server", "TIME", "SCRIPT LOAD return", "SCRIPT EXISTS abc", "ZREMRANGEBYSCORE z 0 1",
-    "MULTI", "EXEC", "UNWATCH", "SELECT 0", "READONLY",
+    "MULTI", "EXEC", "DISCARD", "UNWATCH", "SELECT 0", "READONLY",
+    "EVALSHA_RO 0123456789abcdef0123456789abcdef01234567 1 k a",
 ]
 
 
@@ -288,8 +289,9 @@ def test_live_list_covers_the_project() -> None:
     for path in (ROOT / "lua").rglob("*.lua"):
         sent |= {m.upper() for m in re.findall(r"""\bcall\(\s*["']([A-Za-z_]+)["']""", path.read_text("utf-8"))}
     known = cmds._table()["commands"]
+    # (pyactors.py and cluster.py spell out commands they refuse or route for others, not commands they send)
     for path in (ROOT / "emqlab").glob("*.py"):
-        if path.name != "commands.py":
+        if path.name not in ("commands.py", "pyactors.py", "cluster.py"):
             literals = re.findall(r"""b?["']([A-Z][A-Z_]{2,})["']""", path.read_text("utf-8"))
             sent |= {m for m in literals if m.lower() in known}
     checked = {line.split()[0].upper() for line in LIVE_COMMANDS}

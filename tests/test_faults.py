@@ -155,3 +155,40 @@ def test_a_bad_on_error_policy_is_refused() -> None:
     with pytest.raises(scenario.ScenarioError) as e:
         scenario.loads(text, "f.yaml")
     assert str(e.value).startswith("f.yaml:4:") and "none, retry, refetch" in str(e.value)
+
+
+# -- the restart fault (issue 10 item 1) -------------------------------------------------------------------------
+
+RESTART = """
+name: restart
+jobs: {"1": {name: email}}
+state: {active: ["1"], locks: {"1": W1}}
+actors:
+  - {id: W1, kind: worker, holds: "1", fetch_next: false, on_error: retry}
+  - {id: R1, kind: restart}
+"""
+
+
+def test_a_restart_loses_the_run_and_drops_every_connection() -> None:
+    from emqlab.scenario import loads
+
+    sc = loads(RESTART, "restart.yaml")
+    rep = explore(sc, "atomic")
+    assert rep.anomaly_kinds == ["lost-job"] and rep.interleavings_with["lost-job"] == rep.raw_interleavings == 2
+    with Runner(sc, "atomic") as r:
+        h = r.run(["R1", "W1", "W1"])  # the restart first: W1's finish meets a dead connection, then retries
+        w1 = [s for s in h.steps if s.actor == "W1"]
+        assert w1[0].outcome == "info" and not w1[0].applied  # never reached the server
+        assert w1[1].reply == -1  # the job is gone (moveToFinished: -1, no such job)
+        assert h.final.jobs["1"]["exists"] is False and h.final.placements["1"] == []
+        lost = next(a for a in h.anomalies if a["kind"] == "lost-job")
+        assert "lost with the server's data (step 1, restart" in lost["because"]
+        assert "stolen-lock" not in h.kinds  # the lock went with the data: nobody stole it
+
+
+def test_a_restart_is_refused_on_a_server_emqlab_did_not_start() -> None:
+    from emqlab.scenario import loads
+
+    live_conn()
+    with pytest.raises(BackendError, match="emqlab never restarts"):
+        Runner(loads(RESTART, "restart.yaml"), "atomic", connect("live"))

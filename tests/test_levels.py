@@ -3,8 +3,10 @@ not), playable from the terminal (tested through a pty)."""
 
 from __future__ import annotations
 
+import html
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -31,13 +33,26 @@ def test_at_least_eight_levels_one_unsolvable() -> None:
 
 @pytest.mark.parametrize("level", LEVELS, ids=[lv.name for lv in LEVELS])
 def test_each_level_is_won_exactly_when_it_says(level) -> None:  # type: ignore[no-untyped-def]
-    explored, schedule = solve(level)
-    assert explored > 0
     if not level.solvable:
-        assert schedule is None  # no interleaving reaches the goal
+        explored, schedule = solve(level)
+        assert explored > 0 and schedule is None  # no interleaving reaches the goal
+        assert not level.solution
         return
-    assert schedule is not None
+    assert level.solution, f"{level.name}: a solvable level stores a winning schedule"
     game = Game(level)
+    try:
+        for actor in parse_schedule(level.solution, game.actors):
+            game.step(actor)
+        game.finish()
+        assert game.won()
+    finally:
+        game.close()
+
+
+def test_solve_finds_a_winning_schedule() -> None:
+    explored, schedule = solve(load_level("two-places"))
+    assert explored > 0 and schedule is not None
+    game = Game(load_level("two-places"))
     try:
         for actor in parse_schedule(schedule, game.actors):
             game.step(actor)
@@ -45,6 +60,73 @@ def test_each_level_is_won_exactly_when_it_says(level) -> None:  # type: ignore[
         assert game.won()
     finally:
         game.close()
+
+
+# -- the levels in the stepper widget -------------------------------------------------------------------------
+
+
+def shown(text: str) -> str:
+    """Level prose as the widget shows it (HTML-escaped, `code` spans as <code>)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+@pytest.mark.parametrize("level", [lv for lv in LEVELS if lv.solvable], ids=[lv.name for lv in LEVELS if lv.solvable])
+def test_each_level_is_won_in_the_widget(level) -> None:  # type: ignore[no-untyped-def]
+    from emqlab.widgets import SchedulerStepper
+
+    st = SchedulerStepper(level=level)
+    try:
+        assert shown(level.tagline) in st.header.value and shown(level.story) in st.header.value
+        assert shown(level.goal.text) in st.goal_view.value
+        assert st.atomic.disabled and st.data["mode"] == level.mode
+        for actor in parse_schedule(level.solution, list(st.buttons)):
+            assert st.data["level"]["status"] in ("playing", "met")
+            st.buttons[actor].click()  # the goal is checked after every step
+        st.rest_button.click()
+        lv = st.data["level"]
+        assert lv["status"] == "won" and lv["won"] and lv["met"]
+        assert lv["schedule"].startswith(level.solution.rsplit(".", 1)[0])
+        view = st.goal_view.value
+        assert "You win!" in view and shown(level.victory) in view and shown(level.lesson) in view
+        assert lv["schedule"] in view
+        assert f"--scenario {level.scenario} --{level.mode}" in view
+        assert "won" in st.summary
+    finally:
+        st.close()
+
+
+def test_the_unsolvable_level_says_so_in_the_widget() -> None:
+    from emqlab.widgets import SchedulerStepper
+
+    (level,) = [lv for lv in LEVELS if not lv.solvable]
+    st = SchedulerStepper(level=level)
+    try:
+        for first in reversed(list(st.buttons)):  # both orders of the two actors
+            st.reset_button.click()
+            assert st.data["level"]["status"] == "playing"
+            st.buttons[first].click()
+            st.rest_button.click()
+            lv = st.data["level"]
+            assert lv["status"] == "unsolvable" and lv["unsolvable"] and not lv["won"]
+            assert lv["explored"] >= 2 and "Unsolvable" in st.goal_view.value
+            assert "none does" in st.goal_view.value and "You win!" not in st.goal_view.value
+    finally:
+        st.close()
+
+
+def test_a_level_lost_in_the_widget_says_how_to_go_on() -> None:
+    from emqlab.widgets import SchedulerStepper
+
+    st = SchedulerStepper(level="two-places")
+    try:
+        st.hint_button.click()
+        assert st.level is not None and shown(st.level.hint) in st.goal_view.value
+        st.rest_button.click()  # scenario order: no race
+        assert st.data["level"]["status"] == "lost" and "undo" in st.goal_view.value
+        st.undo_button.click()
+        assert st.data["level"]["status"] == "playing" and not st.data["done"]
+    finally:
+        st.close()
 
 
 def test_undo_replays_the_choices_but_the_last() -> None:
@@ -78,6 +160,8 @@ def test_level_files_are_checked() -> None:
         parse_level(text.replace("anomaly: double-placement", "anomaly: kaboom"), "x.yaml")
     with pytest.raises(LevelError, match="no level 'zzz'"):
         load_level("zzz")
+    with pytest.raises(LevelError, match="solution: bad schedule"):
+        parse_level(text.replace("solution: v1:W1*9.S1", "solution: v1:W9"), "x.yaml")
 
 
 def read_until(fd: int, marker: bytes, limit: float = 120.0) -> bytes:

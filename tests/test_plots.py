@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -47,8 +50,10 @@ def test_timeline_of_the_witness(reports) -> None:  # type: ignore[no-untyped-de
     ops = {s["index"]: s["op"] for s in data["steps"]}
     assert {ops[i] for i in a["steps"]} >= {"DEL", "moveStalledJobsToWait", "ZADD"}
     assert "because" in a["because"]
-    fig = plots.plot_timeline(data)
-    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["S1", "W1"]
+    fig = plots.plot_timeline(data)  # rows: one per step, a column per actor
+    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["W1", "S1"]
+    labels = {t.get_text() for t in fig.axes[0].texts}
+    assert "DEL 1:lock" in labels and "moveStalledJobsToWait" in labels
     _png_ok(fig)
     # updated in place from another history (the atomic run: no anomaly)
     atomic = plots.timeline_data(reports[1].witnesses.get("double-placement") or _atomic_history())
@@ -119,7 +124,11 @@ def test_interleaving_counts(reports) -> None:  # type: ignore[no-untyped-def]
     assert split["with"]["double-placement"] >= 1 and atomic["with"]["double-placement"] == 0
     fig = plots.plot_interleavings(data)
     bars = [p for p in fig.axes[0].patches]
-    assert len(bars) == 2 * 3  # 2 reports x (raw, explored, double-placement)
+    # 2 reports x (raw, explored, double-placement), but the atomic 0 has no bar: a log axis has no 0
+    assert len(bars) == 5 and all(b.get_height() >= 1 for b in bars)
+    assert "0" in {t.get_text() for t in fig.axes[0].texts}
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["interleavings", "runs (one per trace)", "interleavings with double-placement"]
     _png_ok(fig)
     one = plots.interleaving_data(reports[1])
     assert one["kinds"] == [] and one["reports"][0]["raw"] == 2
@@ -131,3 +140,97 @@ def test_save_svg(tmp_path, sweep) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "sweep.svg"
     plots.save(plots.plot_sweep(sweep), str(path))
     assert path.read_text().lstrip().startswith("<?xml")
+
+
+# -- readable at 100 % zoom ------------------------------------------------------------------------------------
+
+NOTEBOOK_DPI = 90  # what the notebooks' show() renders at
+
+
+def _drawn_texts(fig: Figure, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
+    """Every non-empty text artist the renderer really draws (tick labels outside the view are not drawn),
+    with its window extent in pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    drawn: list[tuple[Any, Any]] = []
+    original = Text.draw
+
+    def spy(self: Text, renderer: Any) -> None:
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append((self, self.get_window_extent(renderer)))
+
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(NOTEBOOK_DPI)
+    with monkeypatch.context() as m:
+        m.setattr(Text, "draw", spy)
+        canvas.draw()
+    return drawn
+
+
+def _assert_readable(fig: Figure, monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[Any, Any]]:
+    drawn = _drawn_texts(fig, monkeypatch)
+    assert drawn, name
+    box = fig.bbox
+    for text, ext in drawn:
+        assert text.get_fontsize() >= plots.MIN_FONT, f"{name}: {text.get_text()!r} at {text.get_fontsize()} pt"
+        inside = (ext.x0 >= box.x0 - 1 and ext.y0 >= box.y0 - 1 and ext.x1 <= box.x1 + 1 and ext.y1 <= box.y1 + 1)
+        assert inside, f"{name}: {text.get_text()!r} is cut off: {ext} outside the figure {box}"
+    return drawn
+
+
+def test_plots_are_readable_and_nothing_is_clipped(reports, sweep, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    witness = reports[0].witnesses["double-placement"]
+    timed = simulate("split", TimingConfig(jobs=4, workers=2, rtt_ms=20.0), effects=True)
+    rate = plots.plot_rate(plots.rate_data(sweep), marker=1.0)
+    cost = plots.plot_cost(plots.cost_data(sweep), marker=1.0)
+    figures = {
+        "timeline": plots.plot_timeline(plots.timeline_data(witness)),
+        "timeline (atomic)": plots.plot_timeline(plots.timeline_data(_atomic_history())),
+        "timeline (timed)": plots.plot_timeline(plots.timeline_data(timed.history, x="time")),
+        "rate": rate, "cost": cost, "sweep": plots.plot_sweep(sweep, marker=75.0),
+        "interleavings": plots.plot_interleavings(plots.interleaving_data(list(reports))),
+    }
+    # the widget's diamond for a mode the sweep has no curve for: it gets a legend entry
+    plots.mark_current(rate, {"rtt": 1.0, "mode": "split-then-fetch", "per_1000": 50.0}, "per_1000", 0)
+    plots.mark_current(cost, {"rtt": 1.0, "mode": "split-then-fetch", "round_trips_per_job": 26.0},
+                       "round_trips_per_job", 0)
+    plots.mark_current(cost, {"rtt": 1.0, "mode": "split-then-fetch", "jobs_per_s": 40.0}, "jobs_per_s", 1)
+    for fig in (rate, cost):
+        entries = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert "this setting: split-then-fetch" in entries
+    for name, fig in figures.items():
+        _assert_readable(fig, monkeypatch, name)
+
+
+def test_timeline_labels_stay_inside_their_boxes(reports, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Horizontal labels, each inside its own step's box (not rotated, not spilling into the next step)."""
+    from matplotlib.patches import Rectangle
+
+    fig = plots.plot_timeline(plots.timeline_data(reports[0].witnesses["double-placement"]))
+    drawn = dict(_drawn_texts(fig, monkeypatch))
+    ax = fig.axes[0]
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle) and (p.get_gid() or "").startswith("step-")]
+    labels = [t for t in ax.texts if t in drawn]
+    assert len(labels) == len(boxes) == len(reports[0].witnesses["double-placement"].steps)
+    for text, patch in zip(labels, boxes, strict=True):
+        assert text.get_rotation() == 0
+        ext, rect = drawn[text], patch.get_window_extent()
+        assert rect.x0 <= ext.x0 and ext.x1 <= rect.x1 and rect.y0 <= ext.y0 and ext.y1 <= rect.y1, text.get_text()
+
+
+def test_zero_throughput_is_not_drawn_as_a_small_number() -> None:
+    data = {"rtts": [1.0, 75.0], "modes": {"transaction": {"round_trips_per_job": [4.0, 10.0],
+                                                           "jobs_per_s": [50.0, 0.0]}}}
+    fig = plots.plot_cost(data)
+    line = fig.emqlab_artists["transaction:tput"]
+    assert line.get_ydata()[0] == 50.0 and math.isnan(line.get_ydata()[1])
+    assert list(fig.emqlab_artists["zeros:transaction:tput"].get_xdata()) == [75.0]
+    _png_ok(fig)
+
+
+def test_svg_is_reproducible(reports) -> None:  # type: ignore[no-untyped-def]
+    data = plots.timeline_data(reports[0].witnesses["double-placement"])
+    a, b = plots.to_svg(plots.plot_timeline(data)), plots.to_svg(plots.plot_timeline(data))
+    assert a == b and a.lstrip().startswith("<?xml") and "<svg" in a

@@ -16,8 +16,10 @@ from emqlab.explore import Explorer, Trace, explore
 from emqlab.footprints import prior
 from emqlab.schedule import Runner
 
-#: skip the unreduced side where it would enumerate more than this many interleavings
-LIMIT = 100_000
+#: skip the unreduced side where it would enumerate more than this many interleavings: it runs every one of
+#: them (about 15 ms each on fakeredis), so a case above this is covered at its scenario's preemption bound
+#: instead; only cancel-active's split, with no bound, is left out in every form (11.9 billion interleavings)
+LIMIT = 8_000
 
 CASES = [(sc.name, mode, unbounded) for sc in scenario.shipped() for mode in sc.modes
          for unbounded in ((False, True) if sc.preemptions is not None else (False,))]

@@ -1,0 +1,152 @@
+"""Python actors for tests/test_pyactors.py: the stalled-finish race written as redis-py calls, and actors
+that break the rules (each should be refused with a clear message)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+FINISH_LUA = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+redis.call('LREM', KEYS[3], 0, ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+return 0
+"""
+
+
+def finish(r: redis.Redis, q: Any) -> None:
+    """W1's finish as separate commands: is the lock mine? clear it, unmark, take out of active, complete."""
+    k = q.keys
+    if r.get(k.lock("1")) != b"W1:1":
+        return
+    q.begin("1", "W1:1")
+    r.delete(k.lock("1"))
+    r.srem(k.stalled, "1")
+    r.lrem(k.active, 0, "1")
+    r.zadd(k.completed, {"1": q.now()})
+    q.end("1", 0)
+
+
+def sweep(r: redis.Redis, q: Any) -> None:
+    """A recovery sweep as separate commands: a marked job without a lock goes back to wait."""
+    k = q.keys
+    for jid in r.smembers(k.stalled):
+        if not r.exists(k.lock(jid.decode())):
+            if r.lrem(k.active, 1, jid):
+                r.rpush(k.wait, jid)
+            r.srem(k.stalled, jid)
+
+
+def script_finish(r: redis.Redis, q: Any) -> None:
+    """The same finish as one script (redis-py's register_script: EVALSHA, SCRIPT LOAD on NOSCRIPT)."""
+    k = q.keys
+    q.begin("1", "W1:1")
+    out = r.register_script(FINISH_LUA)(keys=[k.lock("1"), k.stalled, k.active, k.completed],
+                                        args=["W1:1", "1", 1000])
+    q.end("1", out)
+
+
+def transaction_finish(r: redis.Redis, q: Any) -> None:
+    """The finish as WATCH / MULTI … EXEC, retried on abort."""
+    k = q.keys
+    with r.pipeline() as p:
+        for _ in range(3):
+            try:
+                p.watch(k.lock("1"), k.stalled, k.active)
+                if p.get(k.lock("1")) != b"W1:1":
+                    return
+                p.multi()
+                p.delete(k.lock("1"))
+                p.srem(k.stalled, "1")
+                p.lrem(k.active, 0, "1")
+                p.zadd(k.completed, {"1": 1000})
+                p.execute()
+                return
+            except redis.WatchError:
+                continue
+
+
+def pipelined_sweep(r: redis.Redis, q: Any) -> None:
+    """The sweep's reads in one pipeline round trip, then its writes in another."""
+    k = q.keys
+    with r.pipeline(transaction=False) as p:
+        p.smembers(k.stalled)
+        p.exists(k.lock("1"))
+        marked, locked = p.execute()
+    if b"1" in marked and not locked:
+        with r.pipeline(transaction=False) as p:
+            p.lrem(k.active, 1, "1")
+            p.rpush(k.wait, "1")
+            p.srem(k.stalled, "1")
+            p.execute()
+
+
+async def async_finish(r: Any, q: Any) -> None:
+    k = q.keys
+    if await r.get(k.lock("1")) != b"W1:1":
+        return
+    await r.delete(k.lock("1"))
+    await r.srem(k.stalled, "1")
+    await r.lrem(k.active, 0, "1")
+    await r.zadd(k.completed, {"1": 1000})
+
+
+def decoded(r: redis.Redis, q: Any) -> None:
+    d = q.client(decode_responses=True)
+    if d.get(q.keys.lock("1")) == "W1:1" and d.hgetall(q.keys.job("1"))["name"] == "email":
+        d.zadd(q.keys.completed, {"1": 1})
+        d.lrem(q.keys.active, 0, "1")
+
+
+def retry_once(r: redis.Redis, q: Any) -> None:
+    """Completes the job; after a lost reply, sends the same commands once more."""
+    for _ in range(2):
+        try:
+            r.zadd(q.keys.completed, {"1": 5})
+            r.lrem(q.keys.active, 0, "1")
+            return
+        except redis.ConnectionError:
+            continue
+
+
+# -- actors that break the rules ------------------------------------------------------------------------------
+
+def outside_key(r: redis.Redis, q: Any) -> None:
+    r.get("someone-elses-key")
+
+
+def outside_fakeredis(r: redis.Redis, q: Any) -> None:
+    import fakeredis
+
+    fakeredis.FakeRedis().set("x", 1)
+
+
+def outside_live(r: redis.Redis, q: Any) -> None:
+    redis.Redis(host="127.0.0.1", port=6379).ping()
+
+
+def raises(r: redis.Redis, q: Any) -> None:
+    r.get(q.keys.lock("1"))
+    raise ValueError("boom")
+
+
+def blocking(r: redis.Redis, q: Any) -> None:
+    r.blmove(q.keys.wait, q.keys.active, 0)
+
+
+def flushes(r: redis.Redis, q: Any) -> None:
+    r.flushdb()
+
+
+async def sleeps(r: Any, q: Any) -> None:
+    import asyncio
+
+    await r.get(q.keys.lock("1"))
+    await asyncio.sleep(0)
+
+
+def one_argument(r: redis.Redis) -> None:  # wrong signature
+    pass

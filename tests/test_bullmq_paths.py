@@ -1,0 +1,139 @@
+"""Targeted host-vs-EVAL cases for two paths of BullMQ's shipped scripts that generic arguments never reach
+(issue 12's acceptance): an add that stores its options as JSON with fractional and large numbers (the
+`opts` field is Redis's cjson output, so the host's cjson must format numbers as Redis's does), and the relay
+scripts' lease path (register a node, heartbeat — PEXPIRE, then PEXPIREAT through the namespace refresh —
+and touch the namespace), compared reply by reply and key by key (with which keys expire)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgpack
+import pytest
+import redis
+
+from emqlab.backends import live_url, unique_queue
+from emqlab.luahost import LuaHost
+from emqlab.registry import ScriptSet
+from tests.conftest import live_conn
+
+pytestmark = pytest.mark.live
+
+
+def _client(raw: bool) -> redis.Redis:
+    c = redis.Redis.from_url(live_url(), single_connection_client=True, protocol=2, socket_timeout=10)
+    if raw:
+        c.response_callbacks = {}  # type: ignore[assignment]
+    return c
+
+
+@pytest.fixture(scope="module")
+def live() -> redis.Redis:
+    live_conn()  # skips (fails in CI) without a server
+    return _client(raw=True)
+
+
+@pytest.fixture(scope="module")
+def reader() -> redis.Redis:
+    return _client(raw=False)
+
+
+@pytest.fixture(scope="module")
+def bullmq() -> ScriptSet:
+    pytest.importorskip("bullmq")
+    return ScriptSet.bullmq()
+
+
+_CLOCK = re.compile(rb"1[6-9]\d{11}")  # a ms timestamp read from the server's clock (TIME): differs run to run
+
+
+def _state(c: redis.Redis, prefix: str) -> dict[bytes, tuple[Any, bool]]:
+    pattern = prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    out = {}
+    for k in c.scan_iter(match=pattern, count=1000):
+        kind = c.type(k)
+        if kind == b"hash":
+            value: Any = sorted((f, b"<clock>" if _CLOCK.fullmatch(v) else v) for f, v in c.hgetall(k).items())
+        elif kind == b"zset":
+            value = c.zrange(k, 0, -1)  # (members only: scores carry the server's clock)
+        elif kind == b"stream":
+            value = "<stream>"  # entry ids are server time
+        else:
+            value = c.dump(k)
+        out[k[len(prefix):]] = (value, int(c.pttl(k)) > 0)
+    return out
+
+
+def _both(live: redis.Redis, reader: redis.Redis, calls: list[tuple[Any, list[str], list[Any]]],
+          prefix_of: Any) -> list[Any]:
+    sides = []
+    host = LuaHost()
+    for via in ("host", "eval"):
+        prefix = prefix_of()
+        replies = []
+        try:
+            for script, keys, args in calls:
+                ks = [k.replace("{p}", prefix) for k in keys]
+                avs = [a.replace("{p}", prefix) if isinstance(a, str) else a for a in args]
+                try:
+                    if via == "host":
+                        reply = host.run(live, script.text, ks, avs)
+                    else:
+                        reply = live.execute_command("EVAL", script.text, len(ks), *ks, *avs)
+                except redis.exceptions.ResponseError as e:
+                    reply = ("error", str(e).replace(prefix, "<p>"))
+                replies.append(reply.replace(prefix.encode(), b"<p>") if isinstance(reply, bytes) else reply)
+            sides.append((replies, _state(reader, prefix)))
+        finally:
+            found = list(reader.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*"))
+            if found:
+                reader.delete(*found)
+    return sides
+
+
+@pytest.mark.parametrize("opts", [
+    {"attempts": 3, "delay": 0, "backoff": {"type": "exponential", "delay": 1 / 3}, "jobId": "1"},
+    {"attempts": 1.5, "big": 2 ** 53, "bigger": 2 ** 60, "tiny": 1e-7, "neg": -0.1, "jobId": "1"},
+    {"removeOnComplete": {"age": 3600.25, "count": 100}, "priority": 0, "jobId": "1"},
+])
+def test_add_stores_the_same_opts_json(live: redis.Redis, reader: redis.Redis, bullmq: ScriptSet,
+                                       opts: dict[str, Any]) -> None:
+    names = ["wait", "paused", "meta", "id", "completed", "delayed", "active", "events", "marker"]
+    host = LuaHost()
+    sides = []
+    for via in ("host", "eval"):
+        prefix = f"bull:{{{unique_queue('addj')}}}:"
+        keys = [prefix + n for n in names]
+        args = [msgpack.packb([prefix, "1", "email", 1700000000000, None, None, None, None, None]),
+                '{"to":"ada@example.com","n":0.1}', msgpack.packb(opts)]
+        text = bullmq["addStandardJob"].text
+        try:
+            if via == "host":
+                reply = host.run(live, text, keys, args)
+            else:
+                reply = live.execute_command("EVAL", text, len(keys), *keys, *args)
+            stored = reader.hget(prefix + "1", "opts")
+            sides.append((reply, stored, _state(reader, prefix)))
+        finally:
+            found = list(reader.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*"))
+            if found:
+                reader.delete(*found)
+    assert sides[0] == sides[1]
+    assert sides[0][0] == b"1" and sides[0][1]  # added, with its options stored as JSON
+
+
+def test_relay_lease_path_host_equals_eval(live: redis.Redis, reader: redis.Redis, bullmq: ScriptSet) -> None:
+    names = [n for n in ("relayRegisterNode", "relayHeartbeat", "relayTouchNamespace") if n in bullmq.names()]
+    if len(names) < 3:
+        pytest.skip(f"this BullMQ release has no relay scripts ({bullmq.origin})")
+    prefix_of = lambda: f"bull:{{{unique_queue('relay')}}}:"  # noqa: E731
+    calls = [
+        (bullmq["relayRegisterNode"], ["{p}nodes"], ["{p}", "n1", "5000", '{"host":"a"}', "1", "100"]),
+        (bullmq["relayHeartbeat"], ["{p}nodes"], ["{p}", "n1", "5000"]),
+        (bullmq["relayTouchNamespace"], ["{p}:relay:namespaces"], ["ns1", "7000"]),
+        (bullmq["relayHeartbeat"], ["{p}nodes"], ["{p}", "n2", "5000"]),  # an unknown node
+    ]
+    host_side, eval_side = _both(live, reader, calls, prefix_of)
+    assert host_side == eval_side
+    assert any(expires for _, expires in host_side[1].values())  # the lease path set expiries
