@@ -142,8 +142,11 @@ class Exploration:
         marks = {s: a["kind"] for a in h.anomalies if a["kind"] == kind for s in a["steps"]}
         because = next((a["because"] for a in h.anomalies if a["kind"] == kind), "")
         n = self.report.interleavings_with.get(kind, self.report.runs_with.get(kind, 0))
+        import textwrap
+
+        why = textwrap.fill(f"why: {because}", 100, subsequent_indent="     ")
         return (f"{kind} in {n:,} of {self.report.raw_interleavings:,} interleavings ({self.mode});"
-                f" witness:\n{h.annotated(marks=marks)}\nwhy: {because}\n"
+                f" witness:\n{h.annotated(marks=marks)}\n{why}\n"
                 f"schedule: {h.schedule}   (replay: explore_actors(…, schedule={h.schedule!r}))")
 
 

@@ -1137,7 +1137,7 @@ def student(source: str, out: str, otter: bool) -> None:
 
     \b
     Examples:
-      emqlab student notebooks/assignments/a1-double-placement.ipynb release/a1-double-placement.ipynb
+      emqlab student notebooks/assignments/a1-double-placement.ipynb release/
       emqlab student notebooks/assignments release/
       emqlab student --otter notebooks/assignments/a1-double-placement.ipynb otter/a1/
     """

@@ -26,7 +26,7 @@ SETNAME``/``GETNAME``/``ID``. Refused, with the
 reason: keys outside the queue, keyspace-wide commands (``KEYS``, ``SCAN``, ``FLUSHDB``, ``RANDOMKEY``),
 server commands (``CONFIG``, ``SELECT``, ``SCRIPT FLUSH``, ``DEBUG``, …), blocking commands (``BLMOVE``,
 ``BZPOPMIN``, …: under a scheduler only one actor runs, so a block would never end), ``TIME`` (use
-``q.now()``), RESP3, and any Redis connection the actor opens itself (every redis-py connection that
+``q.now()``) and ``time.sleep``, RESP3, and any Redis connection the actor opens itself (every redis-py connection that
 sends while an actor's code runs is checked: sending outside the given client stops the run).
 
 The script cache a Python actor sees is the run's own: it holds emqlab's script set when a run starts,
@@ -460,6 +460,19 @@ def _install_guard() -> None:
     redis.connection.AbstractConnection.send_packed_command = guarded  # type: ignore[method-assign]
     redis.asyncio.connection.AbstractConnection.send_packed_command = aguarded  # type: ignore[method-assign]
 
+    import time
+
+    wall_sleep = time.sleep
+
+    def sleep(seconds: Any) -> None:
+        if _RUNNING:
+            raise ActorError(f"{_RUNNING[-1].actor} called time.sleep({seconds!r}): the scheduler's time is virtual"
+                             " (q.now()), so a wall-clock wait changes nothing in the run and only makes it slow;"
+                             " leave it out — the scheduler decides when the actor runs next")
+        wall_sleep(seconds)
+
+    time.sleep = sleep
+
 
 # -- the driver: a Python function as an actor generator ----------------------------------------------------
 
@@ -530,6 +543,10 @@ class _Driver:
         if isinstance(e, ActorError):
             return e
         frame = _user_frame(e)
+        if isinstance(e, RuntimeError) and "no running event loop" in str(e):  # asyncio.sleep, wait_for, …
+            return ActorError(f"{self.actor} awaited an asyncio timer or task (at its step {self.steps + 1}{frame}):"
+                              " an event loop's timers and tasks cannot be scheduled deterministically, so an"
+                              " async actor may await only its client's commands")
         return ActorError(f"{self.actor} raised {type(e).__name__}: {e} (at its step {self.steps + 1}{frame}); a"
                           " Python actor that raises stops the run — catch what your worker would catch")
 

@@ -241,3 +241,28 @@ def test_a_preloaded_script_is_one_round_trip() -> None:
     assert res.history is not None
     assert [s.op for s in res.history.steps if s.actor == "W1"] == ["EVALSHA"]
     assert res.history.final.placements["1"] == ["completed"]
+
+
+def wall_sleeper(r: redis.Redis, q: object) -> None:
+    import time
+
+    r.get("emq:{q}:1:lock")
+    time.sleep(0.5)
+
+
+async def timer_awaiter(r: object, q: object) -> None:
+    import asyncio
+
+    await r.get("emq:{q}:1:lock")  # type: ignore[attr-defined]
+    await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("actor, words", [
+    (wall_sleeper, ["time.sleep(0.5)", "virtual"]),
+    (timer_awaiter, ["awaited an asyncio timer or task", "cannot be scheduled deterministically"]),
+])
+def test_waiting_on_the_wall_clock_is_refused(actor, words) -> None:
+    with pytest.raises(ActorError) as e:
+        run({"W1": actor, "S1": toys.sweep})
+    for w in words:
+        assert w in str(e.value), str(e.value)

@@ -63,8 +63,8 @@ def export(assignment: str, out: str | Path, source_dir: str | Path | None = Non
     a = grading.ASSIGNMENTS[assignment]
     src = Path(source_dir) if source_dir is not None else _assignments_dir()
     nb = grading.student_version(grading.read_notebook(src / a.notebook))
-    cells: list[dict[str, Any]] = [_code_cell(f'# otter-grader: run this cell first\nimport otter\n'
-                                              f'grader = otter.Notebook("{TESTS}")')]
+    cells: list[dict[str, Any]] = [_code_cell(f'# otter-grader (pip install otter-grader): run this cell first\n'
+                                              f'import otter\ngrader = otter.Notebook("{TESTS}")')]
     graded = {c.grade_id for c in a.cells}
     for cell in nb["cells"]:
         gid = grading.grade_id(cell)
