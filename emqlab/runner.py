@@ -119,45 +119,49 @@ class Runner:
             queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
         self.keys = QueueKeys(queue)
         self.namespace = Namespace(self.conn, self.keys).claim()
-        self.scripts = scripts or default_scripts()
-        #: actors with a ``script:`` of their own: their script set (the run's, with that script in place)
-        self._actor_scripts: dict[str, ScriptSet] = {
-            a.id: self.scripts.overlay(a.script) for a in scenario.actors if a.script is not None}
-        self._executor: Executor = command_executor(self.conn)
-        fake = is_fake(self.conn)
-        self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
-        self._local_scripts = local_scripts and fake
-        self._specs = {a.id: a for a in scenario.actors}
-        #: the scenario injects faults: every step also reads its process's liveness (a crash or a
-        #: disconnect of that process writes it), and atomic steps read the script cache (a flush writes it)
-        self._faulty = any(a.kind in FAULT_KINDS for a in scenario.actors)
-        if any(a.kind == "restart" for a in scenario.actors) and not fake:
-            raise BackendError(f"the restart fault needs a server emqlab owns (fakeredis): emqlab never restarts "
-                               f"{describe(self.conn)}, a server it did not start")
-        if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
-            raise BackendError(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
-                               f"empty the script cache of every client of {describe(self.conn)}")
-        self.host = LuaHost()
-        chosen = list(instruments) if instruments is not None else []
-        if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
-            chosen.insert(0, EffectRecorder())
-        self.instruments: list[Instrument] = chosen
-        self._before_hooks = [h for h in (getattr(i, "before_step", None) for i in chosen) if h is not None]
-        self._after_hooks = [h for h in (getattr(i, "after_step", None) for i in chosen) if h is not None]
-        self.check = check
-        self.clock = clock
-        self.factories = {**FACTORIES, **(factories or {})}
-        self.job_ids = list(scenario.jobs)
-        self._closed = False
-        self._initial: list[tuple[bytes, ...]] | None = None
-        self._initial_view: QueueView | None = None
-        self._runs: list[ScriptRun] = []
-        self._gens: dict[str, ActorGen] = {}
-        self._sessions: dict[str, redis.Redis] = {}
-        self._shas: dict[bytes, bytes] | None = None
-        #: the live server's run_id when the Runner started (a restart or a failover changes it)
-        self._server_id = None if fake else _server_id(self._executor)
-        self.reset()
+        try:  # from here on the run owns keys: anything that stops the constructor deletes them
+            self.scripts = scripts or default_scripts()
+            #: actors with a ``script:`` of their own: their script set (the run's, with that script in place)
+            self._actor_scripts: dict[str, ScriptSet] = {
+                a.id: self.scripts.overlay(a.script) for a in scenario.actors if a.script is not None}
+            self._executor: Executor = command_executor(self.conn)
+            fake = is_fake(self.conn)
+            self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
+            self._local_scripts = local_scripts and fake
+            self._specs = {a.id: a for a in scenario.actors}
+            #: the scenario injects faults: every step also reads its process's liveness (a crash or a
+            #: disconnect of that process writes it), and atomic steps read the script cache (a flush writes it)
+            self._faulty = any(a.kind in FAULT_KINDS for a in scenario.actors)
+            if any(a.kind == "restart" for a in scenario.actors) and not fake:
+                raise BackendError(f"the restart fault needs a server emqlab owns (fakeredis): emqlab never restarts "
+                                   f"{describe(self.conn)}, a server it did not start")
+            if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
+                raise BackendError(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
+                                   f"empty the script cache of every client of {describe(self.conn)}")
+            self.host = LuaHost()
+            chosen = list(instruments) if instruments is not None else []
+            if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
+                chosen.insert(0, EffectRecorder())
+            self.instruments: list[Instrument] = chosen
+            self._before_hooks = [h for h in (getattr(i, "before_step", None) for i in chosen) if h is not None]
+            self._after_hooks = [h for h in (getattr(i, "after_step", None) for i in chosen) if h is not None]
+            self.check = check
+            self.clock = clock
+            self.factories = {**FACTORIES, **(factories or {})}
+            self.job_ids = list(scenario.jobs)
+            self._closed = False
+            self._initial: list[tuple[bytes, ...]] | None = None
+            self._initial_view: QueueView | None = None
+            self._runs: list[ScriptRun] = []
+            self._gens: dict[str, ActorGen] = {}
+            self._sessions: dict[str, redis.Redis] = {}
+            self._shas: dict[bytes, bytes] | None = None
+            #: the live server's run_id when the Runner started (a restart or a failover changes it)
+            self._server_id = None if fake else _server_id(self._executor)
+            self.reset()
+        except BaseException:  # (an error, a Ctrl-C, a SIGTERM while the initial state is written)
+            self._abandon()
+            raise
 
     @property
     def effects(self) -> bool:
@@ -227,6 +231,18 @@ class Runner:
         for run in self._runs:
             run.close()
         self._runs = []
+
+    def _abandon(self) -> None:
+        """The constructor did not finish: delete what the run claimed and wrote, whatever state it got to."""
+        try:
+            self._drop_actors()
+        except Exception:  # noqa: BLE001 - half-built: best effort, the claim's release below matters
+            pass
+        self.namespace.release()
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.close()
+        self._closed = True
 
     def close(self) -> None:
         """Delete the run's keys (only those under its queue's base) and release the connection."""

@@ -46,3 +46,21 @@ def test_the_same_server_raises_nothing() -> None:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_an_interrupted_constructor_deletes_what_it_wrote() -> None:
+    """A SIGTERM (SystemExit) or Ctrl-C while the Runner writes its initial state and starts its actors left the
+    run's keys behind (the constructor never returned, so nothing closed it): now it deletes them."""
+    from tests.conftest import live_conn
+
+    live = live_conn()
+    seen: list[str] = []
+
+    def interrupted(ctx, spec):  # type: ignore[no-untyped-def]
+        seen.append(ctx.keys.base)
+        assert live.exists(ctx.keys.active)  # the initial state is written by now
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Runner(load("stalled-finish"), "split", connect("live"), factories={"sweep": interrupted})
+    assert seen and not list(live.scan_iter(match=seen[0].replace("{", "\\{").replace("}", "\\}") + "*"))
