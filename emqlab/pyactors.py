@@ -557,10 +557,12 @@ class _Driver:
             return self._run_async(handle)
         return self._run_sync(handle)
 
-    def _resume(self, g: Any, *args: Any) -> Any:
+    def _run_code(self, step: Callable[[], Any]) -> Any:
+        """Run the actor's own code (``step``) until it hands back a request, with the outside-client guard
+        knowing it runs; what it raises becomes an :class:`ActorError`."""
         _RUNNING.append(self)
         try:
-            out = g.switch(*args)
+            out = step()
         except BaseException as e:
             raise self._fail(e) from e
         finally:
@@ -568,6 +570,9 @@ class _Driver:
         if self._violation is not None:
             raise ActorError(self._violation)
         return out
+
+    def _resume(self, g: Any, *args: Any) -> Any:
+        return self._run_code(lambda: g.switch(*args))
 
     def _run_sync(self, handle: ActorHandle) -> ActorGen:
         import greenlet
@@ -596,17 +601,15 @@ class _Driver:
                     _RUNNING.pop()
 
     def _step_coro(self, coro: Any, value: Any) -> Any:
-        _RUNNING.append(self)
-        try:
-            out = coro.send(value)
-        except StopIteration:
+        def send() -> Any:
+            try:
+                return coro.send(value)
+            except StopIteration:
+                return _DONE
+
+        out = self._run_code(send)
+        if out is _DONE:
             return _DONE
-        except BaseException as e:
-            raise self._fail(e) from e
-        finally:
-            _RUNNING.pop()
-        if self._violation is not None:
-            raise ActorError(self._violation)
         if not isinstance(out, _Await):
             raise ActorError(f"{self.actor} awaited {out!r}, which is not a reply of its Redis client: an event"
                              " loop's timers and tasks (asyncio.sleep, create_task, wait_for) cannot be scheduled"
