@@ -159,6 +159,11 @@ def start_redis_server(port: int, *options: str) -> subprocess.Popen[bytes]:
     return proc
 
 
+#: The two Node releases of BullMQ whose shipped scripts the host is checked against (issue 12), next to the
+#: Python package's own set (`ScriptSet.bullmq()`).
+NODE_RELEASES = ("6.7.0", "5.34.0")
+
+
 def bullmq_node_release(version: str) -> Path:
     """The ``dist/cjs/commands`` folder of BullMQ's npm release ``version``, fetched once from the npm
     registry into /tmp/bullmq-node/<version>/ (nothing of it is kept in this repository). Skips (fails in

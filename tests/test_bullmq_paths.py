@@ -1,5 +1,6 @@
 """Targeted host-vs-EVAL cases for two paths of BullMQ's shipped scripts that generic arguments never reach
-(issue 12's acceptance): an add that stores its options as JSON with fractional and large numbers (the
+(issue 12's acceptance), on each of BullMQ's three script sets (the Python package's and two Node releases'):
+an add that stores its options as JSON with fractional and large numbers (the
 `opts` field is Redis's cjson output, so the host's cjson must format numbers as Redis's does), and the relay
 scripts' lease path (register a node, heartbeat — PEXPIRE, then PEXPIREAT through the namespace refresh —
 and touch the namespace), compared reply by reply and key by key (with which keys expire)."""
@@ -16,7 +17,7 @@ import redis
 from emqlab.backends import live_url, unique_queue
 from emqlab.luahost import LuaHost
 from emqlab.registry import ScriptSet
-from tests.conftest import live_conn
+from tests.conftest import NODE_RELEASES, bullmq_node_release, live_conn
 
 pytestmark = pytest.mark.live
 
@@ -39,10 +40,31 @@ def reader() -> redis.Redis:
     return _client(raw=False)
 
 
-@pytest.fixture(scope="module")
-def bullmq() -> ScriptSet:
-    pytest.importorskip("bullmq")
-    return ScriptSet.bullmq()
+#: The script sets: the Python package's (3.4.4, pinned by the test extra) and the Node releases' (fetched).
+SETS = ("python", *(f"node-{v}" for v in NODE_RELEASES))
+
+#: Which sets ship the relay scripts (added to BullMQ after 5.34.0): a set missing from here that has them,
+#: or one listed that lacks them, fails test_relay_scripts_are_where_expected instead of skipping.
+RELAY_SETS = frozenset({"python", "node-6.7.0"})
+
+
+def _load(which: str) -> tuple[str, ScriptSet]:
+    if which == "python":
+        pytest.importorskip("bullmq")
+        return which, ScriptSet.bullmq()
+    return which, ScriptSet.from_dir(bullmq_node_release(which.removeprefix("node-")))
+
+
+@pytest.fixture(scope="module", params=SETS)
+def bullmq(request: pytest.FixtureRequest) -> tuple[str, ScriptSet]:
+    return _load(request.param)
+
+
+#: addStandardJob's KEYS by count: 5.34.0 has no `delayed` key (8 KEYS), the later releases add it (9).
+ADD_KEYS = {
+    9: ["wait", "paused", "meta", "id", "completed", "delayed", "active", "events", "marker"],
+    8: ["wait", "paused", "meta", "id", "completed", "active", "events", "marker"],
+}
 
 
 _CLOCK = re.compile(rb"1[6-9]\d{11}")  # a ms timestamp read from the server's clock (TIME): differs run to run
@@ -97,17 +119,19 @@ def _both(live: redis.Redis, reader: redis.Redis, calls: list[tuple[Any, list[st
     {"attempts": 1.5, "big": 2 ** 53, "bigger": 2 ** 60, "tiny": 1e-7, "neg": -0.1, "jobId": "1"},
     {"removeOnComplete": {"age": 3600.25, "count": 100}, "priority": 0, "jobId": "1"},
 ])
-def test_add_stores_the_same_opts_json(live: redis.Redis, reader: redis.Redis, bullmq: ScriptSet,
+def test_add_stores_the_same_opts_json(live: redis.Redis, reader: redis.Redis, bullmq: tuple[str, ScriptSet],
                                        opts: dict[str, Any]) -> None:
-    names = ["wait", "paused", "meta", "id", "completed", "delayed", "active", "events", "marker"]
+    add = bullmq[1]["addStandardJob"]
+    names = ADD_KEYS[add.numkeys]
     host = LuaHost()
     sides = []
     for via in ("host", "eval"):
         prefix = f"bull:{{{unique_queue('addj')}}}:"
         keys = [prefix + n for n in names]
-        args = [msgpack.packb([prefix, "1", "email", 1700000000000, None, None, None, None, None]),
+        # (the args array: prefix, custom id, name, timestamp, then the parent/repeat/dedup fields, all nil)
+        args = [msgpack.packb([prefix, "1", "email", 1700000000000, None, None, None, None, None, None]),
                 '{"to":"ada@example.com","n":0.1}', msgpack.packb(opts)]
-        text = bullmq["addStandardJob"].text
+        text = add.text
         try:
             if via == "host":
                 reply = host.run(live, text, keys, args)
@@ -123,16 +147,24 @@ def test_add_stores_the_same_opts_json(live: redis.Redis, reader: redis.Redis, b
     assert sides[0][0] == b"1" and sides[0][1]  # added, with its options stored as JSON
 
 
-def test_relay_lease_path_host_equals_eval(live: redis.Redis, reader: redis.Redis, bullmq: ScriptSet) -> None:
-    names = [n for n in ("relayRegisterNode", "relayHeartbeat", "relayTouchNamespace") if n in bullmq.names()]
-    if len(names) < 3:
-        pytest.skip(f"this BullMQ release has no relay scripts ({bullmq.origin})")
+RELAY = ("relayRegisterNode", "relayHeartbeat", "relayTouchNamespace")
+
+
+def test_relay_scripts_are_where_expected(bullmq: tuple[str, ScriptSet]) -> None:
+    which, scripts = bullmq
+    present = [n for n in RELAY if n in scripts.names()]
+    assert present == (list(RELAY) if which in RELAY_SETS else []), which
+
+
+@pytest.mark.parametrize("which", sorted(RELAY_SETS))
+def test_relay_lease_path_host_equals_eval(live: redis.Redis, reader: redis.Redis, which: str) -> None:
+    _, scripts = _load(which)
     prefix_of = lambda: f"bull:{{{unique_queue('relay')}}}:"  # noqa: E731
     calls = [
-        (bullmq["relayRegisterNode"], ["{p}nodes"], ["{p}", "n1", "5000", '{"host":"a"}', "1", "100"]),
-        (bullmq["relayHeartbeat"], ["{p}nodes"], ["{p}", "n1", "5000"]),
-        (bullmq["relayTouchNamespace"], ["{p}:relay:namespaces"], ["ns1", "7000"]),
-        (bullmq["relayHeartbeat"], ["{p}nodes"], ["{p}", "n2", "5000"]),  # an unknown node
+        (scripts["relayRegisterNode"], ["{p}nodes"], ["{p}", "n1", "5000", '{"host":"a"}', "1", "100"]),
+        (scripts["relayHeartbeat"], ["{p}nodes"], ["{p}", "n1", "5000"]),
+        (scripts["relayTouchNamespace"], ["{p}:relay:namespaces"], ["ns1", "7000"]),
+        (scripts["relayHeartbeat"], ["{p}nodes"], ["{p}", "n2", "5000"]),  # an unknown node
     ]
     host_side, eval_side = _both(live, reader, calls, prefix_of)
     assert host_side == eval_side

@@ -38,7 +38,7 @@ from emqlab.backends import command_executor, connect, live_url, unique_queue
 from emqlab.commands import _table
 from emqlab.luahost import STATUS_REPLY_COMMANDS, LuaHost, LuaScriptError
 from emqlab.registry import ScriptSet, flatten
-from tests.conftest import bullmq_node_release, live_conn, own_redis_server
+from tests.conftest import NODE_RELEASES, bullmq_node_release, live_conn, own_redis_server
 
 pytestmark = pytest.mark.live
 
@@ -860,9 +860,6 @@ def test_ctrl_c_interrupts_a_looping_script() -> None:
 
 
 # -- BullMQ's include styles and scripts ---------------------------------------------------------------------
-
-#: BullMQ's npm releases whose script folders (fetched at test time, never kept here) must run unchanged
-NODE_RELEASES = ("6.7.0", "5.34.0")
 
 
 def test_both_include_styles(tmp_path: Path) -> None:
