@@ -187,6 +187,9 @@ def _state(sc: Any) -> str:
         parts.append("meta " + ", ".join(f"{k}={v}" for k, v in sc.meta.items()))
     if sc.metrics:
         parts.append("metrics on")
+    for place in sc.places:  # a scenario's own places (places:)
+        index = f", a place while {place.index} holds {place.member}" if place.index else ""
+        parts.append(f"{place.key} [{', '.join(place.jobs)}]{index}")
     return "; ".join(parts) or "empty queue"
 
 

@@ -81,6 +81,10 @@ class Op:
     #: connection ``conn``, with the run's script cache answering SCRIPT LOAD / EXISTS and EVALSHA
     python: bool = False
     conn: str | None = None
+    #: the script of the run's script set this op runs or belongs to (a split script's commands, a Python
+    #: actor's EVALSHA / EVAL resolved by SHA1); the Runner records it on the step (``Step.script``). An
+    #: atomic ``script`` op's script is its call's name, known when it is built.
+    script: str | None = None
 
     @property
     def round_trip(self) -> bool:
@@ -93,15 +97,17 @@ Sub = Generator[Op, Any, Any]
 
 def split_run(ctx: ActorContext, call: api.ScriptCall | None, label: str, pre: list[Command] | None = None, *,
               source: bytes | None = None, keys: Sequence[Any] = (), args: Sequence[Any] = (),
-              on_refused: Callable[[Command], None] | None = None) -> Sub:
+              on_refused: Callable[[Command], None] | None = None, script: str | None = None) -> Sub:
     """Run a script client-side through the Lua host, one step per ``redis.call``; returns the script's
     reply (or the ``ResponseError`` it raised, as EVALSHA would have).
 
     The script is ``call`` (a script of the context's set), or ``source`` (Lua text: a user's or a
     student's script) with ``keys`` and ``args``. ``on_refused(command)`` is told of each command the Lua
     host refused as Redis does inside a script (EVAL, MULTI, SCRIPT, …: no round trip, no step; the script
-    got Redis's error) — the grader notes a student's that way."""
+    got Redis's error) — the grader notes a student's that way. ``script`` names the script of the run's set
+    that ``source`` is (each step records it); a ``call``'s is its name."""
     if call is not None:
+        script = call.name
         run = ctx.split(call.name, call.keys, call.args)
     elif source is not None:
         run = ctx.split(source, keys, args)
@@ -112,7 +118,7 @@ def split_run(ctx: ActorContext, call: api.ScriptCall | None, label: str, pre: l
         first = True
         while run.pending is not None:
             reply = yield Op("command", label, command=run.pending, pre=(pre or []) if first else [],
-                             section=label, run=number)
+                             section=label, run=number, script=script)
             first = False
             run.resume(reply)
         if on_refused is not None:

@@ -4,7 +4,10 @@ effects, the executions, the final state). Each finding names its job, the steps
 
 Definitions (``docs/concepts.md`` explains each with an example). An *execution* is one worker running one
 job: from the step that gave it the job (0 = it held the job from the start) to the end of its finish. A
-job's *incarnation* changes when an add script creates its hash again: a re-added id is a new job.
+job's *incarnation* changes when an add script creates its hash again: a re-added id is a new job (the
+step's ``script`` says which script it ran — an emqlab producer's, or a Python actor's EVALSHA resolved by
+its SHA1). An execution *finished* its job when its finish put the job in completed or failed, or succeeded
+and deleted it (keepJobs 0): a successful finish is a finish whether or not the hash survives.
 
 ==================== ================ =====================================================================
 kind                 needs            definition
@@ -13,14 +16,15 @@ double-placement     final            at the end, one job id is held more than o
                                       prioritized, delayed, paused, completed, failed (two structures, or
                                       two copies in one)
 lost-job             final            at the end, a job's hash with its payload is in no structure, and no
-                                      execution of it finished it
+                                      execution of that incarnation finished it
 stolen-lock          effects          a job's lock was deleted or overwritten by an actor other than its
                                       owner while the owner's execution was open (a lease lapsing is
                                       expiry, not theft)
 duplicate-execution  effects          an execution of a job started after another execution of the same
                                       incarnation had started, unless that one had already handed the job
                                       on for a retry (its finish put the job back to wait, delayed or
-                                      prioritized before the second started)
+                                      prioritized before the second started); the because-sentence
+                                      names the finish when the earlier one had finished it
 metrics-drift        effects          with metrics on, ``metrics:<target>``'s count differs from the number
                                       of jobs that reached <target>
 attempts-overrun     final            a job's attempts made (``atm``) exceed its attempt ceiling
@@ -30,8 +34,9 @@ phantom-job          final            at the end, an id is placed in a structure
 stuck-active         final            at the end, a job is in ``active`` with no lock and no open
                                       execution, and no recovery sweep runs that would ever find it
 work-thrown-away     effects          an execution's finish was refused although no one had touched its
-                                      lock, and the job did not end up finished (its result was the only
-                                      one, and it is lost)
+                                      lock, and the job did not end up finished (no final placement, and no
+                                      other execution of the same incarnation finished it): its result
+                                      was the only one, and it is lost
 ==================== ================ =====================================================================
 
 "needs" is what the check reads: the final state (always recorded) or the per-step effects (recorded by
@@ -184,7 +189,7 @@ def _copies(h: History, job: str) -> list[tuple[str, Step | None]]:
                 for _ in range(min(e.count, len(q))):
                     q.popleft()
     out: list[tuple[str, Step | None]] = []
-    for place in PLACES:
+    for place in dict.fromkeys((*PLACES, *final)):  # the queue's places, then a scenario's own (places:)
         q = queues.get(place, deque())
         want = final.count(place)
         items: list[Step | None] = list(q)[-want:] if want else []
@@ -207,9 +212,11 @@ def _window(h: History, inner: Step, outer_actor: str) -> tuple[Step | None, Ste
 
 
 def _incarnation_steps(h: History, job: str) -> list[int]:
-    """Steps at which an add script created ``job``'s hash (each begins a new incarnation)."""
+    """Steps at which an add script created ``job``'s hash (each begins a new incarnation): the step's
+    ``script`` — an emqlab producer's EVALSHA, a Python actor's EVALSHA or EVAL, or a command of a split
+    add — is one of :data:`ADD_SCRIPTS`."""
     return [s.index for s in h.steps
-            if any(isinstance(e, HashCreated) and e.job == job for e in s.effects) and s.op in ADD_SCRIPTS]
+            if s.script in ADD_SCRIPTS and any(isinstance(e, HashCreated) and e.job == job for e in s.effects)]
 
 
 def _same_job(h: History, job: str, a: int, b: int) -> bool:
@@ -221,6 +228,24 @@ def _finish_steps(h: History, e: Execution) -> list[Step]:
     """The steps of ``e``'s actor from its start to its end (its processing and its finish)."""
     end = e.end if e.end is not None else len(h.steps)
     return [s for s in h.steps if e.start < s.index <= end and s.actor == e.actor]
+
+
+def _current(h: History, e: Execution) -> bool:
+    """``e`` ran the incarnation of its job that exists at the end of the run (no add came after its start)."""
+    return _same_job(h, e.job, e.start, len(h.steps))
+
+
+def _finished_by(h: History, e: Execution) -> tuple[Step, bool] | None:
+    """The step at which ``e``'s finish filed its job as done, and whether it deleted the job doing so: it
+    put the job in completed or failed, or — a successful finish with keepJobs 0 (removeOnComplete,
+    removeOnFail) — deleted its hash. A successful finish is a finish whether or not the hash survives."""
+    for s in _finish_steps(h, e):
+        for x in s.effects:
+            if isinstance(x, Placed) and x.job == e.job and x.place in FINAL_PLACES:
+                return s, False
+            if isinstance(x, HashDeleted) and x.job == e.job and e.released and e.end is not None:
+                return s, True
+    return None
 
 
 def _placed_by(h: History, e: Execution, places: Sequence[str]) -> Step | None:
@@ -238,7 +263,7 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
     out = []
     jobs = {**h.final.others, **h.final.placements}
     for job, places in sorted(jobs.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        if len([p for p in places if p in PLACES]) < 2:
+        if len(places) < 2:  # (the final state's places: the queue's, and a scenario's own)
             continue
         copies = _copies(h, job)
         copies.sort(key=lambda ps: ps[1].index if ps[1] else 0)
@@ -290,7 +315,7 @@ def _unplaced(h: History) -> list[tuple[str, bool, list[Execution]]]:
         info = h.final.jobs.get(job, {})
         if places or not info.get("exists"):
             continue
-        done = [e for e in h.executions if e.job == job and e.released]
+        done = [e for e in h.executions if e.job == job and e.released and _current(h, e)]
         out.append((job, not info.get("payload", True), done))
     return out
 
@@ -301,11 +326,21 @@ def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
         if fragment or done:
             continue  # left-over data, not a lost job
         removed = None
+        gone: Removed | None = None
         for s in h.steps:
-            if any(isinstance(e, Removed) and e.job == job for e in s.effects):
-                removed = s
+            for e in s.effects:
+                if isinstance(e, Removed) and e.job == job:
+                    removed, gone = s, e
         because = f"job {job} exists but is in no list or set"
-        if removed is not None:
+        own = next((p for p in scenario.places if gone is not None and p.key == gone.place), None) \
+            if scenario is not None else None
+        if removed is not None and own is not None and own.index is not None and own.index in removed.keys \
+                and own.key not in removed.keys:
+            because += (f": {_ref(removed)} took {own.member} out of the index {own.index}, so no poll finds"
+                        f" {own.key} with the job in it, and nothing put it back")
+        elif removed is not None and own is not None:
+            because += f": {_ref(removed)} took it out of {own.key} and nothing put it back"
+        elif removed is not None:
             because += f": {_ref(removed)} took it out and nothing put it back"
         out.append(Anomaly("lost-job", job, because, (removed.index,) if removed else ()))
     # a job wiped with the server's data (a restart without persistence) is lost too, hash and all
@@ -413,10 +448,18 @@ def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[An
                 if retry is not None and retry.index < later.start:
                     continue  # a legitimate retry: the earlier finish handed the job on
                 since = f"since step {earlier.start}" if earlier.start else "from the start"
-                done = _placed_by(h, earlier, FINAL_PLACES)
-                if done is not None and done.index < later.start:
-                    because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
-                               f" already completed it (step {done.index})")
+                finished = _finished_by(h, earlier)
+                if finished is not None and finished[0].index < later.start:
+                    done, deleted = finished
+                    if deleted:
+                        because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
+                                   f" already finished it: its finish succeeded and deleted the job (step"
+                                   f" {done.index}, {done.op}; keepJobs 0)")
+                    else:
+                        verb = "completed" if any(isinstance(x, Placed) and x.job == job and x.place == "completed"
+                                                  for x in done.effects) else "failed"
+                        because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
+                                   f" already {verb} it (step {done.index})")
                     steps: tuple[int, ...] = (later.start, done.index)
                 elif earlier.end is not None and earlier.end < later.start and earlier.outcome is not None \
                         and earlier.outcome.refused:
@@ -470,6 +513,9 @@ def work_thrown_away(h: History, scenario: Scenario | None = None) -> list[Anoma
             continue
         if any(p in FINAL_PLACES for p in h.final.placements.get(e.job, [])):
             continue  # someone's result stands
+        if any(x.job == e.job and x is not e and _finished_by(h, x) is not None
+               and _same_job(h, e.job, min(x.start, e.start), max(x.start, e.start)) for x in h.executions):
+            continue  # another run of this job finished it (with keepJobs 0, its result went with the job)
         touched = [s for s in h.steps
                    if e.start < s.index <= e.end and s.actor != e.actor
                    and any(isinstance(x, LockChanged) and x.job == e.job and x.before == e.token for x in s.effects)]

@@ -19,6 +19,7 @@ command but ``SCRIPT LOAD``/``EXISTS``/``KILL`` is sent at all).
 
 from __future__ import annotations
 
+import enum
 import os
 import re
 import secrets
@@ -51,10 +52,57 @@ class BackendError(Exception):
     """A backend could not be reached or used; the message is one line meant for a terminal."""
 
 
+class FaultScope(enum.Enum):
+    """How much of an exploration an infrastructure error spoils.
+
+    * ``RUN`` — the run it happened in, only: the next run starts from a fresh initial state and may well
+      complete (NOSCRIPT after the retry budget — another client flushed the script cache —, OOM, BUSY with a
+      script that SCRIPT KILL stopped or that another client runs, TRYAGAIN, NOREPLICAS, MISCONF, a failed
+      initial-state write or run-index renewal). The exploration goes on without that run.
+    * ``EXPLORATION`` — every later run too, because the server is no longer the one the exploration began
+      on or no longer answers: its run_id changed (restarted, failed over), READONLY (a failover made it a
+      replica), LOADING, MOVED/ASK/CLUSTERDOWN/MASTERDOWN (the queue's slot or its primary moved), NOPERM/
+      NOAUTH (the user lacks what every run needs), a lost connection or a command timeout, a script Redis
+      refuses to kill. The exploration stops and says how much it covered.
+    """
+
+    RUN = "run"
+    EXPLORATION = "exploration"
+
+
+#: fault codes (:func:`fault_code`) after which no later run can be trusted (:attr:`FaultScope.EXPLORATION`);
+#: every other code aborts one run
+EXPLORATION_FAULTS = frozenset({"READONLY", "LOADING", "MOVED", "ASK", "CLUSTERDOWN", "MASTERDOWN", "NOPERM",
+                                "NOAUTH", "RESTARTED", "CONNECTION", "UNKILLABLE"})
+
+
 class ServerFault(BackendError):
     """The server answered with an error about itself, not about the queue (out of memory, read-only
     replica, busy with a script, loading, a cluster redirection, a lost connection): the run cannot go on
-    truthfully, so it stops instead of treating the error as the step's answer."""
+    truthfully, so it stops instead of treating the error as the step's answer.
+
+    ``code`` is the error's code (``OOM``, ``NOSCRIPT``, ``BUSY``, …; ``RESTARTED`` for a changed run_id,
+    ``CONNECTION`` for a lost connection or a timeout, ``UNKILLABLE`` for a script Redis would not kill),
+    ``detail`` the server's words (one line, no actor or step), ``scope`` what it spoils
+    (:class:`FaultScope`, from the code by default: :data:`EXPLORATION_FAULTS`). The message (``str()``) is
+    one line for a terminal."""
+
+    def __init__(self, message: str, *, code: str = "", detail: str = "", scope: FaultScope | None = None) -> None:
+        super().__init__(message)
+        self.code = code or fault_code(detail or message)
+        self.detail = detail or message
+        self.scope = scope or (FaultScope.EXPLORATION if self.code in EXPLORATION_FAULTS else FaultScope.RUN)
+
+
+def fault_code(text: str) -> str:
+    """The code of a server error's text (``"OOM command not allowed …"`` → ``OOM``; a script's
+    ``"ERR Error running script: …: OOM …"`` → ``OOM``); ``ERR`` when it names none of
+    :data:`SERVER_FAULT_PREFIXES`."""
+    for part in (text, text.rsplit(": ", 1)[-1]):
+        word = part.split(" ", 1)[0].upper().lstrip("-")
+        if word in SERVER_FAULT_PREFIXES:
+            return word
+    return "ERR"
 
 
 #: error prefixes that describe the server's state, not the command's answer (redis.io, "Errors")
@@ -74,7 +122,7 @@ def server_fault(reply: object) -> str | None:
              e.NoScriptError: "NOSCRIPT", e.NoPermissionError: "NOPERM", e.AuthenticationError: "NOAUTH"}
     for cls, prefix in named.items():  # redis-py strips the prefix of the errors it has a class for
         if isinstance(reply, cls) and not text.startswith(prefix):
-            return f"{prefix} {text}"
+            return f"{prefix} {text}".split(" script:")[0]
     for part in (text, text.rsplit(": ", 1)[-1]):
         if part.split(" ", 1)[0].upper().lstrip("-") in SERVER_FAULT_PREFIXES:
             return text.split(" script:")[0]
@@ -362,6 +410,25 @@ RUN_LEASE_MS = 15 * 60 * 1000
 HEARTBEAT_MS = 60 * 1000
 
 
+#: the safety TTL of a live run's keys (ms): far above any TTL of the protocol (a lock's 30 s, a seeded lock's
+#: 50 min, the stalled-check throttle, a rate-limit window) and above any one run (each run deletes and
+#: rewrites its keys, so a key never outlives the run that wrote it but by this), so a run killed with
+#: SIGKILL leaves nothing behind for longer than a day
+SAFETY_TTL_MS = 24 * 60 * 60 * 1000
+#: a PTTL above this (ms) is emqlab's safety TTL, read as "no expiry" by every state reader (no protocol TTL
+#: comes near it)
+SAFETY_TTL_FLOOR_MS = SAFETY_TTL_MS // 2
+#: keys (relative to the queue's base) that never get a safety TTL because a script reads their TTL: the
+#: rate limiter's counter (``PTTL`` in fetchNextJob: no TTL there means "no window", a TTL a delay)
+TTL_OBSERVED = frozenset({"limiter"})
+
+
+def has_expiry(pttl: int) -> bool:
+    """Whether a key with this ``PTTL`` (ms; -1 none, -2 missing) expires as far as the protocol goes: a
+    safety TTL (above :data:`SAFETY_TTL_FLOOR_MS`) is no expiry."""
+    return 0 < pttl <= SAFETY_TTL_FLOOR_MS
+
+
 @dataclass
 class Namespace:
     """The keys one run owns: every key of queue ``keys`` (``emq:{<queue>}:*``).
@@ -419,8 +486,34 @@ class Namespace:
             fault = server_fault(e)
             if fault is None:
                 raise
-            raise ServerFault(f"registering the run in {RUN_INDEX} got a server error ({fault}): a run cannot go"
-                              " on truthfully past a server fault; the exploration stops") from None
+            then = "no run can start" if force else "a run cannot go on truthfully past it; the run is aborted"
+            raise ServerFault(f"registering the run in {RUN_INDEX} got a server error ({fault}): {then}",
+                              detail=fault) from None
+
+    def protect(self, keys: Iterable[bytes]) -> int:
+        """Give each of ``keys`` that has no TTL the safety TTL (:data:`SAFETY_TTL_MS`; ``PEXPIRE … NX``, one
+        round trip), except keys outside the namespace and :data:`TTL_OBSERVED`; returns how many were sent.
+        Nothing on fakeredis (a process's own server dies with it).
+
+        Why it changes no reply and no compared state: ``NX`` never touches a TTL the protocol set; no shipped
+        script reads the TTL of a key it applies to (only the limiter's, which is left out) or sets an expiry
+        conditionally; it is far longer than any run, so no key expires because of it; and the state readers
+        read a TTL above :data:`SAFETY_TTL_FLOOR_MS` as none (:func:`has_expiry`)."""
+        if is_fake(self.conn):
+            return 0
+        base = self.keys.base.encode()
+        exempt = {base + k.encode() for k in TTL_OBSERVED}
+        chosen = [k for k in dict.fromkeys(keys) if k.startswith(base) and k not in exempt]
+        if not chosen:
+            return 0
+        pipe = pipeline(self.conn, transaction=False)
+        for k in chosen:
+            pipe.execute_command("PEXPIRE", k, SAFETY_TTL_MS, "NX")
+        try:
+            pipe.execute(raise_on_error=False)
+        except redis.exceptions.ResponseError:  # pragma: no cover - a server before 7.0 (no NX): leave it
+            pass
+        return len(chosen)
 
     @property
     def sole_owner(self) -> bool:

@@ -47,6 +47,10 @@ The blocks (what each does; the keys it touches; the report that needs it):
   re-run (active, completed, the jobs, their locks). BR-01.
 * :func:`reliable_worker`, :func:`recover_by_identity` — reliable fetch into a per-host in-flight list;
   a startup recovery that requeues the whole list (wait, ``private:<host>``, completed). BR-20.
+* :func:`scheduler_poll`, :func:`enqueue_at` — resque-scheduler's delayed jobs: one list per timestamp
+  (``delayed:<at>``) and an index of the timestamps; a poll pops the next job to ``wait`` and deletes a list
+  it left empty ("empty? then delete"); a producer pushes a job for a timestamp, then indexes it (the list,
+  the index, wait). BR-18.
 
 Per-process shared tokens (BR-03) are a parameter, not a block: give two actors the same ``token:``.
 
@@ -204,12 +208,25 @@ end
 return taken
 """
 
+#: :func:`scheduler_poll`: KEYS the timestamp's list, the index of timestamps, wait; ARGV the timestamp (the
+#: index's member). The next job of the list goes to ``wait``; a list left empty is deleted and its timestamp
+#: taken out of the index ("empty? then delete", resque-scheduler's clean_up_timestamp).
+POLL_LUA = """
+local id = redis.call('LPOP', KEYS[1])
+if redis.call('LLEN', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+if id then redis.call('LPUSH', KEYS[3], id) end
+return id
+"""
+
 #: the Lua constants above, by block (tests/test_blocks.py compiles each)
 LUA: dict[str, str] = {
     "fetch": FETCH_LUA, "progress": PROGRESS_LUA, "refresh": REFRESH_LUA, "promote": PROMOTE_LUA,
     "record_failure": RECORD_FAILURE_LUA, "remove": REMOVE_LUA, "requeue": REQUEUE_LUA, "success": SUCCESS_LUA,
     "snapshot_sweep": SNAPSHOT_SWEEP_LUA, "clean": CLEAN_LUA, "retry_all": RETRY_ALL_LUA, "recover": RECOVER_LUA,
-    "reliable_finish": RELIABLE_FINISH_LUA,
+    "reliable_finish": RELIABLE_FINISH_LUA, "poll": POLL_LUA,
 }
 
 
@@ -627,6 +644,49 @@ def recover_by_identity(r: redis.Redis, q: Any) -> None:
     _reliable_jobs(r, q, _int(q, "jobs", 1))
 
 
-__all__ = ["LUA", "clean", "fetch", "finish", "progress", "promote", "readd", "record_failure",
-           "recover_by_identity", "refresh", "reliable_worker", "renew", "requeue", "retry_all", "snapshot_sweep",
-           "success"]
+def _timestamp(q: Any) -> tuple[str, str, str]:
+    """A delayed-job block's timestamp ``at`` (1000), its list (``delayed:<at>``) and the index's key
+    (``delayed_queue_schedule``), as full keys but the timestamp."""
+    at = str(_int(q, "at", 1000))
+    k = q.keys
+    return at, k.key(str(q.params.get("list", f"delayed:{at}"))), k.key(str(q.params.get("index",
+                                                                                        "delayed_queue_schedule")))
+
+
+def scheduler_poll(r: redis.Redis, q: Any) -> None:
+    """resque-scheduler's poll of one due timestamp (``enqueue_delayed_items_for_timestamp``): LPOP the
+    timestamp's list, LLEN it, and when it is empty DEL the list and ZREM the timestamp from the index —
+    then push the popped job to ``wait``. One script (:data:`POLL_LUA`, the fix: the emptiness check and
+    the delete together); split, a job pushed for the same timestamp after the LLEN and before the DEL is
+    deleted with the list, and one pushed after the DEL sits in a list the ZREM has just unindexed: no poll
+    finds it again (resque/resque-scheduler#46).
+
+    Parameters: ``at`` (1000: the timestamp), ``list`` (``delayed:<at>``), ``index``
+    (``delayed_queue_schedule``). Records ``sweep:<id>`` (BR-18)."""
+    at, lst, index = _timestamp(q)
+    got = _eval(r, POLL_LUA, [lst, index, q.keys.wait], [at])
+    _note(q, "sweep", None, got, jobs=(got.decode(),) if isinstance(got, bytes) else ())
+
+
+def enqueue_at(r: redis.Redis, q: Any) -> None:
+    """resque-scheduler's ``delayed_push``: the job for a timestamp (its hash, then ``RPUSH delayed:<at>``,
+    one round trip), then ``ZADD delayed_queue_schedule <at> <at>`` (another). Parameters: ``job`` (the id,
+    declared under ``adds:``), ``at``, ``list``, ``index``, ``name`` (``job``), ``data`` (``{}``). Records
+    ``add:<code>`` (BR-18)."""
+    import json
+
+    job = _job(q)
+    at, lst, index = _timestamp(q)
+    with r.pipeline(transaction=False) as p:
+        p.hset(q.keys.job(job), mapping={"name": str(q.params.get("name", "job")),
+                                         "data": json.dumps(q.params.get("data", {}), separators=(",", ":")),
+                                         "timestamp": q.now()})
+        p.rpush(lst, job)
+        p.execute()
+    reply = r.zadd(index, {at: int(at)})
+    _note(q, "add", job, reply)
+
+
+__all__ = ["LUA", "clean", "enqueue_at", "fetch", "finish", "progress", "promote", "readd", "record_failure",
+           "recover_by_identity", "refresh", "reliable_worker", "renew", "requeue", "retry_all", "scheduler_poll",
+           "snapshot_sweep", "success"]

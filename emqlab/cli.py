@@ -373,7 +373,8 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
               help="Exhaustive: explore only schedules with at most K preemptions.")
 @click.option("--no-reduce", is_flag=True, help="Exhaustive: run every interleaving (no partial-order reduction).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
-              help="Worker processes (default: the number of cores). The report is the same for any number.")
+              help="Processes that explore: this one and N-1 workers (default: the number of cores). "
+                   "The report is the same for any number.")
 @click.option("--executor", metavar="URL", default=None,
               help="Run the parts on a Dask cluster: dask://host:8786 (pip install 'emqlab[dask]').")
 @click.option("--max-seconds", type=click.FloatRange(0, min_open=True), default=None,
@@ -471,8 +472,11 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     t.add_column("count", justify="right")
     bound = rep.params.get("preemption_bound")
     within = f" with ≤{bound} preemption(s)" if bound is not None else ""
+    infra = rep.aborted or rep.stopped is not None
     if rep.raw_exact:
         t.add_row(f"interleavings{within} (exact)", f"{rep.raw_interleavings:,}")
+    elif infra and rep.strategy == "exhaustive":
+        t.add_row(f"interleavings{within} covered (a lower bound)", f"{rep.raw_interleavings:,}")
     else:
         t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
     if rep.strategy == "exhaustive" and rep.reduction != "off":
@@ -484,6 +488,8 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     t.add_row(ran + ("" if rep.complete else " (stopped early)"), f"{rep.explored:,}")
     if rep.pruned:
         t.add_row("runs cut short (sleep sets)", f"{rep.pruned:,}")
+    if rep.aborted:
+        t.add_row("runs aborted (server errors)", f"{rep.aborted_runs:,}")
     if rep.outside_bound:
         t.add_row("traces beyond the bound", f"{rep.outside_bound:,}")
     t.add_row("distinct final states", str(rep.distinct_outcomes))
@@ -501,8 +507,19 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         notes.append(f"counted: interleavings with at most {bound} preemption(s)\n({origin})")
     for n in notes:
         _say(Text(n, style="dim"), width, 2)
+    for cause, n in sorted(rep.aborted.items(), key=lambda kv: -kv[1]):
+        _say(Text.assemble(("aborted:", "bold yellow"), f" {n:,} run(s): {cause.reason}"), width, 4)
+    if rep.aborted:
+        _say(Text("an aborted run counts nowhere else, and the reduction may have missed interleavings below it",
+                  style="dim"), width, 2)
+    if rep.stopped is not None:
+        _say(Text.assemble(("stopped:", "bold yellow"), f" {rep.stopped.reason} (later runs could not be"
+                                                         " trusted)"), width, 4)
     console.print()
-    if not rep.anomaly_kinds:
+    if not rep.anomaly_kinds and infra:
+        _say(Text.assemble(("no anomaly", "bold yellow"), f" in the {rep.explored:,} run(s) that completed."),
+             width, 2)
+    elif not rep.anomaly_kinds:
         if rep.strategy in ("random", "pct"):
             _say(Text.assemble(("no anomaly", "bold green"), f" in {rep.explored:,} sampled run(s) (of about"
                                                             f" {rep.raw_interleavings:,} interleavings)."), width, 2)
@@ -525,7 +542,12 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
             f"{actor}: " + ", ".join(f"{outcome}×{n}" for outcome, n in codes.items())
             for actor, codes in rep.codes.items())), width, 2)
     for kind in rep.anomaly_kinds:
-        h = rep.witnesses[kind]
+        h = rep.witnesses.get(kind)
+        if h is None:  # (the server failed its replay: the exploration stopped)
+            console.print()
+            _say(Text.assemble(("witness", "bold"), " for ", (kind, "red"), ": not replayed (the exploration"
+                               " stopped on a server error)"), width, 2)
+            continue
         found = [x for x in h.anomalies if x["kind"] == kind]
         marks: dict[int, str] = {}
         for x in found:
@@ -577,6 +599,14 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
                 raise ScheduleError(f"{e}; a schedule only fits the scenario and mode it was found in"
                                     f" (this is {sc.name} in --{mode})") from None
             raise
+    if rep.aborted or rep.stopped is not None:  # the one run could not complete truthfully
+        v = judge(rep, expect)
+        if as_json:
+            click.echo(_mask(json.dumps({"schedule": schedule, "verdict": v.kind,
+                                         "verdict_detail": v.to_dict(check=fail_on_anomaly),
+                                         "infrastructure": rep.to_dict()["infrastructure"]}, indent=1)))
+        _finish_check(v, expect, fail_on_anomaly, as_json)
+        return
     h = next(iter(rep.witnesses.values()), None)
     if h is None:  # no anomaly: rerun to show the history
         from .schedule import Runner, parse_schedule

@@ -47,7 +47,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, TypeAlias
 
-__all__ = ["KeyAccess", "command_keys", "is_read_only", "key_access", "table_version"]
+__all__ = ["DROPS_TTL", "KeyAccess", "command_keys", "is_read_only", "key_access", "table_version"]
 
 Arg: TypeAlias = "bytes | bytearray | memoryview | str | int | float"
 
@@ -414,3 +414,13 @@ def is_read_only(name: bytes | str | Sequence[Arg]) -> bool:
         found = _entry(_argv(name))
         entry = found[1] if found else None
     return entry is not None and "readonly" in entry["flags"]
+
+
+#: commands that may leave a key they write without the TTL it had (a new value, a delete, a move)
+DROPS_TTL = frozenset({"SET", "GETSET", "SETEX", "PSETEX", "SETNX", "DEL", "UNLINK", "GETDEL", "GETEX", "PERSIST",
+                       "RENAME", "RENAMENX", "RESTORE", "COPY", "MOVE", "LMOVE", "RPOPLPUSH", "BLMOVE", "BRPOPLPUSH",
+                       "SMOVE", "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE", "ZRANGESTORE", "SUNIONSTORE",
+                       "SINTERSTORE", "SDIFFSTORE", "SORT", "EXEC", "EVAL", "EVALSHA",
+                       # a removal that empties a collection deletes it; a later write makes it anew
+                       "LPOP", "RPOP", "LREM", "LTRIM", "ZREM", "ZREMRANGEBYSCORE", "ZREMRANGEBYRANK", "ZPOPMIN",
+                       "ZPOPMAX", "SREM", "SPOP", "HDEL", "XDEL", "XTRIM"})

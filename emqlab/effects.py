@@ -23,10 +23,11 @@ JSON v1 files). The anomaly checks work on the typed values, never on the text.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .keys import LISTS, PLACEMENTS, ZSETS, QueueKeys
 
@@ -129,7 +130,7 @@ def job_of(effect: Effect) -> str | None:
     return None if isinstance(effect, IntervalElapsed) else effect.job
 
 
-_PLACE = re.compile(r"^(?P<job>\S+) (?P<sign>[+-])(?P<place>[a-z-]+)(?:×(?P<n>\d+))?$")
+_PLACE = re.compile(r"^(?P<job>\S+) (?P<sign>[+-])(?P<place>[A-Za-z0-9_.:-]+?)(?:×(?P<n>\d+))?$")
 _LOCK = re.compile(r"^(?P<job>\S+):lock (?P<before>\S+) -> (?P<after>\S+)$")
 _HASH = re.compile(r"^(?P<job>\S+) hash (?P<sign>[+-])$")
 _INTERVAL = re.compile(r"^\((?P<what>[a-z-]+) interval elapsed\)$")
@@ -148,9 +149,52 @@ def parse(text: str) -> Effect:
         job, sign, place, n = m["job"], m["sign"], m["place"], int(m["n"] or 1)
         if place == "stalled":
             return Marked(job) if sign == "+" else Unmarked(job)
-        if place in PLACEMENTS:
+        if place not in _NOT_PLACES:  # the queue's places, and a scenario's own (``places:``)
             return Placed(job, place, n) if sign == "+" else Removed(job, place, n)
     raise ValueError(f"not an effect: {text!r}")
+
+
+#: queue keys that are never a place (a ``+name`` effect on them is not an effect emqlab writes)
+_NOT_PLACES = frozenset({"lock", "hash", "meta", "events", "id", "marker", "limiter", "stalled-check", "pc", "repeat"})
+
+
+# -- a scenario's own places ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExtraPlace:
+    """A key a scenario names as a place a job can be in (``places:``): a list (members head first) or a
+    sorted set (members by score) of job ids, named by its key relative to the queue's base
+    (``delayed:1000``). With an ``index`` (a sorted set's key) and ``member``, the place is one only while
+    the index holds ``member``: a poller finds the list through its index (resque-scheduler's per-timestamp
+    lists and their ``delayed_queue_schedule``), so a job in a list its index no longer names is in no
+    place. ``jobs`` is the initial content (the index then holds ``member``, scored by it when it is a
+    number)."""
+
+    key: str
+    type: Literal["list", "zset"] = "list"
+    index: str | None = None
+    member: str | None = None
+    jobs: tuple[str, ...] = ()
+
+    def seed(self, keys: QueueKeys) -> list[tuple[str, ...]]:
+        """The commands that write the place's initial content (and its index entry)."""
+        if not self.jobs:
+            return []
+        if self.type == "list":
+            cmds: list[tuple[str, ...]] = [("RPUSH", keys.key(self.key), *self.jobs)]
+        else:
+            cmds = [("ZADD", keys.key(self.key), *[x for i, j in enumerate(self.jobs) for x in (str(i), j)])]
+        if self.index is not None and self.member is not None:
+            cmds.append(("ZADD", keys.key(self.index), _score(self.member), self.member))
+        return cmds
+
+
+def _score(member: str) -> str:
+    try:
+        return member if math.isfinite(float(member)) else "0"
+    except ValueError:
+        return "0"
 
 
 # -- the view the recorder reads ---------------------------------------------------------------------------
@@ -172,7 +216,7 @@ class QueueView:
 
     def __post_init__(self) -> None:
         where: dict[str, list[str]] = {}
-        for name in PLACEMENTS:
+        for name in (*PLACEMENTS, *(p for p in self.places if p not in PLACEMENTS)):  # then a scenario's own
             for m in self.places.get(name, ()):
                 where.setdefault(m, []).append(name)
         object.__setattr__(self, "_where", where)
@@ -191,15 +235,24 @@ class QueueView:
 Component = str
 
 
-def components(job_ids: Iterable[str]) -> list[Component]:
-    out = [*PLACEMENTS, "stalled"]
+def components(job_ids: Iterable[str], extra: Sequence[ExtraPlace] = ()) -> list[Component]:
+    out = [*PLACEMENTS, *(p.key for p in extra), "stalled"]
     for j in job_ids:
         out += [f"lock:{j}", f"hash:{j}"]
     return out
 
 
-def read_component(execute: Callable[..., Any], keys: QueueKeys, name: Component) -> Any:
-    """One component's current value through ``execute`` (a raw command executor)."""
+def read_component(execute: Callable[..., Any], keys: QueueKeys, name: Component,
+                   extra: Sequence[ExtraPlace] = ()) -> Any:
+    """One component's current value through ``execute`` (a raw command executor). A scenario's place
+    with an index is empty while the index does not hold its member."""
+    own = next((p for p in extra if p.key == name), None)
+    if own is not None:
+        if own.index is not None and execute(b"ZSCORE", keys.key(own.index).encode(),
+                                             (own.member or "").encode()) is None:
+            return ()
+        read = b"LRANGE" if own.type == "list" else b"ZRANGE"
+        return tuple(m.decode() for m in execute(read, keys.key(name).encode(), b"0", b"-1") or [])
     if name in LISTS:
         return tuple(m.decode() for m in execute(b"LRANGE", keys.key(name).encode(), b"0", b"-1") or [])
     if name in ZSETS:
@@ -214,26 +267,29 @@ def read_component(execute: Callable[..., Any], keys: QueueKeys, name: Component
 
 
 def read_view(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequence[str],
-              prev: QueueView | None = None, only: Iterable[Component] | None = None) -> QueueView:
+              prev: QueueView | None = None, only: Iterable[Component] | None = None,
+              extra: Sequence[ExtraPlace] = ()) -> QueueView:
     """The view now. With ``prev`` and ``only``, only those components are read again (the rest are
-    taken from ``prev``): the recorder passes the components a single command can have changed."""
+    taken from ``prev``): the recorder passes the components a single command can have changed.
+    ``extra`` are the scenario's own places (``places:``), read besides the queue's."""
     if prev is not None and only is not None:
         raw: dict[str, Any] = {**prev.places, "stalled": prev.stalled}
         raw.update({f"lock:{j}": t for j, t in prev.locks.items()})
         raw.update({f"hash:{j}": h for j, h in prev.hashes.items()})
         for name in only:
-            raw[name] = read_component(execute, keys, name)
+            raw[name] = read_component(execute, keys, name, extra)
     else:
-        raw = {name: read_component(execute, keys, name) for name in components(job_ids)}
-    return QueueView(places={p: raw[p] for p in PLACEMENTS}, stalled=raw["stalled"],
+        raw = {name: read_component(execute, keys, name, extra) for name in components(job_ids, extra)}
+    names = (*PLACEMENTS, *(p.key for p in extra))
+    return QueueView(places={p: raw.get(p, ()) for p in names}, stalled=raw["stalled"],
                      locks={j: raw[f"lock:{j}"] for j in job_ids},
                      hashes={j: raw[f"hash:{j}"] for j in job_ids})
 
 
 def touched_components(command: Sequence[bytes], keys: QueueKeys, job_ids: Iterable[str],
-                       written: Sequence[bytes] | None) -> list[Component] | None:
+                       written: Sequence[bytes] | None, extra: Sequence[ExtraPlace] = ()) -> list[Component] | None:
     """The view components one command can have changed, from the keys it writes (``written``; ``None``
-    when unknown, which means every component)."""
+    when unknown, which means every component). A write to a scenario place's index touches the place."""
     if written is None:
         return None
     jobs = set(job_ids)
@@ -243,7 +299,10 @@ def touched_components(command: Sequence[bytes], keys: QueueKeys, job_ids: Itera
         if not key.startswith(base):
             continue
         rel = key[len(base):].decode("utf-8", "replace")
-        if rel in PLACEMENTS or rel == "stalled":
+        own = [p.key for p in extra if rel in (p.key, p.index)]
+        if own:
+            out += own
+        elif rel in PLACEMENTS or rel == "stalled":
             out.append(rel)
         elif rel.endswith(":lock") and rel[:-5] in jobs:
             out.append(f"lock:{rel[:-5]}")
@@ -286,6 +345,6 @@ def diff(before: QueueView, after: QueueView) -> tuple[Effect, ...]:
 
 
 __all__ = [
-    "Effect", "HashCreated", "HashDeleted", "IntervalElapsed", "LockChanged", "Marked", "Placed", "QueueView",
-    "Removed", "Unmarked", "components", "diff", "job_of", "parse", "read_view", "touched_components",
+    "Effect", "ExtraPlace", "HashCreated", "HashDeleted", "IntervalElapsed", "LockChanged", "Marked", "Placed",
+    "QueueView", "Removed", "Unmarked", "components", "diff", "job_of", "parse", "read_view", "touched_components",
 ]

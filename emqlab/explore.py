@@ -28,6 +28,17 @@ anomalies the unreduced bounded search finds (sleep sets and bounding do not com
 Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the bound never prunes the reduced
 search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
 
+**Infrastructure errors** (:class:`emqlab.backends.ServerFault`, a lost connection) are never a step's
+answer. One whose scope is the run (:class:`emqlab.backends.FaultScope`: NOSCRIPT after the retry budget,
+OOM, a BUSY script that SCRIPT KILL stopped, …) *aborts* that run: it is counted in
+:attr:`Report.aborted` by cause and in no other figure (no interleaving count, final state, result or
+witness), and the exploration goes on with the next run. The aborted run's trace is partial — the races
+below the step that failed were never seen — so the reduction may have missed subtrees below it: the counts
+are then lower bounds and the verdict is inconclusive. One that spoils every later run (the server
+restarted or failed over, READONLY, a lost connection, …) stops the exploration: :attr:`Report.stopped`
+says why, and the figures are what the runs before it covered. A fault a scenario injects on purpose (a
+crash, disconnect, script-flush or restart actor) is neither: it is the scenario's subject.
+
 **The witness** of an anomaly is, among the interleavings that show it, the one with the fewest
 preemptions, then the fewest steps, then the earliest in scenario order (the actors' order in the
 scenario file, compared step by step); it is replayed to print its history.
@@ -44,8 +55,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import redis
+
 from . import footprints as _fp
 from .actors import Op
+from .backends import FaultScope, ServerFault
 from .footprints import Footprint
 from .history import History
 from .outcome import Outcome
@@ -84,6 +98,32 @@ def independent(a: Op | None, b: Op | None, base: str = "") -> bool:
     return not footprint(a, base).conflicts(footprint(b, base))
 
 
+#: what aborts a run or stops an exploration: a server fault, or a connection that failed under redis-py
+INFRASTRUCTURE = (ServerFault, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+@dataclass(frozen=True)
+class Abort:
+    """The cause of aborted runs or of a stopped exploration: the error's ``code`` (``OOM``, ``NOSCRIPT``,
+    ``BUSY``, ``READONLY``, ``RESTARTED``, ``CONNECTION``, … — :class:`emqlab.backends.ServerFault`) and
+    ``reason``, the server's words in one line (no actor, no step: one cause for every run it aborted)."""
+
+    code: str
+    reason: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> tuple[Abort, FaultScope]:
+        """The cause and scope of an :data:`INFRASTRUCTURE` error."""
+        if isinstance(error, ServerFault):
+            return cls(error.code, " ".join(error.detail.split())), error.scope
+        what = "timed out" if isinstance(error, redis.exceptions.TimeoutError) else "was lost"
+        return cls("CONNECTION", f"the connection to the server {what} ({' '.join(str(error).split())})"), \
+            FaultScope.EXPLORATION
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "reason": self.reason}
+
+
 @dataclass
 class Report:
     """What an exploration found.
@@ -93,7 +133,12 @@ class Report:
     covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
     from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
     :meth:`emqlab.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
-    ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``)."""
+    ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``).
+
+    ``aborted`` counts the runs an infrastructure error aborted, by cause (:class:`Abort`); they are in no
+    other figure, and with any of them ``raw_exact`` is False (the reduction may have missed subtrees below
+    them). ``stopped`` is the cause that stopped the exploration (every later run would have been
+    untrustworthy), ``None`` if none did; ``complete`` is then False."""
 
     scenario: str
     mode: str
@@ -121,6 +166,24 @@ class Report:
     #: what the reader must know about the figures (a PCT depth too shallow for an expected anomaly)
     warnings: list[str] = field(default_factory=list)
     outcomes: set[Any] = field(default_factory=set, repr=False)
+    aborted: dict[Abort, int] = field(default_factory=dict)
+    stopped: Abort | None = None
+
+    @property
+    def aborted_runs(self) -> int:
+        """How many runs infrastructure errors aborted (the run in which one stopped the exploration aside)."""
+        return sum(self.aborted.values())
+
+    def infrastructure(self) -> str:
+        """One sentence on what infrastructure errors did to this exploration ('' when none occurred)."""
+        causes = "; ".join(f"{a.reason} ×{n}" for a, n in sorted(self.aborted.items(), key=lambda kv: -kv[1]))
+        aborted = (f"{self.aborted_runs:,} run(s) aborted by server errors ({causes}): no count includes them,"
+                   " and the reduction may have missed interleavings below them") if self.aborted else ""
+        if self.stopped is None:
+            return aborted
+        done = f"{self.explored:,} complete run(s)" + (f" and {self.aborted_runs:,} aborted" if self.aborted else "")
+        return (f"the exploration stopped after {done}: {self.stopped.reason} — later runs could not be trusted,"
+                " so the counts are lower bounds and a missing anomaly proves nothing")
 
     @property
     def anomaly_kinds(self) -> list[str]:
@@ -145,7 +208,8 @@ class Report:
                 "steps_per_actor": self.steps_per_actor,
                 "interleavings": {k: inter[k] for k in ("raw", "raw_exact", "distinct_outcomes", "complete")},
                 "interleavings_with": d["interleavings_with"], "min_preemptions": d["min_preemptions"],
-                "witnesses": d["witnesses"]}
+                "witnesses": d["witnesses"], "infrastructure": {k: d["infrastructure"][k]
+                                                                for k in ("aborted_runs", "stopped")}}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +226,11 @@ class Report:
             "results": self.results, "warnings": self.warnings,
             "witnesses": {k: {"schedule": h.schedule, "anomalies": [a for a in h.anomalies if a["kind"] == k],
                               "steps": len(h.steps)} for k, h in sorted(self.witnesses.items())},
+            "infrastructure": {"aborted_runs": self.aborted_runs,
+                               "aborted": [{**a.to_dict(), "runs": n} for a, n in sorted(
+                                   self.aborted.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],
+                               "stopped": self.stopped.to_dict() if self.stopped else None,
+                               "note": self.infrastructure()},
             "elapsed_s": round(self.elapsed_s, 4), "runs_per_second": round(self.runs_per_second, 1),
         }
 
@@ -294,6 +363,18 @@ def _adv(pos: tuple[int, ...], lane: int) -> tuple[int, ...]:
     return tuple(nxt)
 
 
+@dataclass(frozen=True)
+class Branch:
+    """A node of the exhaustive search handed to another search (:class:`emqlab.parallel.Donor`): its sleep
+    set, the children already explored (``done``; ``fps`` their footprints), and the ``children`` the other
+    search explores there, in this order."""
+
+    sleep: dict[str, Footprint]
+    done: frozenset[str]
+    fps: dict[str, Footprint]
+    children: tuple[str, ...]
+
+
 @dataclass
 class _Node:
     """One scheduling point on the current path of the exhaustive search."""
@@ -330,6 +411,10 @@ class Explorer:
         self.deadline: float | None = None
         #: a divided exploration's subtree: the sleep set at the end of its root prefix (emqlab.parallel)
         self.root_sleep: dict[str, Footprint] | None = None
+        #: a divided exploration's subtree: called with the search path and the root's length after each
+        #: run; it may mark children of a path node explored because another part will explore them
+        #: (:class:`emqlab.parallel.Donor`)
+        self.donate: Callable[[list[_Node], int], None] | None = None
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _rank(self, choices: Sequence[str]) -> tuple[int, ...]:
@@ -359,14 +444,29 @@ class Explorer:
         if self.progress:
             self.progress(rep.explored, None)
 
+    def _abort(self, error: BaseException) -> bool:
+        """Count the run an :data:`INFRASTRUCTURE` error ended: True when only that run is lost (it is in
+        ``aborted``; the exploration goes on), False when the exploration must stop (``stopped``)."""
+        cause, scope = Abort.of(error)
+        rep = self.report
+        if scope is FaultScope.RUN:
+            rep.aborted[cause] = rep.aborted.get(cause, 0) + 1
+            return True
+        rep.stopped = cause
+        rep.complete = False
+        return False
+
     def _finish(self, started: float, *, replay_witnesses: bool = False) -> Report:
         rep = self.report
         for k, (pre, _n, _rank, choices, h) in sorted(self._best.items()):
             w = h
-            if replay_witnesses and choices != [s.actor for s in h.steps]:
+            if replay_witnesses and rep.stopped is None and choices != [s.actor for s in h.steps]:
                 r = self.runner
-                r.reset()
-                replayed = r.run(choices)
+                try:
+                    r.reset()
+                    replayed = r.run(choices)
+                except INFRASTRUCTURE:  # the run that showed it stands (a true history, one more step or so)
+                    replayed = h
                 if k in replayed.kinds:
                     w = replayed
             rep.witnesses[k] = w
@@ -377,14 +477,20 @@ class Explorer:
         rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in self._codes.items() if c}
         return rep
 
-    def _measure_default(self) -> None:
+    def _measure_default(self) -> bool:
+        """The default run's step counts (the estimate's multinomial); False when an infrastructure error
+        stopped the exploration (an aborted run leaves the counts to the sampled runs)."""
         r = self.runner
-        r.reset()
-        h = r.run()
+        try:
+            r.reset()
+            h = r.run()
+        except INFRASTRUCTURE as e:
+            return self._abort(e)
         counts = Counter(s.actor for s in h.steps)
         self.report.steps_per_actor = {a.id: counts.get(a.id, 0) for a in r.scenario.actors}
         self.report.raw_interleavings = multinomial(list(counts.values()))
         self.report.raw_exact = False
+        return True
 
     # -- exhaustive --------------------------------------------------------------------------------
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
@@ -402,7 +508,7 @@ class Explorer:
             self._dpor(preemption_bound, max_runs)
         else:
             self._dfs(preemption_bound, max_runs)
-        rep.raw_exact = rep.complete
+        rep.raw_exact = rep.complete and not rep.aborted
         return self._finish(started, replay_witnesses=reduce)
 
     def _dfs(self, bound: int | None, max_runs: int | None) -> None:
@@ -412,27 +518,32 @@ class Explorer:
         frames: list[_Node] = []
         prefix: list[str] = []
         while True:
-            r.reset()
-            for c in prefix:
-                r.step(c)
-            rep.steps_executed += len(prefix)
-            while not r.done:
-                d = len(r.choices)
-                if d == len(frames):
-                    frames.append(_Node(list(r.enabled), {}))
-                frame = frames[d]
-                choice = self._pick(frame, r.choices, r.preemptions, bound, prefer_prev=True)
-                assert choice is not None  # some actor is enabled and continuing it costs no preemption
-                frame.done.add(choice)
-                frame.current = choice
-                r.step(choice)
-                rep.steps_executed += 1
-            self._record(r.history(), r.preemptions, r.choices)
-            rep.raw_interleavings += 1
-            if max_runs is not None and rep.explored >= max_runs:
-                rep.complete = False
-                return
-            path, enabled_at = list(r.choices), list(r.enabled_at)
+            try:
+                r.reset()
+                for c in prefix:
+                    r.step(c)
+                rep.steps_executed += len(prefix)
+                while not r.done:
+                    d = len(r.choices)
+                    if d == len(frames):
+                        frames.append(_Node(list(r.enabled), {}))
+                    frame = frames[d]
+                    choice = self._pick(frame, r.choices, r.preemptions, bound, prefer_prev=True)
+                    assert choice is not None  # some actor is enabled and continuing it costs no preemption
+                    frame.done.add(choice)
+                    frame.current = choice
+                    r.step(choice)
+                    rep.steps_executed += 1
+                self._record(r.history(), r.preemptions, r.choices)
+                rep.raw_interleavings += 1
+                if max_runs is not None and rep.explored >= max_runs:
+                    rep.complete = False
+                    return
+            except INFRASTRUCTURE as e:  # the run is lost, and the schedules below its failed step with it
+                if not self._abort(e):
+                    return
+            # the path as the frames hold it (an aborted run's choices may stop short of it)
+            path, enabled_at = [f.current or "" for f in frames], [f.enabled for f in frames]
             while frames:
                 d = len(frames) - 1
                 frame = frames[d]
@@ -461,72 +572,98 @@ class Explorer:
             return a
         return None
 
-    def _dpor(self, bound: int | None, max_runs: int | None, root: Sequence[str] = ()) -> None:
+    def _dpor(self, bound: int | None, max_runs: int | None, root: Sequence[str] = (),
+              branch: Branch | None = None) -> None:
         """Source-DPOR with sleep sets over observed footprints (the module docstring). With ``root`` (a
         schedule prefix), only the runs that begin with it: its steps are fixed, and races that would
-        reverse one of them are left to the subtrees of the other prefixes (:mod:`emqlab.parallel`)."""
+        reverse one of them are left to the subtrees of the other prefixes (:mod:`emqlab.parallel`). With
+        ``branch`` too, the node at the end of ``root`` starts as another search left it: its sleep set, the
+        children it explored (with their footprints: they sleep in the later ones) and the children to
+        explore here, in order."""
         r = self.runner
         rep = self.report
         nodes: list[_Node] = []
         cut = len(root)
-        if root:
-            r.reset()
-            for c in root:
-                if c not in r.enabled:
-                    raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
-                nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c))
-                r.step(c)
+        if root or branch is not None:
+            try:
+                r.reset()
+                for c in root:
+                    if c not in r.enabled:
+                        raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
+                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c))
+                    r.step(c)
+                if branch is not None:
+                    nodes.append(_Node(list(r.enabled), dict(branch.sleep), backtrack=list(branch.children),
+                                       done=set(branch.done), fps=dict(branch.fps), current=branch.children[0]))
+            except INFRASTRUCTURE as e:  # the whole subtree is lost
+                self._abort(e)
+                return
             rep.steps_executed += cut
         actors: list[str] = []  # events of the current path: who took each
         fps: list[Footprint] = []
         preds: list[int] = []  # bit set of happens-before predecessors of each event
         keep = 0
         while True:
-            r.reset()
-            for c in _path(nodes, keep):
-                r.step(c)
-            rep.steps_executed += keep
-            del actors[keep:], fps[keep:], preds[keep:]
-            depth = keep
-            blocked = False
-            while True:
-                if depth == len(nodes):
-                    if r.done:
-                        break
-                    sleep = dict(nodes[depth - 1].child_sleep) if depth else {}
-                    node = _Node(list(r.enabled), sleep)
-                    first = self._first(node, r.choices[-1] if r.choices else None)
-                    if first is None:
-                        blocked = True
-                        break
-                    node.backtrack.append(first)
-                    node.current = first
-                    nodes.append(node)
-                node = nodes[depth]
-                p = node.current
-                assert p is not None
-                r.step(p)
-                rep.steps_executed += 1
-                fp = r.footprints[-1]
-                node.fps[p] = fp
-                node.done.add(p)
-                self._races(nodes, actors, fps, preds, p, fp)
-                actors.append(p)
-                fps.append(fp)
-                # sleeping actors stay asleep past p only if independent of it; earlier siblings join
-                node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
-                                                                        if q != p}}.items()
-                                    if q != p and not f.conflicts(fp)}
-                if depth == cut - 1 and self.root_sleep is not None:
-                    node.child_sleep = dict(self.root_sleep)  # what the sleep set was where the prefix came from
-                depth += 1
-            if blocked:
-                rep.pruned += 1
-            else:
-                self._record_trace(actors, preds, bound)
-                if max_runs is not None and rep.explored >= max_runs:
-                    rep.complete = False
+            at = keep  # the node whose step the run is taking: an infrastructure error loses its subtree
+            try:
+                r.reset()
+                for c in _path(nodes, keep):
+                    r.step(c)
+                rep.steps_executed += keep
+                del actors[keep:], fps[keep:], preds[keep:]
+                depth = keep
+                blocked = False
+                while True:
+                    if depth == len(nodes):
+                        if r.done:
+                            break
+                        sleep = dict(nodes[depth - 1].child_sleep) if depth else {}
+                        node = _Node(list(r.enabled), sleep)
+                        first = self._first(node, r.choices[-1] if r.choices else None)
+                        if first is None:
+                            blocked = True
+                            break
+                        node.backtrack.append(first)
+                        node.current = first
+                        nodes.append(node)
+                    node = nodes[depth]
+                    p = node.current
+                    assert p is not None
+                    at = depth
+                    r.step(p)
+                    rep.steps_executed += 1
+                    fp = r.footprints[-1]
+                    node.fps[p] = fp
+                    node.done.add(p)
+                    self._races(nodes, actors, fps, preds, p, fp)
+                    actors.append(p)
+                    fps.append(fp)
+                    # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
+                    # actor whose step an infrastructure error aborted has no footprint: it stays awake)
+                    node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
+                                                                            if q != p and q in node.fps}}.items()
+                                        if q != p and not f.conflicts(fp)}
+                    if depth == cut - 1 and self.root_sleep is not None:
+                        node.child_sleep = dict(self.root_sleep)  # what the sleep set was where the prefix came from
+                    depth += 1
+                at = len(nodes)
+                if blocked:
+                    rep.pruned += 1
+                else:
+                    self._record_trace(actors, preds, bound)
+                    if max_runs is not None and rep.explored >= max_runs:
+                        rep.complete = False
+                        return
+            except INFRASTRUCTURE as e:
+                if not self._abort(e):
                     return
+                if at < len(nodes):  # never again down this branch: below it, the races were not all seen
+                    current = nodes[at].current
+                    assert current is not None
+                    nodes[at].done.add(current)
+                    del nodes[at + 1:]
+            if self.donate is not None and len(nodes) > cut:
+                self.donate(nodes, cut)  # a divided exploration may hand some of this subtree to others
             if self.deadline is not None and time.time() > self.deadline:
                 rep.complete = False
                 return
@@ -606,12 +743,16 @@ class Explorer:
         started = time.perf_counter()
         self.report.strategy = "random"
         self.report.params = {"runs": runs, "seed": seed}
-        self._measure_default()
         rng = random.Random(seed)
-        for _ in range(runs):
+        for _ in range(runs if self._measure_default() else 0):
             r = self.runner
-            r.reset()
-            h = r.run(choose=lambda rr: rng.choice(rr.enabled))
+            try:
+                r.reset()
+                h = r.run(choose=lambda rr: rng.choice(rr.enabled))
+            except INFRASTRUCTURE as e:
+                if self._abort(e):
+                    continue
+                break
             self.report.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
         self.report.raw_interleavings = multinomial(list(self.report.steps_per_actor.values()))
@@ -625,14 +766,13 @@ class Explorer:
         started = time.perf_counter()
         rep = self.report
         rep.strategy = "pct"
-        self._measure_default()
+        go_on = self._measure_default()
         k = max(1, sum(rep.steps_per_actor.values()))
         n = len(self.runner.scenario.actors)
         rng = random.Random(seed)
         longest = k
-        for _ in range(runs):
+        for _ in range(runs if go_on else 0):
             r = self.runner
-            r.reset()
             ids = [a.id for a in r.scenario.actors]
             prio = dict(zip(ids, rng.sample(range(depth, depth + len(ids)), len(ids)), strict=True))
             changes = sorted(rng.sample(range(1, k + 1), min(depth - 1, k)))
@@ -646,7 +786,13 @@ class Explorer:
                     a = max(rr.enabled, key=lambda x: prio[x])
                 return a
 
-            h = r.run(choose=choose)
+            try:
+                r.reset()
+                h = r.run(choose=choose)
+            except INFRASTRUCTURE as e:
+                if self._abort(e):
+                    continue
+                break
             longest = max(longest, len(h.steps))
             rep.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
@@ -656,7 +802,7 @@ class Explorer:
                       "p_per_run_at_least": 1 / (n * longest ** (depth - 1)),
                       "assumes": f"a bug of depth <= {depth}"}
         self._finish(started)
-        if check_depth:  # a swarm (emqlab.parallel) checks once, after merging its parts
+        if check_depth and rep.stopped is None:  # a swarm (emqlab.parallel) checks once, after merging its parts
             self._check_depth(depth)
         rep.elapsed_s = time.perf_counter() - started
         return rep
@@ -677,6 +823,11 @@ class Explorer:
             rep.params["depth_check"] = "nothing to check: no anomaly expected or found"
             return
         probe = Explorer(self.runner).exhaustive(preemption_bound=depth - 1, max_runs=budget)
+        if probe.stopped is not None or probe.aborted:
+            rep.params["depth_check"] = f"incomplete: {probe.infrastructure()}"
+            rep.warnings.append(f"could not check which anomalies PCT at depth {depth} can reach: "
+                                f"{probe.infrastructure()}")
+            return
         if not probe.complete:
             rep.params["depth_check"] = f"incomplete: more than {budget} runs at {depth - 1} preemptions"
             rep.warnings.append(f"could not check which anomalies PCT at depth {depth} can reach "
@@ -704,8 +855,13 @@ class Explorer:
         self.report.params = {"schedule": schedule}
         r = self.runner
         choices = parse_schedule(schedule, self.order)
-        r.reset()
-        h = r.run(choices)
+        try:
+            r.reset()
+            h = r.run(choices)
+        except INFRASTRUCTURE as e:
+            self._abort(e)
+            self.report.steps_per_actor = {a: choices.count(a) for a in self.order}
+            return self._finish(started)
         counts = Counter(s.actor for s in h.steps)
         self.report.steps_per_actor = {a: counts.get(a, 0) for a in self.order}
         self.report.raw_interleavings = multinomial(list(counts.values()))
@@ -730,10 +886,10 @@ def shrink(runner: Runner, history: History, kind: str) -> History:
     best = history
     boundaries = [i for i in range(1, len(choices)) if choices[i] != choices[i - 1]]
     for cut in boundaries:
-        runner.reset()
         try:
+            runner.reset()
             h = runner.run(choices[:cut])
-        except ScheduleError:
+        except (ScheduleError, *INFRASTRUCTURE):  # (a server fault: the witness found stands)
             continue
         if kind in h.kinds:
             if (runner.preemptions, len(h.steps)) <= (len(boundaries) + 1, len(best.steps)):
@@ -771,4 +927,5 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
         return rep
 
 
-__all__ = ["Explorer", "Report", "Trace", "explore", "format_schedule", "independent", "multinomial", "shrink"]
+__all__ = ["Abort", "Explorer", "INFRASTRUCTURE", "Report", "Trace", "explore",
+           "format_schedule", "independent", "multinomial", "shrink"]

@@ -74,6 +74,16 @@ class Step:
     #: when it certainly did not take effect (NOSCRIPT without a fallback)
     outcome: StepOutcome = "ok"
     applied: bool = True
+    #: the script of the run's script set this step ran, or whose command it is: a script step's own (its
+    #: ``op``), a split script's (every command of it), a Python actor's EVALSHA or EVAL (resolved by the
+    #: script's SHA1 against the actor's script set when it sent the call); ``None`` for a plain command or a
+    #: script outside the set (a block's own Lua). The checks read it, never ``op`` or ``note``: a re-add
+    #: by a Python actor is an ``EVALSHA`` step whose script is ``addStandardJob``.
+    script: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.script is None and self.kind == "script":  # a script step's op is its script's name
+            object.__setattr__(self, "script", self.op)
 
     def command_text(self, width: int = COMMAND_WIDTH) -> str:
         """The command as one short line of at most ``width`` columns: ``DEL 1:lock``, ``EVALSHA
@@ -99,6 +109,8 @@ class Step:
         d["effects"] = [str(e) for e in self.effects]
         if self.outcome == "ok":  # JSON v1 as before for the steps of a run without faults
             del d["outcome"], d["applied"]
+        if self.script is None or (self.kind == "script" and self.script == self.op):
+            del d["script"]  # (JSON v1 as before: a script step's script is its op when read back)
         return d
 
     @classmethod

@@ -1,42 +1,47 @@
-"""Explorations past one core and one machine: the search divided into subtrees, run on a process pool (the
-default) or a Dask cluster, merged into the report a single process would give.
+"""Explorations past one core and one machine: the search divided into parts while it runs, on a process
+pool (the default) or a Dask cluster, merged into the report a single process would give.
 
-**The cut.** The coordinator expands the top of the search tree with sleep sets (Godefroid): at each node
-every enabled actor not asleep is tried, and an actor tried sleeps in its later siblings' subtrees until a
-step that conflicts with it — breadth-first at first, then at the heaviest prefixes (:func:`prefixes`).
-Each prefix on the frontier is shipped as a *subtree*: its schedule string and the sleep set where it ends.
-A worker runs Source-DPOR below it with the prefix's steps fixed and that sleep set
-(:meth:`emqlab.explore.Explorer._dpor` with ``root``, ``Explorer.root_sleep``).
+**Handing on** (:class:`Donor`). The exhaustive search starts whole, in this process. After
+:data:`PROBE_RUNS` runs, and then every :data:`DONATE_EVERY` runs, it hands on the shallowest node of its
+search path that still has enabled, awake, unexplored children: the node's state (sleep set, children
+explored here with their footprints, children left) goes out as a :class:`emqlab.explore.Branch`, and the
+node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
+:meth:`emqlab.explore.Explorer._dpor` with ``root`` and ``branch``) and hands on in turn. An exploration
+that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool.
 
-**Why it is sound.** Above the cut every enabled actor is explored, so when a subtree finds a race that
-would reverse one of the prefix's steps, the backtrack point it asks for is already there (explored, or
-asleep and covered by an earlier sibling): the reversal is another subtree. Dropping such races loses
-nothing. Above and below the cut it is one search with sleep sets (Source-DPOR with larger backtrack sets
-above the cut), so every trace is run, and run to completion in exactly one subtree (sleep sets never
-complete two runs of one trace).
+**Why it is sound.** A node handed on is fully expanded (every enabled awake child is explored, here or in
+the branch), and so is every node above it on the path (the shallowest goes first), so when a part finds a
+race that would reverse a step at or above it, the backtrack point it asks for is already covered: dropping
+such races loses nothing. Sleep sets carry across the hand-on (the branch explores its children in the
+order the search here would have, each asleep for the ones before it), so each trace runs to completion in
+exactly one part.
 
-**Counting.** Each trace is counted in the subtree that ran it, all its interleavings (the linear
-extensions of its happens-before order): the sum over the subtrees is the exact total, for each anomaly
-and within the preemption bound too. The witness is the minimum of (preemptions, steps, schedule in
-scenario order) over the subtrees, which is the global minimum; the coordinator replays it. Distinct final
-states are the union of the subtrees' sets. (The simpler division, ``carry_sleep=False``, starts every
-subtree awake at one depth ``d`` and counts only the interleavings whose first ``d`` steps are the
-prefix's: :class:`emqlab.explore.Trace` with ``through``. A trace may then run in several subtrees, but
-every interleaving has one first-``d`` down-set, so the counts still partition.)
+**Counting.** Each trace is counted in the part that ran it, all its interleavings (the linear extensions of
+its happens-before order): the sum over the parts is the exact total, for each anomaly and within the
+preemption bound too. The witness is the minimum of (preemptions, steps, schedule in scenario order) over
+the parts, which is the global minimum; the coordinator replays it. Distinct final states are the union of
+the parts' sets. (The older division, cut first: ``donate=0`` cuts the tree at about ``target`` prefixes
+first, breadth-first with sleep sets (:func:`prefixes`), and ``carry_sleep=False`` starts those subtrees
+awake and counts only the interleavings whose first ``d`` steps are the prefix's: :class:`emqlab.explore.
+Trace` with ``through``.)
 
-**Independent of the worker count.** The decomposition depends only on the scenario, the mode and the
-bound: an exploration that finishes within :data:`PROBE_RUNS` runs is run whole in the coordinator (dividing
-it would cost more than it saves), else the frontier has about :data:`TARGET_SUBTREES` prefixes (none
-longer than :data:`MAX_CUT`). Parts are merged in prefix order, so ``--jobs 1``
-and ``--jobs 8`` print the same report, runs executed included.
+**Independent of the worker count.** When and what a part hands on depends on its run count alone, never on
+timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and the
+report — runs executed included — is the same.
+
+**Where the parts run** (:class:`_Dispatch`). ``--jobs N`` is this process and a pool of N − 1 workers
+(started in the background as the first hand-on nears). Parts go to free workers oldest first (the
+shallowest, likely the largest); this process searches the root part, then runs queued parts too, newest
+first, feeding the workers between its runs. A pool worker's own hand-ons come back when its part ends.
 
 **Sampled strategies** (random, PCT) are split by seed, a *swarm*: chunk ``i`` runs :data:`SWARM_CHUNK` runs
 with seed ``seed + i``, exactly as ``explore(..., runs=SWARM_CHUNK, seed=seed + i)`` in one process would.
 
 **Executors** are :class:`concurrent.futures.Executor`: in this process for one job, a process pool
-(``forkserver``) for more, or Dask's ``distributed.Client(...).get_executor()`` for ``dask://host:port``.
-Each worker process keeps one fakeredis server; on a live server each worker process runs under its own
-queue (``emq:{q-<random>}:``), deleted when the worker ends or is interrupted.
+(``forkserver``, emqlab and fakeredis imported once in the fork server) for more, or Dask's
+``distributed.Client(...).get_executor()`` for ``dask://host:port``. Each worker process keeps one fakeredis
+server; on a live server each worker process runs under its own queue (``emq:{q-<random>}:``), deleted when
+the worker ends or is interrupted.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .explore import Explorer, Report, multinomial, shrink
+from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
 from .outcome import Outcome
 from .registry import ScriptSet
@@ -65,11 +70,15 @@ from .schedule import Runner
 from .schedules import format_schedule, parse_schedule
 
 #: an exploration that finishes within this many runs is not divided
-PROBE_RUNS = 32
+PROBE_RUNS = 8
 #: the cut is the shallowest depth with at least this many distinct prefixes
 TARGET_SUBTREES = 48
 #: … but never deeper than this
 MAX_CUT = 12
+#: a subtree hands on part of its search after every this many runs (:class:`Donor`)
+DONATE_EVERY = 6
+#: … and gives away at most this many nodes of its path each time
+DONATE_NODES = 1
 #: runs per seed in a swarm (random, PCT)
 SWARM_CHUNK = 25
 
@@ -101,6 +110,10 @@ class Job:
     cache_live: bool = True
     #: stop each subtree after this many complete runs (a fixed amount of work, for benchmarks)
     max_runs: int | None = None
+    #: a subtree hands on part of its search after every this many runs (:class:`Donor`; 0: never)
+    donate_every: int = 0
+    #: … at most this many nodes at a time
+    donate_nodes: int = 1
 
     @property
     def key(self) -> str:
@@ -116,6 +129,8 @@ class Task:
     prefix: str = ""
     #: the sleep set where the prefix ends (None: start the subtree awake and count by prefix instead)
     sleep: dict[str, Footprint] | None = None
+    #: a node handed on (:class:`Donor`): the prefix leads to it, the branch says what to explore there
+    branch: Branch | None = None
     seed: int = 0
     runs: int = 0
 
@@ -147,6 +162,13 @@ class Part:
     peak_rss_kb: int = 0
     #: the base of the queue it ran under (``emq:{q-1a2b3c4d}:`` on a live server)
     queue: str = ""
+    #: CPU seconds the part took in its worker (wall ``seconds`` also counts waiting for a shared core)
+    cpu_s: float = 0.0
+    #: the nodes it handed on (:class:`Donor`): each a prefix (schedule string) and the node's branch
+    donated: list[tuple[str, Branch]] = field(default_factory=list)
+    #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
+    aborted: dict[Abort, int] = field(default_factory=dict)
+    stopped: Abort | None = None
 
 
 # -- the worker side ----------------------------------------------------------------------------------------
@@ -212,6 +234,9 @@ def _pool_init() -> None:
     between parts; the cached runner is closed when the worker exits."""
     import multiprocessing.util
 
+    # a forked worker is a copy of the coordinator: forget its runner (never close it: that would delete
+    # the coordinator's keys) and its dispatch
+    _local.runner = _local.key = _local.dispatch = None
     signal.signal(signal.SIGINT, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
 
@@ -221,6 +246,7 @@ def run_part(job: Job, task: Task) -> Part:
     import socket
 
     started = time.perf_counter()
+    cpu = time.process_time()
     worker = f"{socket.gethostname()}:{os.getpid()}" + (
         f":{threading.get_ident()}" if threading.current_thread() is not threading.main_thread() else "")
     if job.deadline is not None and time.time() > job.deadline:
@@ -232,7 +258,9 @@ def run_part(job: Job, task: Task) -> Part:
             ex.deadline = job.deadline
             part = Part(task.index, worker=worker, queue=runner.keys.base)
             if job.strategy == "exhaustive":
-                _subtree(ex, job, task)
+                donor = _subtree(ex, job, task)
+                if donor is not None:
+                    part.donated = [(format_schedule(p), b) for p, b in donor.donated]
             elif job.strategy == "random":
                 ex.random(task.runs, task.seed)
             else:
@@ -242,21 +270,95 @@ def run_part(job: Job, task: Task) -> Part:
     finally:
         _running.clear()
     part.seconds = time.perf_counter() - started
+    part.cpu_s = time.process_time() - cpu
     part.peak_rss_kb = _peak_rss_kb()
     return part
 
 
-def _subtree(ex: Explorer, job: Job, task: Task) -> None:
+def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
     rep = ex.report
     rep.strategy = "exhaustive"
     rep.reduction = "source-dpor"
     rep.steps_per_actor = {a: 0 for a in ex.order}
     prefix = parse_schedule(task.prefix, ex.order)
-    if task.sleep is not None:
+    donor = None
+    if task.branch is not None:
+        if job.donate_every:
+            # run by the coordinator itself: it hands on at once and keeps its workers fed between runs
+            here = getattr(_local, "dispatch", None)
+            donor = ex.donate = Donor(job.donate_every, nodes=job.donate_nodes,
+                                      sink=here.submit if here else None, tick=here.pump if here else None)
+    elif task.sleep is not None:
         ex.root_sleep = task.sleep
     else:
         ex.through = dict(Counter(prefix))
-    ex._dpor(job.bound, job.max_runs, root=prefix)
+    ex._dpor(job.bound, job.max_runs, root=prefix, branch=task.branch)
+    return donor
+
+
+class Donor:
+    """Hands on part of a subtree while it is searched, so that a subtree far larger than another does not
+    leave the other workers idle: after ``first`` runs and then every ``every`` runs, the shallowest nodes on
+    the search path (below the part's own prefix) that still have enabled, awake, unexplored children give
+    them *all* away — up to ``nodes`` such nodes per hand-on — each node as one :class:`Branch` (its sleep
+    set, the children explored here and their footprints, the children to explore), and mark them explored
+    here. Nothing is replayed: the node's state is shipped as it is.
+
+    Why it is sound: it is the cut's argument again. A node handed on is fully expanded (every enabled awake
+    child is explored, here or in the branch), and so is every node above it on the path (the shallowest
+    ones go first), so a race found anywhere below that would reverse a step at or above it asks for a
+    child that is already covered. Sleep sets keep each trace to one part: the branch explores its children
+    in the order this search would have, each asleep for the ones before it and for those explored here.
+
+    Deterministic: when and what it hands on depends on the run count alone, never on timing or on how many
+    workers there are, so ``--jobs 1`` and ``--jobs N`` divide the tree the same way."""
+
+    def __init__(self, every: int, *, first: int | None = None, nodes: int = 1,
+                 sink: Callable[[list[str], Branch], None] | None = None,
+                 warm: Callable[[], None] | None = None, tick: Callable[[], None] | None = None) -> None:
+        self.every = every
+        #: the first hand-on comes after this many runs (default ``every``)
+        self.first = every if first is None else first
+        #: how many nodes one hand-on gives away at most
+        self.nodes = nodes
+        #: where each branch goes at once (else it is only kept in ``donated``)
+        self.sink = sink
+        #: called once, halfway to the first hand-on (to start the workers that will take them)
+        self.warm = warm
+        #: called after every run (to take in finished parts and send queued ones to free workers)
+        self.tick = tick
+        self.runs = 0
+        self.donated: list[tuple[list[str], Branch]] = []
+        #: when it first handed on (``time.perf_counter()``)
+        self.first_at = 0.0
+
+    def __call__(self, nodes: list[Any], cut: int) -> None:
+        self.runs += 1
+        if self.tick is not None:
+            self.tick()
+        if self.warm is not None and self.runs >= self.first // 2:
+            self.warm()
+            self.warm = None
+        if self.runs < self.first or (self.runs - self.first) % self.every:
+            return
+        given = 0
+        for d in range(cut, len(nodes)):
+            node = nodes[d]
+            give = tuple(a for a in node.enabled if a not in node.done and a not in node.sleep)
+            if not give:
+                continue
+            branch = Branch(dict(node.sleep), frozenset(node.done),
+                            {q: f for q, f in node.fps.items() if q in node.done}, give)
+            path = [nodes[i].current for i in range(d)]
+            if not self.donated:
+                self.first_at = time.perf_counter()
+            node.done.update(give)
+            self.donated.append((path, branch))
+            if self.sink is not None:
+                self.sink(path, branch)
+            given += 1
+            if given >= self.nodes:
+                return
 
 
 def _collect(ex: Explorer, part: Part) -> None:
@@ -273,6 +375,7 @@ def _collect(ex: Explorer, part: Part) -> None:
     part.outcomes = set(rep.outcomes)
     part.results = {a: dict(c) for a, c in ex._results.items() if c}
     part.codes = {a: dict(c) for a, c in ex._codes.items() if c}
+    part.aborted, part.stopped = dict(rep.aborted), rep.stopped
 
 
 # -- the coordinator side -----------------------------------------------------------------------------------
@@ -399,12 +502,30 @@ def expand_part(job: Job, nodes: list[Node]) -> tuple[list[list[Child]], int]:
         _running.clear()
 
 
+def start_method(live: bool = False) -> str:
+    """How a local pool starts its workers: ``fork`` on fakeredis when this process has no other thread (a
+    worker is then a copy of it, emqlab already imported, ready in milliseconds; forking a process with
+    threads can copy a lock another thread holds, and a live server's connections are better not copied),
+    else ``forkserver`` (a clean server process that imports emqlab once and forks the workers from itself;
+    about a second to start), else ``spawn``."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and not live and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
 def default_jobs() -> int:
     """The number of cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+#: the modules every pool worker needs, imported once in the fork server before it forks them
+FORKSERVER_PRELOAD = ["emqlab.parallel", "emqlab.fakeserver", "emqlab.runner", "emqlab.explore"]
 
 
 class InlineExecutor(cf.Executor):
@@ -428,9 +549,11 @@ def check_executor(executor: str | None) -> None:
         raise ParallelError(f"unknown executor {executor!r}: use 'local' or dask://host:port")
 
 
-def make_executor(jobs: int | None = None, executor: str | None = None) -> tuple[cf.Executor, Callable[[], None]]:
+def make_executor(jobs: int | None = None, executor: str | None = None, *, pool: bool = False,
+                  live: bool = True) -> tuple[cf.Executor, Callable[[], None]]:
     """An executor and its clean-up: ``executor`` ``dask://host:port`` (or ``tcp://…``) connects a Dask
-    client, ``None``/``local`` is a process pool of ``jobs`` workers (this process for one)."""
+    client, ``None``/``local`` is a process pool of ``jobs`` workers (this process for one, unless
+    ``pool``), started by :func:`start_method` (``live=False``: its workers use fakeredis only)."""
     check_executor(executor)
     if executor and executor not in ("local", "process"):
         try:
@@ -445,16 +568,18 @@ def make_executor(jobs: int | None = None, executor: str | None = None) -> tuple
             raise ParallelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
         return client.get_executor(), client.close
     n = jobs if jobs is not None else default_jobs()
-    if n <= 1:
+    if n <= 1 and not pool:
         return InlineExecutor(), lambda: None
     import multiprocessing
 
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["emqlab.parallel"])
-    pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_pool_init)
-    return pool, lambda: pool.shutdown(wait=True, cancel_futures=True)
+    method = start_method(live)
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        # imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone takes
+        # about 0.5 s to import
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init)
+    return ppe, lambda: ppe.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass
@@ -467,6 +592,12 @@ class Stats:
     divided: bool = False
     workers: dict[str, dict[str, float]] = field(default_factory=dict)
     part_seconds: list[float] = field(default_factory=list)
+    #: CPU seconds of each part, in the order they finished (wall seconds count waiting for a shared core)
+    part_cpu_s: list[float] = field(default_factory=list)
+    #: the part the coordinator searched itself (the root, which hands on the others): its CPU seconds,
+    #: and the seconds from its start to its first hand-on
+    root_cpu_s: float = 0.0
+    root_first_s: float = 0.0
     wall_s: float = 0.0
     coordinator_s: float = 0.0
     interrupted: bool = False
@@ -496,15 +627,20 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
             scripts: ScriptSet | None = None, jobs: int | None = None,
             executor: str | cf.Executor | None = None, progress: Progress | None = None,
             max_seconds: float | None = None, divide: bool | None = None,
-            target: int = TARGET_SUBTREES, carry_sleep: bool = True, stats: Stats | None = None) -> Report:
+            target: int = TARGET_SUBTREES, carry_sleep: bool = True, donate: int | None = None,
+            stats: Stats | None = None) -> Report:
     """:func:`emqlab.explore.explore`, divided over ``jobs`` local processes (default: the cores) or an
-    ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``). ``divide`` forces the
-    exhaustive search to be divided (``True``) or not (``False``); by default it is divided when it does not
-    finish within :data:`PROBE_RUNS` runs. ``max_seconds`` stops it: the report is then incomplete and says
-    what was covered. ``progress(done, total)`` counts parts; ``stats`` (a :class:`Stats`) is filled in.
-    ``carry_sleep=False`` divides the simpler way (subtrees start awake, counts restricted by prefix).
-    ``conn`` is the coordinator's backend; workers connect to ``url`` (default: ``conn``'s; fakeredis: one
-    server per worker)."""
+    ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``).
+
+    The exhaustive search starts whole, here; once it has run :data:`PROBE_RUNS` runs (at once with
+    ``divide=True``; never with ``divide=False``) it hands subtrees on every ``donate`` runs (default
+    :data:`DONATE_EVERY`; :class:`Donor`), and so does every subtree handed on, so an exploration within
+    :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool. ``carry_sleep=False`` divides the
+    simpler way instead: subtrees at one depth with about ``target`` prefixes, started awake, counts
+    restricted by prefix. ``max_seconds`` stops it: the report is then incomplete and says what was covered.
+    ``progress(done, total)`` counts parts (``total`` None while parts may still be handed on); ``stats``
+    (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers connect to ``url``
+    (default: ``conn``'s; fakeredis: one server per worker)."""
     from . import explore as _explore
     from .backends import connect
 
@@ -521,29 +657,18 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
     if url is None:
         url = _url_of(conn)
     bound = None if unbounded else (preemptions if preemptions is not None else scenario.preemptions)
+    every = DONATE_EVERY if donate is None else donate
     # a runner kept across parts needs a clean-up hook where it lives: this process, or our pool's workers
     local = executor in (None, "local", "process") or isinstance(executor, (InlineExecutor, cf.ProcessPoolExecutor))
-    job = Job(scenario, mode, url, scripts, strategy, bound, depth, deadline, cache_live=local)
+    job = Job(scenario, mode, url, scripts, strategy, bound, depth, deadline, cache_live=local,
+              donate_every=every, donate_nodes=DONATE_NODES)
     try:
         with Runner(scenario, mode, conn, scripts=scripts) as runner:
             order = [a.id for a in scenario.actors]
-            if strategy == "exhaustive":
-                probe_steps = 0
-                if not reduce or divide is not True:
-                    probe = Explorer(runner)
-                    probe.deadline = deadline
-                    limit = PROBE_RUNS if divide is None and reduce else None
-                    rep = probe.exhaustive(preemption_bound=bound, reduce=reduce, max_runs=limit)
-                    out_of_time = deadline is not None and time.time() > deadline
-                    if rep.complete or limit is None or out_of_time:
-                        rep.params["max_runs"] = None
-                        rep.params["bound_from"] = _bound_from(preemptions, unbounded)
-                        rep.params["divided"] = (f"no: finished within {PROBE_RUNS} runs" if limit else
-                                                 "no" if reduce else "no: --no-reduce runs every schedule here")
-                        _stopped_note(rep, max_seconds, None)
-                        rep.elapsed_s = time.perf_counter() - started
-                        return rep
-                    probe_steps = rep.steps_executed
+            if strategy == "exhaustive" and (not reduce or divide is False or (carry_sleep and every > 0)):
+                return _donating(runner, job, executor, jobs, reduce=reduce, divide=divide, progress=progress,
+                                 max_seconds=max_seconds, preemptions=preemptions, unbounded=unbounded,
+                                 stats=st, started=started)
             pool, close_pool = _executor(executor, jobs)
             try:
                 if strategy == "exhaustive":
@@ -552,11 +677,9 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                         done = [f.result() for f in [pool.submit(expand_part, job, c) for c in chunks]]
                         return [g for kids, _n in done for g in kids], sum(n for _k, n in done)
 
-                    runner.reset()
-                    default = dict(Counter(s.actor for s in runner.run().steps))
                     st.cut_depth, subtrees, st.prefix_steps = prefixes(level, order, target=target,
-                                                                       carry_sleep=carry_sleep, deadline=deadline,
-                                                                       steps=default)
+                                                                       carry_sleep=carry_sleep,
+                                                                       deadline=deadline)
                     st.divided = True
                     tasks = [Task(i, prefix=format_schedule(p), sleep=sl if carry_sleep else None)
                              for i, (p, sl) in enumerate(subtrees)]
@@ -579,12 +702,11 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                 rep.params = {"preemption_bound": bound, "reduce": True, "max_runs": None,
                               "bound_from": _bound_from(preemptions, unbounded),
                               "divided": {"cut_depth": st.cut_depth, "subtrees": len(tasks),
-                                          "prefix_steps": st.prefix_steps, "probe_steps": probe_steps,
+                                          "prefix_steps": st.prefix_steps,
                                           "sleep_sets": "carried across the cut" if carry_sleep else
                                           "restarted below the cut; counts restricted by prefix",
-                                          "rule": f"did not finish within {PROBE_RUNS} runs"
-                                          if divide is None else "forced"}}
-                rep.steps_executed += st.prefix_steps + probe_steps
+                                          "rule": "forced" if divide else f"a cut of about {target} prefixes"}}
+                rep.steps_executed += st.prefix_steps
             else:
                 _swarm_params(runner, rep, job, runs, seed, parts)
             _stopped_note(rep, max_seconds, (sum(p.complete for p in parts), len(tasks)))
@@ -594,6 +716,234 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
         st.wall_s = time.perf_counter() - started
         if own_conn:
             conn.close()
+
+
+def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None, jobs: int | None, *,
+              reduce: bool, divide: bool | None, progress: Progress | None, max_seconds: float | None,
+              preemptions: int | None, unbounded: bool, stats: Stats, started: float) -> Report:
+    """The exhaustive search run here, handing subtrees on (:class:`Donor`) to the executor as it goes, each
+    of which may hand on more; one report from all of them, in prefix order."""
+    st = stats
+    first = 0 if not reduce or divide is False else (job.donate_every if divide else PROBE_RUNS)
+    dispatch = _Dispatch(job, executor, jobs, progress)
+    root = Explorer(runner)
+    root.deadline = job.deadline
+    donor = None
+    if first:
+        donor = root.donate = Donor(job.donate_every, first=first, nodes=job.donate_nodes,
+                                    sink=dispatch.submit, warm=dispatch.warm, tick=dispatch.pump)
+    try:
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        try:
+            rep = root.exhaustive(preemption_bound=job.bound, reduce=reduce, max_runs=None)
+        finally:
+            root.donate = None
+        if donor is None or not donor.donated:
+            rep.params["max_runs"] = None
+            rep.params["bound_from"] = _bound_from(preemptions, unbounded)
+            rep.params["divided"] = ("no" if divide is False else
+                                     "no: --no-reduce runs every schedule here" if not reduce else
+                                     f"no: finished within {first} runs")
+            _stopped_note(rep, max_seconds, None)
+            rep.elapsed_s = time.perf_counter() - started
+            return rep
+        here = Part(0, worker=f"coordinator:{os.getpid()}", queue=runner.keys.base,
+                    seconds=time.perf_counter() - t0, cpu_s=time.process_time() - cpu0, peak_rss_kb=_peak_rss_kb())
+        _collect(root, here)
+        st.coordinator_s = time.perf_counter() - started
+        parts = [here, *dispatch.finish()]
+    except (KeyboardInterrupt, SystemExit):
+        st.interrupted = True
+        dispatch.interrupt()
+        raise
+    finally:
+        dispatch.close()
+        _drop_runner()
+    ranked = sorted(range(len(parts)), key=lambda i: dispatch.rank(i))
+    parts = [parts[i] for i in ranked]
+    for i, part in enumerate(parts):
+        part.index = i
+        if part is here:
+            st.root_cpu_s = here.cpu_s
+            st.root_first_s = donor.first_at - t0
+            w = st.workers.setdefault(here.worker, {"parts": 0, "seconds": 0.0, "peak_rss_mb": 0.0})
+            w["parts"], w["seconds"], w["peak_rss_mb"] = 1, here.seconds, here.peak_rss_kb / 1024
+        elif part.started:
+            _tally(st, part)
+    st.divided = True
+    st.parts = len(parts)
+    st.cut_depth = max((len(pre) for pre, _s in dispatch.prefixes), default=0)
+    merged = _merge(runner, job, parts)
+    merged.params = {"preemption_bound": job.bound, "reduce": True, "max_runs": None,
+                     "bound_from": _bound_from(preemptions, unbounded),
+                     "divided": {"subtrees": len(parts), "deepest_prefix": st.cut_depth,
+                                 "handed_on": f"after {first} runs, then every {job.donate_every}",
+                                 "sleep_sets": "carried into every subtree handed on",
+                                 "rule": "forced" if divide else f"did not finish within {PROBE_RUNS} runs"}}
+    _stopped_note(merged, max_seconds, (sum(p.complete for p in parts), len(parts)))
+    merged.elapsed_s = time.perf_counter() - started
+    return merged
+
+
+class _Dispatch:
+    """The subtrees handed on: queued as they come, sent to the executor's workers as they have room (a
+    local pool of ``jobs - 1`` workers, started in the background when the first hand-on nears, so the
+    search here goes on meanwhile), their own hand-ons queued when they come back, and the parts collected.
+    This process is a worker too: once its own search is done it runs queued parts while the others run
+    theirs, the newest first (the deepest, so it is soon free to send work on). With one job every part
+    runs here. Which parts there are depends on the run counts alone, so the report is the same either way."""
+
+    def __init__(self, job: Job, executor: str | cf.Executor | None, jobs: int | None,
+                 progress: Progress | None) -> None:
+        self.job, self.executor, self.progress = job, executor, progress
+        self.prefixes: list[tuple[list[str], Branch | None]] = [([], None)]  # index 0: the search here
+        self.order = [a.id for a in job.scenario.actors]
+        self._idx = {a: i for i, a in enumerate(self.order)}
+        self._queued: list[int] = []
+        self._running: dict[cf.Future[Part], int] = {}
+        self._done: dict[int, Part] = {}
+        self._pool: tuple[cf.Executor, Callable[[], None]] | None = None
+        self._starting: threading.Thread | None = None
+        self._error: BaseException | None = None
+        n = jobs if jobs is not None else default_jobs()
+        if isinstance(executor, cf.Executor):
+            self.workers = max(1, getattr(executor, "_max_workers", 1) or 1)
+        elif executor in (None, "local", "process"):
+            self.workers = n - 1  # this process is the n-th
+        else:
+            self.workers = 0  # a Dask cluster: as many as it has, learnt when it is reached
+        self.inline = self.workers == 0 and not (isinstance(executor, str) and executor.startswith(("dask", "tcp",
+                                                                                                     "tls")))
+
+    def rank(self, i: int) -> list[int]:
+        pre, branch = self.prefixes[i]
+        return [self._idx[c] for c in pre] + ([self._idx[branch.children[0]]] if branch else [])
+
+    def _task(self, i: int) -> Task:
+        pre, branch = self.prefixes[i]
+        return Task(i, prefix=format_schedule(pre), branch=branch)
+
+    def submit(self, prefix: list[str], branch: Branch) -> None:
+        """A node handed on (called by the :class:`Donor` between two runs of the search here)."""
+        self.prefixes.append((prefix, branch))
+        self._queued.append(len(self.prefixes) - 1)
+        self.pump()
+
+    def warm(self) -> None:
+        """Start the workers now, in the background, if any will be needed (the search here goes on)."""
+        if not self.inline:
+            self._start()
+
+    def _start(self) -> None:
+        if self._pool is not None or self._starting is not None:
+            return
+        if isinstance(self.executor, cf.Executor):
+            self._pool = (self.executor, lambda: None)
+            return
+
+        def start() -> None:
+            try:
+                assert not isinstance(self.executor, cf.Executor)
+                pool = make_executor(self.workers if self.workers else None, self.executor, pool=True,
+                                     live=self.job.url is not None)
+                if not self.workers:  # Dask: the cluster's workers
+                    client = getattr(pool[0], "_client", None)
+                    info = client.scheduler_info() if client is not None else {}
+                    self.workers = max(1, len(info.get("workers", {})))
+                for _ in range(self.workers):  # start every worker now and build its runner
+                    pool[0].submit(warm_part, self.job)
+                self._pool = pool
+            except BaseException as e:  # noqa: B036 - raised again in pump()
+                self._error = e
+
+        if self.executor in (None, "local", "process") and start_method(self.job.url is not None) == "fork":
+            start()  # a fork takes milliseconds, and from this thread it copies a process with no other thread
+            if self._error is not None:
+                raise self._error
+            return
+        self._starting = threading.Thread(target=start, name="emqlab-pool-start", daemon=True)
+        self._starting.start()
+
+    def pump(self, block: bool = False) -> None:
+        """Take in what finished (queueing what it handed on) and send what waits to free workers (two in
+        flight per worker, so none waits for this process)."""
+        if self.inline:
+            return
+        if self._starting is not None and (block or not self._starting.is_alive()):
+            self._starting.join()
+            self._starting = None
+            if self._error is not None:
+                raise self._error
+        if self._pool is None:
+            self._start()
+            return
+        for f in [f for f in self._running if f.done()]:
+            self._take(f)
+        ex = self._pool[0]
+        while self._queued and len(self._running) < 2 * self.workers:
+            i = self._queued.pop(0)  # the oldest: the shallowest, likely the largest
+            self._running[ex.submit(run_part, self.job, self._task(i))] = i
+
+    def _take(self, f: cf.Future[Part]) -> None:
+        i = self._running.pop(f)
+        if not f.cancelled():
+            self._got(i, f.result())
+
+    def _got(self, i: int, part: Part) -> None:
+        self._done[i] = part
+        for prefix, branch in part.donated:
+            self.prefixes.append((parse_schedule(prefix, self.order), branch))
+            self._queued.append(len(self.prefixes) - 1)
+        if self.progress:
+            self.progress(len(self._done), None if self._running or self._queued else len(self._done))
+
+    def finish(self) -> list[Part]:
+        """Every part handed on, run to the end (or to the job's deadline), in the order they were handed on."""
+        deadline = self.job.deadline
+        while self._queued or self._running:
+            self.pump()
+            if self._queued:  # work here too: the newest part (soon done, then back to sending)
+                i = self._queued.pop()
+                _local.dispatch = self  # its hand-ons come here at once, and it sends work on between runs
+                try:
+                    part = run_part(self.job, self._task(i))
+                finally:
+                    _local.dispatch = None
+                part.donated = []  # already queued, as they came
+                self._got(i, part)
+                continue
+            if not self._running:
+                continue
+            timeout = None if deadline is None else max(0.0, deadline - time.time()) + 5.0
+            finished, _ = cf.wait(set(self._running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            for f in finished:
+                self._take(f)
+            if deadline is not None and time.time() > deadline + 5.0 and self._running:
+                for f in self._running:
+                    f.cancel()
+                break
+        return [self._done.get(i) or Part(i, complete=False, started=False) for i in range(1, len(self.prefixes))]
+
+    def interrupt(self) -> None:
+        for f in self._running:
+            f.cancel()
+        if self._pool is not None:
+            _interrupt_pool(self._pool[0])
+
+    def close(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+        if self._pool is not None:
+            self._pool[1]()
+            self._pool = None
+
+
+def warm_part(job: Job) -> str:
+    """Build this worker's runner for ``job`` (kept for its parts) and say which worker it is."""
+    with _runner_for(job):
+        pass
+    return str(os.getpid())
 
 
 def _executor(executor: str | cf.Executor | None, jobs: int | None) -> tuple[cf.Executor, Callable[[], None]]:
@@ -654,13 +1004,18 @@ def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None
             f.cancel()
         raise
     for part in done.values():
-        st.queues.add(part.queue)
-        st.part_seconds.append(part.seconds)
-        w = st.workers.setdefault(part.worker, {"parts": 0, "seconds": 0.0, "peak_rss_mb": 0.0})
-        w["parts"] += 1
-        w["seconds"] += part.seconds
-        w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
+        _tally(st, part)
     return [done.get(t.index) or Part(t.index, complete=False, started=False) for t in tasks]
+
+
+def _tally(st: Stats, part: Part) -> None:
+    st.queues.add(part.queue)
+    st.part_seconds.append(part.seconds)
+    st.part_cpu_s.append(part.cpu_s)
+    w = st.workers.setdefault(part.worker, {"parts": 0, "seconds": 0.0, "peak_rss_mb": 0.0})
+    w["parts"] += 1
+    w["seconds"] += part.seconds
+    w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
 
 
 def _interrupt_pool(ex: cf.Executor) -> None:
@@ -706,16 +1061,25 @@ def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
             results[a].update(c)
         for a, oc in p.codes.items():
             codes[a].update(oc)
-    rep.raw_exact = job.strategy == "exhaustive" and rep.complete
+        for cause, n in p.aborted.items():
+            rep.aborted[cause] = rep.aborted.get(cause, 0) + n
+        rep.stopped = rep.stopped or p.stopped
+    rep.raw_exact = job.strategy == "exhaustive" and rep.complete and not rep.aborted
     rep.distinct_outcomes = len(rep.outcomes)
     rep.results = {a: dict(sorted(c.items())) for a, c in results.items() if c}
     rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c}
     for k, (pre, _n, _rank, schedule, ran) in sorted(best.items()):
-        runner.reset()
-        h = runner.run(parse_schedule(schedule, order))
-        if k not in h.kinds:  # as the undivided search does: keep the run that showed it
+        try:
             runner.reset()
-            h = runner.run(parse_schedule(ran, order))
+            h = runner.run(parse_schedule(schedule, order))
+            if k not in h.kinds:  # as the undivided search does: keep the run that showed it
+                runner.reset()
+                h = runner.run(parse_schedule(ran, order))
+        except INFRASTRUCTURE as e:  # the server failed the replay: the report says so, without this witness
+            rep.stopped = rep.stopped or Abort.of(e)[0]
+            rep.complete = False
+            rep.min_preemptions[k] = pre
+            continue
         if job.strategy != "exhaustive":
             h = shrink(runner, h, k)
         rep.witnesses[k] = h
@@ -763,11 +1127,13 @@ def progress_bar(console: Any) -> Any:
     def bar() -> Iterator[Progress | None]:
         columns = [SpinnerColumn(), TextColumn("exploring {task.description}"), BarColumn(),
                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-        with Progress(*columns, console=console, transient=True) as p:
+        # refreshed on each update, not by a thread of its own: a process with no other thread can fork its
+        # pool's workers (start_method)
+        with Progress(*columns, console=console, transient=True, auto_refresh=False) as p:
             task = p.add_task("parts", total=None)
 
             def update(done: int, total: int | None) -> None:
-                p.update(task, completed=done, total=total)
+                p.update(task, completed=done, total=total, refresh=True)
 
             yield update  # type: ignore[misc]
 

@@ -497,6 +497,8 @@ class _Driver:
         self._violation: str | None = None
         self._closing = False
         self.steps = 0
+        #: the actor's script set by SHA1 (hex, bytes) -> name, built on its first script call
+        self._names: dict[bytes, str] | None = None
 
     def connection_name(self) -> str:
         self._conns += 1
@@ -647,7 +649,7 @@ class _Driver:
         label = cmds[0][0].decode("utf-8", "replace").upper() if len(cmds) == 1 else "PIPELINE"
         if len(cmds) == 1:
             op = Op("command", label, command=cmds[0], session=True, conn=request.conn, python=True,
-                    section="commands")
+                    section="commands", script=self.script_of(cmds[0]))
         else:
             def batch(_now: int, c: tuple[Command, ...] = cmds) -> Sequence[Command]:
                 return c
@@ -658,6 +660,17 @@ class _Driver:
         if len(cmds) == 1 or isinstance(reply, BaseException):
             return [reply]
         return list(reply)
+
+    def script_of(self, cmd: Command) -> str | None:
+        """The script of the actor's script set that ``cmd`` (an EVALSHA by its SHA1, an EVAL by its
+        source's) asks to run, by name; ``None`` for another command or a script outside the set."""
+        name = cmd[0].upper()
+        if name not in _SCRIPTING or len(cmd) < 2:
+            return None
+        sha = cmd[1].lower() if name.startswith(b"EVALSHA") else sha1_hex(cmd[1])
+        if self._names is None:
+            self._names = {s.sha.encode(): s.name for s in self.ctx.scripts}
+        return self._names.get(sha)
 
     def _splits(self, cmd: Command) -> bool:
         mode = self.spec.mode or self.ctx.mode
@@ -680,7 +693,7 @@ class _Driver:
         label = f"script {cmd[1][:8].decode('utf-8', 'replace')}" if cmd[0].upper().startswith(b"EVALSHA") \
             else "EVAL"
         base = self.ctx.keys.base
-        run = split_run(self.ctx, None, label, source=source, keys=keys, args=args)
+        run = split_run(self.ctx, None, label, source=source, keys=keys, args=args, script=self.script_of(cmd))
         reply: Any = None
         first = True
         while True:  # every redis.call of the split script is checked like the actor's own commands

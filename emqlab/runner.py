@@ -25,8 +25,11 @@ import redis
 from . import footprints
 from .actors import FACTORIES, ActorGen, Op
 from .backends import (
+    SAFETY_TTL_MS,
+    TTL_OBSERVED,
     BackendError,
     Executor,
+    FaultScope,
     Namespace,
     ServerFault,
     command_executor,
@@ -37,7 +40,7 @@ from .backends import (
     session_client,
     unique_queue,
 )
-from .commands import command_keys, is_read_only, key_access
+from .commands import DROPS_TTL, command_keys, is_read_only, key_access
 from .context import Check, Fault, Instrument, StepRecord
 from .effects import IntervalElapsed, QueueView, diff, read_view, touched_components
 from .footprints import Footprint
@@ -76,8 +79,8 @@ class EffectRecorder:
             return
         touched = None
         if rec.command is not None and op.kind == "command":
-            touched = touched_components(rec.command, runner.keys, runner.job_ids, rec.written)
-        after = read_view(runner.exec, runner.keys, runner.job_ids, self.view, touched)
+            touched = touched_components(rec.command, runner.keys, runner.job_ids, rec.written, runner.scenario.places)
+        after = read_view(runner.exec, runner.keys, runner.job_ids, self.view, touched, runner.scenario.places)
         effects = list(diff(self.view, after))
         if op.pre:
             effects.insert(0, IntervalElapsed("stalled"))
@@ -126,7 +129,14 @@ class Runner:
                 a.id: self.scripts.overlay(a.script) for a in scenario.actors if a.script is not None}
             self._executor: Executor = command_executor(self.conn)
             fake = is_fake(self.conn)
-            self.exec: Callable[..., Any] = _sorted_smembers(self._executor) if fake else self._executor
+            #: keys commands wrote since the last step (live: they get the safety TTL after the step)
+            self._touched: list[bytes] = []
+            #: keys of this run given the safety TTL (and not since stripped of it by a SET, DEL, …)
+            self._protected: set[bytes] = set()
+            #: every key written in this run (given the safety TTL again when it ends)
+            self._written: set[bytes] = set()
+            self.exec: Callable[..., Any] = (_sorted_smembers(self._executor) if fake
+                                             else self._tracking(self._executor))
             self._local_scripts = local_scripts and fake
             self._specs = {a.id: a for a in scenario.actors}
             #: the scenario injects faults: every step also reads its process's liveness (a crash or a
@@ -150,6 +160,8 @@ class Runner:
             self.factories = {**FACTORIES, **(factories or {})}
             self.job_ids = list(scenario.jobs)
             self._closed = False
+            #: the keys could not be deleted at close() (the server was unreachable)
+            self.left_behind = False
             self._initial: list[tuple[bytes, ...]] | None = None
             self._initial_view: QueueView | None = None
             self._runs: list[ScriptRun] = []
@@ -158,7 +170,15 @@ class Runner:
             self._shas: dict[bytes, bytes] | None = None
             #: the live server's run_id when the Runner started (a restart or a failover changes it)
             self._server_id = None if fake else _server_id(self._executor)
-            self.reset()
+            #: a run-scoped server fault of the constructor's reset: raised by step() and history() until a
+            #: reset() succeeds (an exploration resets before every run, so it aborts only that run)
+            self._deferred: ServerFault | None = None
+            try:
+                self.reset()
+            except ServerFault as e:
+                if e.scope is not FaultScope.RUN:
+                    raise
+                self._deferred = e
         except BaseException:  # (an error, a Ctrl-C, a SIGTERM while the initial state is written)
             self._abandon()
             raise
@@ -173,6 +193,8 @@ class Runner:
         """Back to the scenario's initial state: drop every unfinished actor and script run, delete the
         namespace, write the initial keys, restart every actor."""
         self._drop_actors()
+        self.pending: dict[str, Op] = {}
+        self._touched, self._protected, self._written = [], set(), set()
         self._same_server("starting a run")
         self.namespace.heartbeat()  # (a live run: its claim in the run index stays fresh while it runs)
         if self.namespace.sole_owner:
@@ -193,7 +215,7 @@ class Runner:
         self._tokens: dict[str, int] = {}
         self._run_count = 0
         self.actor_steps: dict[str, int] = {a.id: 0 for a in self.scenario.actors}
-        self.pending: dict[str, Op] = {}
+        self.pending = {}
         #: actors whose next round trip loses its reply (a disconnect fault armed it); whether it runs
         self._armed: dict[str, bool] = {}
         #: actors whose last reply was lost
@@ -220,6 +242,7 @@ class Runner:
                 self._gens[spec.id] = gen
             except StopIteration:
                 pass
+        self._deferred = None
 
     def _drop_actors(self) -> None:
         for gen in self._gens.values():
@@ -245,10 +268,15 @@ class Runner:
         self._closed = True
 
     def close(self) -> None:
-        """Delete the run's keys (only those under its queue's base) and release the connection."""
+        """Delete the run's keys (only those under its queue's base) and release the connection. When the
+        server cannot be reached any more (the exploration stopped on a lost connection), the keys are left
+        to their safety TTL and the run index's lease (:mod:`emqlab.backends`), and ``left_behind`` is True."""
         if not self._closed:
             self._drop_actors()
-            self.namespace.release()
+            try:
+                self.namespace.release()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                self.left_behind = True
             self._executor.close()
             self._closed = True
 
@@ -303,6 +331,11 @@ class Runner:
         self._runs.append(run)
         return run
 
+    @property
+    def split_runs(self) -> tuple[ScriptRun, ...]:
+        """The split script runs of this run still open (read-only: a copy), oldest first."""
+        return tuple(r for r in self._runs if not r.closed)
+
     def script_source(self, sha: bytes) -> bytes | None:
         """The source of the script ``sha`` (lower-case hex) if the run's script cache holds it (see
         :mod:`emqlab.pyactors`)."""
@@ -324,7 +357,11 @@ class Runner:
         return not self.pending
 
     def step(self, actor: str) -> Step:
-        """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none."""
+        """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none, and
+        :class:`ServerFault` for an infrastructure error (the step is not recorded; with scope
+        :attr:`~emqlab.backends.FaultScope.RUN` a :meth:`reset` starts the next run afresh)."""
+        if self._deferred is not None:
+            raise self._deferred
         op = self.pending.get(actor)
         if op is None:
             left = ", ".join(self.enabled) or "none"
@@ -351,6 +388,7 @@ class Runner:
         outcome = "ok"
         applied = True
         batch: Sequence[tuple[bytes, ...]] | None = None
+        script_keys: Sequence[Any] = ()  # an atomic step's KEYS (live: they get the safety TTL again)
         armed = self._armed.pop(actor, None)
         self._lost.discard(actor)
         if self._faulty:
@@ -403,6 +441,7 @@ class Runner:
             assert op.build is not None
             call = op.build(now)
             reply, observed = self._atomic(call.name, call.keys, call.args, actor)
+            script_keys = call.keys
             fp = fp | observed
             args = [self._show(a) for a in call.args]
             keys = [self.keys.relative(k) for k in call.keys]
@@ -412,7 +451,7 @@ class Runner:
         else:
             command = op.lazy() if op.lazy is not None else op.command
             assert command is not None
-            execute = self._session(actor) if op.session else self.exec
+            execute = self._tracking(self._session(actor)) if op.session else self.exec
             try:
                 reply = execute(*command)
             except redis.exceptions.ResponseError as e:
@@ -437,9 +476,11 @@ class Runner:
             faults = (server_fault(r) for r in (reply if isinstance(reply, list) else [reply]))
             fault = next((f for f in faults if f is not None and not f.startswith("NOSCRIPT")), None)
         if fault is not None and outcome != "fail":  # (a script-flush fault's NOSCRIPT is the point of it)
-            raise ServerFault(f"{actor}'s {name} at step {self.index} got a server error ({fault}): a run cannot"
-                              " go on truthfully past a server fault (its result would count an error as the"
-                              " step's answer); the exploration stops")
+            raise _fault_of(f"{actor}'s {name} at step {self.index} got a server error ({fault}): a run cannot"
+                            " go on truthfully past a server fault (its result would count an error as the"
+                            " step's answer)", fault)
+        if not is_fake(self.conn):
+            self._protect(script_keys)
         self.actor_steps[actor] += 1
         rec = StepRecord(actor, op.kind, name, args, reply, command, written=written, read_only=read_only,
                          batch=batch)
@@ -450,7 +491,8 @@ class Runner:
             shown = "<entry id>"  # server time: differs between backends and runs
         step = Step(self.index, actor, self.actor_steps[actor], op.kind, name, tuple(rec.args), tuple(keys),
                     shown, now, tuple(rec.effects), op.section if op.kind == "command" else "", op.run,
-                    read_only=read_only, outcome=outcome, applied=applied)  # type: ignore[arg-type]
+                    read_only=read_only, outcome=outcome, applied=applied,  # type: ignore[arg-type]
+                    script=op.script)
         self.steps.append(step)
         self.footprints.append(fp)
         if armed is not None:  # the actor sees the same error whether or not its request ran
@@ -490,8 +532,12 @@ class Runner:
 
     def history(self) -> History:
         """The history so far, with the final state and, when the Runner has a check, the anomalies."""
+        if self._deferred is not None:
+            raise self._deferred
         recorded = frozenset(r for r in (getattr(i, "records", None) for i in self.instruments) if r)
         self._same_server(f"ending the run at step {self.index}")
+        if not is_fake(self.conn):  # (the run is over: no script of it can see a TTL set now)
+            self._protect([self.keys.job(j).encode() for j in self.job_ids], fresh=True)
         h = History(self.scenario.name, self.mode, self.schedule, tuple(self.steps), tuple(self.executions),
                     self.final_state(), results={k: tuple(v) for k, v in self.results.items()},
                     recorded=recorded)
@@ -507,11 +553,11 @@ class Runner:
     def initial_view(self) -> QueueView:
         """The queue's view in the initial state (read once per Runner)."""
         if self._initial_view is None:
-            self._initial_view = read_view(self.exec, self.keys, self.job_ids)
+            self._initial_view = read_view(self.exec, self.keys, self.job_ids, extra=self.scenario.places)
         return self._initial_view
 
     def final_state(self) -> FinalState:
-        view = read_view(self.exec, self.keys, self.job_ids)
+        view = read_view(self.exec, self.keys, self.job_ids, extra=self.scenario.places)
         jobs: dict[str, dict[str, Any]] = {}
         for jid in self.job_ids:
             raw = self.exec(b"HGETALL", self.keys.job(jid).encode()) or []
@@ -578,29 +624,69 @@ class Runner:
         except redis.exceptions.ResponseError as e:
             reply = e
         except redis.exceptions.TimeoutError:
-            raise ServerFault(self._kill_script(name)) from None
+            raise self._kill_script(name) from None
         return reply, footprints.prior(name, keys, base)
 
-    def _kill_script(self, name: str) -> str:
+    def _kill_script(self, name: str) -> ServerFault:
         """A script step ran past the socket timeout: the server is busy with it, for every client. Send
-        SCRIPT KILL from a connection of its own; returns the message for the user (Redis refuses to kill a
-        script that has written — only SHUTDOWN NOSAVE stops it then, which emqlab never sends)."""
+        SCRIPT KILL from a connection of its own; returns the fault to raise (code ``BUSY``, which aborts the
+        run, once the server is free; ``UNKILLABLE`` — Redis refuses to kill a script that has written, only
+        SHUTDOWN NOSAVE stops it then, which emqlab never sends — or ``CONNECTION``, which stop the
+        exploration)."""
         killer = session_client(self.conn)
+        code = "BUSY"
         try:
             killer.execute_command("SCRIPT", "KILL")
             done = "emqlab sent SCRIPT KILL and the server is free again"
         except redis.exceptions.ResponseError as e:
             if "UNKILLABLE" in str(e):
+                code = "UNKILLABLE"
                 done = ("Redis refuses SCRIPT KILL because the script already wrote; the server stays busy until"
                         " it ends — only an operator's SHUTDOWN NOSAVE stops it, which emqlab never sends")
             else:  # NOTBUSY: it ended meanwhile
                 done = f"the script ended on its own ({e})"
         except redis.exceptions.RedisError as e:
+            code = "CONNECTION"
             done = f"SCRIPT KILL could not be sent ({e})"
         finally:
             killer.close()
-        return (f"the script {name} ran past the socket timeout ({self.keys.base}…): {done}; a run cannot go on"
-                " truthfully past it, the exploration stops")
+        return _fault_of(f"the script {name} ran past the socket timeout ({self.keys.base}…): {done}; a run cannot"
+                         " go on truthfully past it", f"{code} the script {name} ran past the socket timeout: {done}",
+                         code)
+
+    def _tracking(self, execute: Callable[..., Any]) -> Callable[..., Any]:
+        """``execute`` that notes the keys each command may write (live: :meth:`_protect` gives them the
+        safety TTL after the step); a command that may drop a key's TTL (SET, DEL, RENAME, …) forgets that
+        the key had it."""
+
+        def run(*command: Any) -> Any:
+            try:
+                return execute(*command)
+            finally:
+                access = key_access(command) if command else None
+                if access is not None:
+                    self._touched.extend(k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
+                    self._written.update(self._touched)
+                    name = command[0]
+                    name = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+                    if name.upper() in DROPS_TTL:
+                        self._protected.difference_update(access.writes)
+
+        return run
+
+    def _protect(self, script_keys: Sequence[Any] = (), *, fresh: bool = False) -> None:
+        """Give the keys written since the last call (and an atomic script's KEYS, which it may have deleted
+        and written again) the safety TTL, between two steps: :meth:`emqlab.backends.Namespace.protect` says
+        why no script and no state reader can tell. ``fresh``: these keys too, whether written or not."""
+        extra = [k if isinstance(k, bytes) else str(k).encode() for k in script_keys]
+        self._protected.difference_update(extra)
+        chosen = [k for k in dict.fromkeys([*self._touched, *extra]) if k not in self._protected]
+        if fresh:
+            chosen += [k for k in self._written if k not in chosen]
+        self._touched = []
+        if chosen:
+            self.namespace.protect(chosen)
+            self._protected.update(chosen)
 
     def _session(self, actor: str) -> Callable[..., Any]:
         """``actor``'s own connection (its WATCH and MULTI state), opened at its first use in a run."""
@@ -617,9 +703,11 @@ class Runner:
             return
         now = _server_id(self._executor)
         if now is not None and now != self._server_id:
-            raise ServerFault(f"the server at {describe(self.conn)} restarted or failed over ({when}: its run_id"
-                              f" changed from {self._server_id[:8]}… to {now[:8]}…), so this run's keys are gone"
-                              " and its state cannot be reported truthfully; the exploration stops")
+            raise _fault_of(f"the server at {describe(self.conn)} restarted or failed over ({when}: its run_id"
+                            f" changed from {self._server_id[:8]}… to {now[:8]}…), so this run's keys are gone"
+                            " and its state cannot be reported truthfully",
+                            f"the server restarted or failed over (its run_id changed from {self._server_id[:8]}…"
+                            f" to {now[:8]}…)", "RESTARTED")
 
     # -- Python actors (emqlab.pyactors) ---------------------------------------------------------------
     def _script_shas(self) -> dict[bytes, bytes]:
@@ -699,7 +787,7 @@ class Runner:
 
     def _py_session(self, conn: str) -> Callable[..., Any]:
         execute = self._session(conn)
-        return _sorted_smembers(execute) if is_fake(self.conn) else execute
+        return _sorted_smembers(execute) if is_fake(self.conn) else self._tracking(execute)
 
     def _py_script(self, cmd: tuple[bytes, ...]) -> tuple[Any, Footprint]:
         """EVAL / EVALSHA of a Python actor, answered from the run's script cache and run atomically: on
@@ -747,7 +835,7 @@ class Runner:
         except redis.exceptions.ResponseError as e:
             reply = e
         except redis.exceptions.TimeoutError:
-            raise ServerFault(self._kill_script(sha.decode())) from None
+            raise self._kill_script(sha.decode()) from None
         return reply, Footprint.everything() | cache
 
     def _batch(self, actor: str, cmds: Sequence[tuple[bytes, ...]], multi: bool) -> tuple[Any, Footprint]:
@@ -755,6 +843,8 @@ class Runner:
         values), or as MULTI … EXEC (EXEC's reply: ``None`` when a watched key changed). The footprint is
         every command's, plus for EXEC a read of the keys the actor WATCHed."""
         execute = self._session(actor)
+        if not is_fake(self.conn):
+            execute = self._tracking(execute)
         base = self.keys.base
         fp = footprints.of_commands(list(cmds), base)
         if not multi:
@@ -845,6 +935,13 @@ class Runner:
         pipe = pipeline(self.conn, transaction=True)
         for cmd in self._initial:
             pipe.execute_command(*cmd)
+        seeded = list(dict.fromkeys(cmd[1] for cmd in self._initial))
+        exempt = {self.keys.key(k).encode() for k in TTL_OBSERVED}
+        for key in seeded:  # (in the same transaction: before any step, so no script can tell)
+            if key not in exempt:
+                pipe.execute_command(b"PEXPIRE", key, SAFETY_TTL_MS, b"NX")
+        self._protected.update(k for k in seeded if k not in exempt)
+        self._written.update(seeded)
         try:
             pipe.execute()
         except redis.exceptions.ResponseError as e:
@@ -852,9 +949,9 @@ class Runner:
             if fault is None:
                 raise
             prefix, _, rest = fault.partition(" ")
-            raise ServerFault(f"writing the initial state got a server error ({prefix} "
-                              f"{rest.split(' of pipeline caused error: ')[-1]}): a run cannot go on truthfully past"
-                              " a server fault; the exploration stops") from None
+            said = f"{prefix} {rest.split(' of pipeline caused error: ')[-1]}"
+            raise _fault_of(f"writing the initial state got a server error ({said}): a run cannot go on truthfully"
+                            " past a server fault", said) from None
 
 
 class _OwnScripts:
@@ -936,10 +1033,22 @@ def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
     # as a queue's first add does (PROTOCOL.md §4.2), so no run starts by writing it
     meta = {"opts.maxLenEvents": "10000", **sc.meta}
     cmds.append(("HSET", k.meta, *[x for kv in meta.items() for x in kv]))
+    for place in sc.places:  # the scenario's own places (places:)
+        cmds += place.seed(k)
     numeric = [int(j) for j in sc.jobs if j.isdigit()]
     if numeric:
         cmds.append(("SET", k.id, str(max(numeric))))
     return [tuple(a.encode() if isinstance(a, str) else a for a in c) for c in cmds]
+
+
+def _fault_of(head: str, detail: str, code: str = "") -> ServerFault:
+    """The :class:`ServerFault` for the error ``detail`` (the server's words; ``code`` from it unless given),
+    its message ``head`` and what happens next: the run is aborted, or the exploration stops
+    (:class:`emqlab.backends.FaultScope`)."""
+    fault = ServerFault(head, code=code, detail=detail)
+    then = "the run is aborted" if fault.scope is FaultScope.RUN else "the exploration stops"
+    fault.args = (f"{head}; {then}",)
+    return fault
 
 
 def _server_id(execute: Callable[..., Any]) -> str | None:

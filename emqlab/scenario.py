@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .context import MODES  # one home for the finish modes
+from .effects import ExtraPlace
 
 ANOMALY_KINDS = (
     "double-placement",
@@ -204,6 +205,8 @@ class Scenario:
     loaded_scripts: tuple[bytes, ...] = ()
     #: default preemption bound for exhaustive exploration (None = unbounded)
     preemptions: int | None = None
+    #: keys the checks treat as places a job can be in besides the queue's (``places:``)
+    places: tuple[ExtraPlace, ...] = ()
 
     def actor(self, actor_id: str) -> ActorSpec:
         for a in self.actors:
@@ -376,8 +379,11 @@ def _kind(node: yaml.Node) -> str:
     return _short(node.value)
 
 
-TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "actors", "expect", "modes",
-            "preemptions")
+TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "places", "actors", "expect",
+            "modes", "preemptions")
+PLACE_KEYS = ("key", "type", "jobs", "index", "member")
+#: a place's key (and its index's): relative to the queue's base, letters, digits, ``_ . : -``
+PLACE_KEY = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields")
 STATE_KEYS = (*PLACEMENT_FIELDS, "locks", "meta", "metrics")
 ACTOR_KEYS: dict[str, tuple[str, ...]] = {
@@ -537,7 +543,9 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
             metrics = sm["metrics"].boolean()
 
 
+    places = _places(top["places"], jobs) if "places" in top else ()
     placed = {jid: name for name, ids in state.items() for jid in ids}
+    placed.update({jid: p.key for p in places for jid in p.jobs})
     for a in actors:
         for jid in a.added:
             if jid in placed:
@@ -602,7 +610,56 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         path=path,
         base_dir=base_dir,
         preemptions=bound,
+        places=places,
     )
+
+
+def _places(node: _Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
+    """``places:``: a list of ``{key, type, jobs, index, member}``, each a key (relative to the queue's base)
+    the checks treat as a place a job can be in (:class:`emqlab.effects.ExtraPlace`)."""
+    from .keys import QUEUE_KEY_NAMES
+
+    out: list[ExtraPlace] = []
+    seen: set[str] = set()
+
+    def key_of(n: _Node) -> str:
+        v = n.text()
+        if not PLACE_KEY.fullmatch(v):
+            raise n.fail(f"a key relative to the queue's base: 1 to 128 letters, digits, '_', '.', ':' or '-',"
+                         f" got {_short(v)}")
+        if v in QUEUE_KEY_NAMES or v in jobs or v.endswith(":lock") or v.split(":")[0] in jobs:
+            raise n.fail(f"{v!r} is a key of the queue or of a job; a place of the scenario's own needs a key"
+                         " of its own (e.g. delayed:1000)")
+        return v
+
+    for pn in node.sequence():
+        m = pn.mapping(PLACE_KEYS)
+        if "key" not in m:
+            raise pn.fail("key: missing (the place's key, relative to the queue's base, e.g. delayed:1000)")
+        key = key_of(m["key"])
+        if key in seen:
+            raise m["key"].fail(f"duplicate place {key!r}")
+        kind = m["type"].choice(("list", "zset"), "place type") if "type" in m else "list"
+        ids = m["jobs"].ids() if "jobs" in m else []
+        for i, jid in enumerate(ids):
+            if jid not in jobs:
+                raise _Node(m["jobs"].node.value[i], pn.path, f"{m['jobs'].where}[{i}]").fail(
+                    f"unknown job {jid!r} (declare it under jobs:)")
+        index = key_of(m["index"]) if "index" in m else None
+        if index is not None and (index == key or index in seen):
+            raise m["index"].fail(f"the index {index!r} must be a key of its own, not a place")
+        if index is not None and "member" not in m:
+            raise m["index"].fail("an index needs member: (what the index holds while the place is one, e.g."
+                                  " the list's timestamp)")
+        if "member" in m and index is None:
+            raise m["member"].fail("member: is the index's member; give the index: too")
+        member = m["member"].text() if "member" in m else None
+        seen.add(key)
+        out.append(ExtraPlace(key, kind, index, member, tuple(ids)))  # type: ignore[arg-type]
+    indexes = {p.index for p in out if p.index}
+    if indexes & seen:
+        raise node.fail(f"{sorted(indexes & seen)[0]!r} is both a place and an index")
+    return tuple(out)
 
 
 def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], base_dir: str | None = None) -> None:

@@ -4,7 +4,8 @@ A snapshot maps each key, relative to the queue's base (``wait``, ``1``, ``1:loc
 ``(type, value)`` pair: ``string`` → bytes, ``list`` → list, ``set`` → sorted list, ``zset`` → list of
 ``(member, score)``, ``hash`` → dict, ``stream`` → list of field dicts (entry ids are server time and are
 left out, so snapshots of two runs compare equal). Keys with a TTL also carry ``ttl=True`` — the TTL's
-value is time-dependent and not compared.
+value is time-dependent and not compared; a live run's safety TTL (:data:`emqlab.backends.SAFETY_TTL_MS`)
+counts as no TTL.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 import redis
 
-from .backends import scan_keys
+from .backends import has_expiry, scan_keys
 from .keys import PLACEMENTS, QueueKeys
 
 Snapshot = dict[str, tuple[str, Any]]
@@ -58,7 +59,7 @@ def snapshot(conn: redis.Redis, keys: QueueKeys, *, ttl: bool = True) -> Snapsho
         if got is None:
             continue
         kind, value = got
-        if ttl and conn.pttl(k) > 0:
+        if ttl and has_expiry(int(conn.pttl(k))):  # (a safety TTL of a live run is no expiry)
             kind += "+ttl"
         out[keys.relative(k)] = (kind, value)
     return out

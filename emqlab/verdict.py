@@ -7,7 +7,15 @@ three verdicts:
   K preemptions when a bound is stated) and no run showed an anomaly;
 * **fails** — a run showed an anomaly; its witness and replay command are printed;
 * **inconclusive** — no anomaly was seen, but the exploration was not complete: a sampled strategy (random,
-  PCT — with PCT's probability bound and the bug depth it assumes), or a run budget was hit.
+  PCT — with PCT's probability bound and the bug depth it assumes), or a run budget was hit, or
+  infrastructure errors aborted runs or stopped the exploration (:attr:`emqlab.explore.Report.aborted`,
+  :attr:`~emqlab.explore.Report.stopped`: the reason and how many runs, or how much was covered). An anomaly
+  found in the runs that completed still *fails* (its witness replays); the reason then says the counts are
+  lower bounds.
+
+Without a check option, an exploration in which server errors aborted runs or stopped it exits 3 (a command
+whose runs could not all complete truthfully never exits 0 by default); with ``--fail-on-anomaly`` the
+verdict's own code, with ``--expect`` whether the expectation is settled, as always.
 
 :class:`ExitCode` lists every exit status of the ``emqlab`` command; :func:`markdown_table` renders it for
 the docs (``docs/cli.md`` carries the table; a test checks that the two match).
@@ -37,7 +45,7 @@ class ExitCode(enum.IntEnum):
     FAILS = 1
     USAGE = 2
     INCONCLUSIVE = 3
-    INFRASTRUCTURE = 4
+    INFRASTRUCTURE = 4  # (before any run could start; later server errors make a verdict inconclusive)
     INTERNAL = 5
     INTERRUPTED = 130
 
@@ -54,9 +62,10 @@ _MEANINGS: dict[ExitCode, str] = {
                     "`grade`: below full marks",
     ExitCode.USAGE: "usage error: a bad option, scenario file, schedule string, notebook or Redis URL",
     ExitCode.INCONCLUSIVE: "inconclusive: no anomaly seen (or an expected one not seen) but the exploration "
-                           "was sampled (random, PCT) or stopped at a budget",
+                           "was sampled (random, PCT) or stopped at a budget; or server errors aborted runs or "
+                           "stopped the exploration (then also without a check option)",
     ExitCode.INFRASTRUCTURE: "infrastructure error: Redis unreachable, authentication failed, a server "
-                             "error, or the run's keys already exist",
+                             "error before any run could start, or the run's keys already exist",
     ExitCode.INTERNAL: "internal error: an unexpected exception (a bug in emqlab); one line, the traceback "
                        "with `--debug` or `EMQLAB_DEBUG=1`",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (128 + SIGINT); SIGTERM and SIGHUP exit 128 + the signal "
@@ -74,7 +83,9 @@ def markdown_table() -> str:
 @dataclass
 class Verdict:
     """What a check concludes. ``kind`` is holds, fails or inconclusive; ``reason`` one sentence;
-    ``expect`` the expected anomaly kinds (``[]`` = ``--expect none``; ``None`` = no expectation)."""
+    ``expect`` the expected anomaly kinds (``[]`` = ``--expect none``; ``None`` = no expectation);
+    ``infrastructure`` is the sentence on runs aborted or an exploration stopped by server errors ('' when
+    none were)."""
 
     kind: str
     reason: str
@@ -83,6 +94,7 @@ class Verdict:
     bound: dict[str, Any] = field(default_factory=dict)
     expect: list[str] | None = None
     expectation: str = ""
+    infrastructure: str = ""
 
     @property
     def expectation_met(self) -> bool | None:
@@ -100,12 +112,13 @@ class Verdict:
 
     def exit_code(self, check: bool) -> ExitCode:
         """The exit status: with an expectation, whether it is met (met 0, not met 1, unsettled 3); else,
-        when ``check`` (``--fail-on-anomaly``), the verdict's own code; else 0."""
+        when ``check`` (``--fail-on-anomaly``), the verdict's own code; else 0 — or 3 when infrastructure
+        errors aborted runs or stopped the exploration."""
         if self.expect is not None:
             met = self.expectation_met
             return ExitCode.HOLDS if met else (ExitCode.FAILS if met is False else ExitCode.INCONCLUSIVE)
         if not check:
-            return ExitCode.HOLDS
+            return ExitCode.INCONCLUSIVE if self.infrastructure else ExitCode.HOLDS
         return {HOLDS: ExitCode.HOLDS, FAILS: ExitCode.FAILS, INCONCLUSIVE: ExitCode.INCONCLUSIVE}[self.kind]
 
     def line(self) -> str:
@@ -122,7 +135,7 @@ class Verdict:
     def to_dict(self, check: bool = False) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "anomalies": self.anomalies, "complete": self.complete,
                 "bound": self.bound, "expect": self.expect, "expectation_met": self.expectation_met,
-                "exit_code": int(self.exit_code(check))}
+                "infrastructure": self.infrastructure, "exit_code": int(self.exit_code(check))}
 
 
 def _pct_bound(params: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +155,9 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
     bound: dict[str, Any] = {}
     # a report says why it is not conclusive in params["inconclusive"] (a time budget, aborted runs)
     stopped = rep.params.get("inconclusive") if isinstance(rep.params, dict) else None
+    infra = rep.infrastructure() if hasattr(rep, "infrastructure") else ""
+    if infra:
+        stopped = infra
     complete = strategy in ("exhaustive", "replay") and bool(rep.complete) and not stopped
     if strategy == "exhaustive":
         k = rep.params.get("preemption_bound")
@@ -170,11 +186,15 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
                 found += f" (at most {bound['preemption_bound']} preemption(s))"
             elif strategy != "exhaustive":
                 found += f" ({strategy} samples)"
-        v = Verdict(FAILS, f"{found}; witness above", kinds, complete, bound)
+        v = Verdict(FAILS, f"{found}; witness above" + (f"; {infra}" if infra else ""), kinds, complete, bound)
     elif complete:
         v = Verdict(HOLDS, f"no anomaly in {scope} (complete exploration"
                            f"{' at that bound' if bound.get('preemption_bound') is not None else ''})",
                     kinds, complete, bound)
+    elif infra:
+        covered = ("the one schedule replayed" if strategy == "replay" else
+                   f"the {rep.explored:,} run(s) that completed")
+        v = Verdict(INCONCLUSIVE, f"no anomaly in {covered}, but {infra}", kinds, complete, bound)
     elif strategy == "pct":
         v = Verdict(INCONCLUSIVE,
                     f"no anomaly in {scope} (sampled): each run finds a bug of depth <= {bound['depth']} with "
@@ -187,6 +207,7 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
     else:
         why = str(stopped) if stopped else "the exploration stopped at its run budget"
         v = Verdict(INCONCLUSIVE, f"no anomaly in {scope.removeprefix('all ')}, but {why}", kinds, complete, bound)
+    v.infrastructure = infra
     if expect is not None:
         wanted = sorted(set(expect))
         v.expect = wanted
@@ -194,14 +215,15 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
         unexpected = sorted(seen - set(wanted))
         missing = sorted(set(wanted) - seen)
         said = f"--expect {' --expect '.join(wanted) if wanted else 'none'}"
+        partial = "an exploration that server errors cut short" if infra else "a sampled exploration"
         if unexpected:
             v.expectation = f"{said}, but found {', '.join(unexpected)}"
         elif missing and complete:
             v.expectation = f"{said}, but the complete exploration never showed {', '.join(missing)}"
         elif missing:
-            v.expectation = f"{said}: {', '.join(missing)} not seen by a sampled exploration"
+            v.expectation = f"{said}: {', '.join(missing)} not seen by {partial}"
         elif not wanted and not complete:
-            v.expectation = f"{said}: no anomaly seen, but a sampled exploration cannot show there is none"
+            v.expectation = f"{said}: no anomaly seen, but {partial} cannot show there is none"
         else:
             v.expectation = said
     return v

@@ -2,6 +2,12 @@
 
 Live-Redis tests use ``$EMQLAB_REDIS_URL`` or ``redis://127.0.0.1:6379/0``. Without a server they skip with
 the reason, except in CI (``CI=true``), where a missing server is an error.
+
+The live suite runs under a user restricted to emqlab's key patterns and commands (:mod:`emqlab.acl`): what
+the tests write *outside* those patterns — the foreign keys that prove emqlab never touches them — goes
+through ``$EMQLAB_ADMIN_URL`` (default: ``$EMQLAB_REDIS_URL``). Tests that need more than the restricted user
+has (MONITOR, INFO, CONFIG) carry the ``admin`` marker and are skipped, with the reason, when the live user
+is restricted (``$EMQLAB_ADMIN_URL`` names another user, or the live user gets NOPERM for INFO).
 """
 
 from __future__ import annotations
@@ -46,6 +52,51 @@ def live_conn() -> redis.Redis:
     return _live_conn
 
 
+def admin_url() -> str:
+    """``$EMQLAB_ADMIN_URL``, else the live URL: the user the tests' own keys outside emqlab's patterns are
+    written with."""
+    return os.environ.get("EMQLAB_ADMIN_URL") or live_url()
+
+
+def admin_conn() -> redis.Redis:
+    """A client on :func:`admin_url` (skips, or fails in CI, like :func:`live_conn` without a server)."""
+    live_conn()
+    return connect(admin_url())
+
+
+_restricted: str | None = None
+
+
+def restricted_reason() -> str:
+    """Why the live user is restricted ('' when it is not): another admin URL, or NOPERM for INFO."""
+    global _restricted
+    if _restricted is None:
+        _restricted = ""
+        if admin_url() != live_url():
+            _restricted = "EMQLAB_ADMIN_URL names another user than EMQLAB_REDIS_URL"
+        else:
+            try:
+                connect("live").info("server")
+            except redis.exceptions.NoPermissionError:
+                _restricted = "the live user gets NOPERM for INFO"
+            except (BackendError, redis.exceptions.RedisError):
+                pass
+    return _restricted
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``admin`` tests, with the reason, when the live user is restricted."""
+    marked = [item for item in items if item.get_closest_marker("admin") is not None]
+    if not marked:
+        return
+    why = restricted_reason()
+    if why:
+        skip = pytest.mark.skip(reason=f"needs MONITOR/INFO/CONFIG on the live server, which a restricted user lacks"
+                                       f" ({why}); run it with the server's admin user")
+        for item in marked:
+            item.add_marker(skip)
+
+
 def backend_conn(kind: str) -> redis.Redis:
     return connect() if kind == "fake" else live_conn()
 
@@ -77,9 +128,10 @@ def qkeys(conn: redis.Redis, backend: str) -> Iterator[QueueKeys]:
 
 @pytest.fixture(scope="session", autouse=True)
 def foreign_keys_untouched() -> Iterator[None]:
-    """Keys of other prefixes on the live server survive the whole test run untouched (issue 2)."""
+    """Keys of other prefixes on the live server survive the whole test run untouched (issue 2); written and
+    read through the admin URL (:func:`admin_url`), since a restricted live user may not touch them."""
     try:
-        conn = connect("live")
+        conn = connect(admin_url())
     except BackendError:
         yield
         return
@@ -115,7 +167,11 @@ def foreign_keys_untouched() -> Iterator[None]:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"emqlab live Redis: {live_url()} (CI={'true' if IN_CI else 'false'})"
+    from emqlab.backends import _redact, url_secrets
+
+    admin = "" if admin_url() == live_url() else f", admin {_redact(admin_url(), url_secrets(admin_url()))}"
+    live = _redact(live_url(), url_secrets(live_url()))
+    return f"emqlab live Redis: {live}{admin} (CI={'true' if IN_CI else 'false'})"
 
 
 @contextlib.contextmanager

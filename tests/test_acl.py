@@ -38,7 +38,8 @@ def restricted_url() -> str:
                                             ("metrics-drift", "split"), ("remove-on-complete", "atomic")])
 def test_scenarios_run_under_the_restricted_user(restricted_url: str, name: str, mode: str) -> None:
     sc = scenario.load(name)
-    rep = explore(sc, mode, conn=connect(restricted_url))  # a NOPERM would stop it with ServerFault
+    rep = explore(sc, mode, conn=connect(restricted_url))  # a NOPERM would stop it (report.stopped)
+    assert rep.stopped is None and not rep.aborted, rep.infrastructure()
     assert rep.complete and rep.anomaly_kinds == sorted(sc.expect[mode].anomalies)
 
 
@@ -59,3 +60,29 @@ def test_the_restricted_user_cannot_flush_or_touch_other_keys(restricted_url: st
     with pytest.raises(redis.exceptions.NoPermissionError):
         c.set("someone-else:key", "x")
     c.close()
+
+
+def test_the_live_suite_core_passes_under_a_restricted_user() -> None:
+    """The live tests' core (the live scenario cases and witness replays of test_simulate, the clean-up tests)
+    in a pytest subprocess with EMQLAB_REDIS_URL = a user limited to emqlab.acl's patterns and commands and
+    EMQLAB_ADMIN_URL = the server's default user (the foreign-keys guard): it passes, with no NOPERM."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    with own_redis_server() as url:
+        admin = redis.Redis.from_url(url)
+        admin.execute_command("ACL", "SETUSER", "emqlab", *acl.setuser_rules("s3cret"))
+        admin.close()
+        env = {**os.environ, "EMQLAB_REDIS_URL": url.replace("redis://", "redis://emqlab:s3cret@"),
+               "EMQLAB_ADMIN_URL": url, "CI": "true"}
+        res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                              "tests/test_simulate.py", "tests/test_clean.py"], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "NOPERM" not in out and "no permissions" not in out, out[-3000:]
+    summary = out.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary and "failed" not in summary, summary

@@ -1,7 +1,7 @@
 """The scenario building blocks (emqlab/blocks.py): each block on a tiny state — what it writes, how many
 scheduling points it is atomic and split — and the races they exist for, found where they are. The
-scenarios built from them are checked with the rest of the library (tests/test_scenarios.py); here, a
-live-server run of the faulted ones gives the same claims as fakeredis."""
+scenarios built from them are checked with the rest of the library (tests/test_scenarios.py), on fakeredis
+and, each in its headline mode, on the live server (``LIVE_CASES`` there: one home for the live runs)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,9 @@ import pytest
 from emqlab import blocks
 from emqlab.api import explore_actors, scenario
 from emqlab.backends import connect
-from emqlab.explore import explore
 from emqlab.history import History
 from emqlab.luahost import LuaHost
-from emqlab.scenario import load
 from emqlab.schedule import Runner
-
-from .conftest import live_conn
 
 #: a worker that holds job 1 (its lock is the one ``locks:`` gives it)
 HOLDS = {"kind": "worker", "holds": "1", "fetch_next": False}
@@ -293,19 +289,3 @@ def test_reliable_worker_and_recovery_by_identity() -> None:
              state={"wait": ["1"]}) as run:
         assert [e.actor for e in run.h.executions] == ["OLD", "NEW"]
         assert "duplicate-execution" in run.h.kinds
-
-
-# -- the faulted scenarios built from blocks: the same claims on a live server ------------------------------
-
-
-@pytest.mark.live
-@pytest.mark.parametrize(("name", "mode"), [("split-promoter", "split"), ("recovery-by-identity", "split"),
-                                            ("shutdown-requeue", "split"), ("abandoned-after-success",
-                                                                            "transaction")])
-def test_block_scenarios_give_identical_claims_live(name: str, mode: str) -> None:
-    live = live_conn()
-    sc = load(name)
-    fake = explore(sc, mode, conn=connect())
-    real = explore(sc, mode, conn=live)
-    assert real.backend != fake.backend
-    assert real.claims() == fake.claims()

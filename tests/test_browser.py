@@ -104,17 +104,63 @@ def _free_port() -> int:
 # -- the docs site -----------------------------------------------------------------------------------------------
 
 
+class _SiteBuild:
+    """``mkdocs build --strict`` of the docs site into ``out``, running in the background from the module's
+    start (it generates the figures: CPU the JupyterLab tests leave idle while they wait for the server and
+    the browser), finished by :meth:`wait`."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "EMQLAB_FAST": os.environ.get("EMQLAB_FAST", "1")}
+        self.log = out.with_suffix(".log").open("w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+                                     cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait(self, timeout: float = 300) -> tuple[int, str]:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = -1
+        self.log.seek(0)
+        return code, self.log.read()[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the build's own session: nothing else
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _site_build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Starts the docs build at the module's start when a selected test needs the site (else None)."""
+    needed = any("site" in getattr(item, "fixturenames", ()) and item.module is request.module
+                 for item in request.session.items)
+    try:
+        import material  # noqa: F401
+        import mkdocs  # noqa: F401
+    except ImportError:
+        needed = False  # the `site` fixture skips with the reason
+    build = _SiteBuild(tmp_path_factory.mktemp("site-build") / "site") if needed else None
+    try:
+        yield build
+    finally:
+        if build is not None:
+            build.stop()
+            build.log.close()
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(_site_build: _SiteBuild | None) -> Path:
     """The docs site, built strict (with ``$EMQLAB_FAST`` unless set otherwise: the small sweep)."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "EMQLAB_FAST": os.environ.get("EMQLAB_FAST", "1")}
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300, env=env)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return out
+    assert _site_build is not None
+    code, log = _site_build.wait()
+    assert code == 0, log
+    return _site_build.out
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -1,6 +1,7 @@
 """Nothing left behind (issue 15, item 2): every live run registers its queue in the run index with a lease
 it renews; `emqlab clean` deletes the keys of runs whose lease ran out — a run killed with SIGKILL included —
-and leaves alive runs and every other key alone; the refusal to run on existing keys names the command."""
+and leaves alive runs and every other key alone; the refusal to run on existing keys names the command; and
+every key a killed run leaves has the safety TTL, so it goes even without `emqlab clean`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,22 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from emqlab.backends import RUN_INDEX, KeysExist, Namespace, abandoned_runs, clean, live_url, scan_keys, unique_queue
+from emqlab.backends import (
+    RUN_INDEX,
+    SAFETY_TTL_FLOOR_MS,
+    SAFETY_TTL_MS,
+    KeysExist,
+    Namespace,
+    abandoned_runs,
+    clean,
+    has_expiry,
+    live_url,
+    scan_keys,
+    unique_queue,
+)
 from emqlab.cli import main
 from emqlab.keys import QueueKeys
+from emqlab.runner import LOCK_MS
 from tests.conftest import live_conn
 
 pytestmark = pytest.mark.live
@@ -76,11 +90,9 @@ def test_the_refusal_names_the_clean_command() -> None:
         conn.delete(keys.key("wait"))
 
 
-def test_a_run_killed_with_sigkill_is_cleaned_afterwards() -> None:
-    conn = live_conn()
-    code = ("import sys; from emqlab.schedule import Runner; from emqlab.scenario import load; "
-            "from emqlab.backends import connect; r = Runner(load('two-workers'), 'split', connect('live')); "
-            "r.run(); print(r.keys.name, flush=True); import time; time.sleep(60)")
+def _killed(code: str) -> str:
+    """Run ``code`` (it prints its queue's name when it is ready to be killed) in a process, kill it with
+    SIGKILL, and return the queue."""
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "EMQLAB_REDIS_URL": live_url()})
     try:
@@ -88,13 +100,61 @@ def test_a_run_killed_with_sigkill_is_cleaned_afterwards() -> None:
         queue = proc.stdout.readline().strip()
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
+        return queue
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _all_expire(conn: redis.Redis, left: list[bytes]) -> None:
+    """Every key ``left`` expires within the safety TTL (a lock's own, shorter TTL included)."""
+    ttls = {k: conn.pttl(k) for k in left}
+    assert all(0 < t <= SAFETY_TTL_MS for t in ttls.values()), ttls
+
+
+@pytest.mark.parametrize(("scenario", "mode", "steps"), [("two-workers", "split", None),
+                                                         ("stalled-finish", "split", 12),
+                                                         ("two-workers", "atomic", 3),
+                                                         ("stalled-finish", "transaction", 8)])
+def test_every_key_a_killed_run_leaves_expires_within_the_safety_ttl(scenario: str, mode: str,
+                                                                    steps: int | None) -> None:
+    """kill -9 after a run, or in the middle of one (``steps`` steps in, the sweep first): each key it left
+    has a TTL of at most SAFETY_TTL_MS, so nothing stays forever even if nobody runs `emqlab clean`."""
+    conn = live_conn()
+    walk = "r.run()" if steps is None else f"[r.step(r.enabled[-1]) for _ in range({steps}) if not r.done]"
+    queue = _killed("from emqlab.schedule import Runner; from emqlab.scenario import load; "
+                    "from emqlab.backends import connect; "
+                    f"r = Runner(load({scenario!r}), {mode!r}, connect('live')); {walk}; "
+                    "print(r.keys.name, flush=True); import time; time.sleep(60)")
+    try:
+        left = list(scan_keys(conn, QueueKeys(queue).pattern))
+        assert left
+        _all_expire(conn, left)
+    finally:
+        _expire(conn, queue)
+        clean(conn)
+
+
+def test_a_run_killed_with_sigkill_is_cleaned_afterwards() -> None:
+    conn = live_conn()
+    code = ("import sys; from emqlab.schedule import Runner; from emqlab.scenario import load; "
+            "from emqlab.backends import connect; r = Runner(load('two-workers'), 'split', connect('live')); "
+            "r.run(); print(r.keys.name, flush=True); import time; time.sleep(60)")
+    queue = _killed(code)
+    try:
         assert queue in {r.queue for r in abandoned_runs(conn)}
         left = list(scan_keys(conn, QueueKeys(queue).pattern))
         assert left  # kill -9: nothing could clean up
+        _all_expire(conn, left)
         _expire(conn, queue)
         cleaned = clean(conn)
         assert queue in {r.queue for r in cleaned}
         assert list(scan_keys(conn, QueueKeys(queue).pattern)) == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        clean(conn)
+
+
+def test_the_safety_ttl_is_no_expiry_to_the_state_reader() -> None:
+    assert has_expiry(30_000) and has_expiry(LOCK_MS * 100)  # the protocol's TTLs, a seeded lock's the longest
+    assert not has_expiry(SAFETY_TTL_MS) and not has_expiry(-1) and not has_expiry(-2)
+    assert SAFETY_TTL_FLOOR_MS > LOCK_MS * 100

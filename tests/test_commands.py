@@ -236,7 +236,7 @@ def test_conflicts() -> None:
 # distinct within a command so GETKEYSANDFLAGS' per-key flags map back onto ours.
 LIVE_COMMANDS = [
     "LREM emq:{q}:active -1 1", "LPUSH l a b", "RPUSH l a", "RPOPLPUSH src dst", "LMOVE src dst LEFT RIGHT",
-    "LRANGE l 0 -1", "LLEN l", "LPOS l x RANK 1 MAXLEN 0", "LTRIM l 0 9", "LINDEX l 0", "LSET l 0 v",
+    "LRANGE l 0 -1", "LLEN l", "LPOP l", "LPOS l x RANK 1 MAXLEN 0", "LTRIM l 0 9", "LINDEX l 0", "LSET l 0 v",
     "ZADD z NX 1 a 2 b", "ZREM z a", "ZRANGE z 0 -1 WITHSCORES", "ZRANGE z (1 +inf BYSCORE LIMIT 0 1",
     "ZRANGEBYSCORE z -inf +inf", "ZREVRANGE z 0 0", "ZREVRANGEBYSCORE z +inf -inf LIMIT 0 1",
     "ZREMRANGEBYRANK z 0 1", "ZCARD z", "ZSCORE z a", "ZPOPMIN z 1", "ZINCRBY z 1 a", "ZRANGESTORE d z 0 -1",

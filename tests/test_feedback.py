@@ -28,29 +28,58 @@ def leaks(text: str, values: set[str]) -> list[str]:
     return [v for v in values if re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", text)]
 
 
+def _delete_lock(alone: Any) -> Any:
+    return next(s for s in alone.steps if s.actor == "W1" and s.op == "DEL" and s.args[0].endswith(":lock"))
+
+
+def _count(scenario: Any, mode: str) -> int:
+    from emqlab.explore import explore
+
+    return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
+
+
 def a1_wrong() -> list[tuple[str, G.Verdict]]:
-    return [("schedule", G.grade_a1_schedule(s)) for s in ("v1:S1", "v1:W1*3", "v1:W1*12.S1", "v1:W1*20.S1",
-                                                             "v1:W1*5.S1")] + \
+    def fixed(schedule: str) -> Any:
+        return lambda alone: schedule
+
+    schedules = [fixed(s) for s in ("v1:S1", "v1:W1*3", "v1:W1*12.S1", "v1:W1*20.S1", "v1:W1*5.S1", "v1:W1*9.S1")]
+    schedules += [lambda h: f"v1:W1*{_delete_lock(h).actor_step + 1}.S1",  # one step late everywhere
+                  lambda h: f"v1:W1*{_delete_lock(h).actor_step - 1}.S1"]  # one step early
+    counts = [lambda sc, mode: 0, lambda sc, mode: 1 if mode == "split" else 0, lambda sc, mode: 3,
+              lambda sc, mode: _count(sc, mode) + 1]
+    return [("schedule", G.grade_a1_schedule(f)) for f in schedules] + \
            [("gap", G.grade_a1_gap(g)) for g in (("GET", "SREM"), ("DEL", "LREM"), ("HMGET", "ZADD"), ("", ""))] + \
-           [("atomic", G.grade_a1_atomic(n)) for n in (1, 3, 21)]
+           [("atomic", G.grade_a1_atomic(n, _count)) for n in (1, 3, 21)] + \
+           [("atomic", G.grade_a1_atomic(0, f)) for f in counts]
 
 
 def test_a1_feedback_never_gives_the_answer() -> None:
-    # the answer: the sweep right after W1's DEL (its step), and the window's two commands
-    alone = G._replay(G.A1_SCENARIO, "split", "v1:W1*20")
-    dele = next(s.index for s in alone.steps if s.actor == "W1" and s.op == "DEL")
-    srem = next(s.index for s in alone.steps if s.actor == "W1" and s.op == "SREM")
-    explored, bad = G._explore_counts(G.A1_SCENARIO, "atomic")
+    # the answers: the sweep right after W1's DEL of the lock (its step) on each case the grader tries, the
+    # window's two commands, and the counts of every exploration the grader compares with
+    where = {}
+    for name in G.A1_SCHEDULE_CASES:
+        alone = G.A1_CASES[name].solo()
+        dele = _delete_lock(alone)
+        srem = next(s.index for s in alone.steps if s.actor == "W1" and s.op == "SREM")
+        where[name] = (dele.actor_step, srem)
     for what, v in a1_wrong():
         assert not v.passed
         text = v.feedback
-        assert f"W1*{dele - 1}.S1" not in text and f"step {dele}" not in text and f"step {srem}" not in text, text
+        assert "?." not in text and ".." not in text.replace("...", ""), text  # sentences end once
+        if what == "schedule":
+            rest = re.sub(r"[Rr]eplaying \S+", "", text)  # the echo of the student's own schedule
+            for d, _ in where.values():
+                assert f"W1*{d}" not in rest, text
+            # a step number in the feedback is the student's own S1 step, never the window's
+            for m in re.finditer(r"step (\d+)", text):
+                assert f"S1 ran at step {m.group(1)}" in text, text
         if what == "gap":  # beyond the echo of the student's own pair
             rest = text.split("): ", 1)[1]
             assert "DEL" not in rest and "SREM" not in rest, text
         if what == "atomic":
-            assert not leaks(text, {str(bad), str(explored)}), text
-            assert "in 0" not in text
+            # no number at all, once the echo of the student's own number is taken out
+            rest = re.sub(r"ATOMIC_RUNS_WITH_ANOMALY is \d+", "", text)
+            assert not re.search(r"\d", rest.replace("EVALSHA", "")), text
 
 
 def test_a3_feedback_never_gives_the_numbers() -> None:

@@ -173,6 +173,19 @@ def test_student_version_rejects_malformed_regions() -> None:
 # -- wrong answers get feedback that says why ---------------------------------------------------------------
 
 
+def delete_lock(alone: Any) -> Any:
+    """W1's step that deletes its job's lock, found by what it is."""
+    return next(s for s in alone.steps if s.actor == "W1" and s.op == "DEL" and s.args[0].endswith(":lock"))
+
+
+def right_schedule(alone: Any) -> str:
+    return f"v1:W1*{delete_lock(alone).actor_step}.S1"
+
+
+def fixed(schedule: str) -> Any:
+    return lambda alone: schedule
+
+
 @pytest.mark.parametrize(("schedule", "words"), [
     ("v1:S1", ["step 1, too early", "the lock was still there", "deletes the lock"]),
     ("v1:W1*12.S1", ["too late", "no longer marked"]),
@@ -181,15 +194,64 @@ def test_student_version_rejects_malformed_regions() -> None:
     ("W1*9.S1", ["does not fit the scenario", "v1:"]),
 ])
 def test_a1_wrong_schedule_says_why(schedule: str, words: list[str]) -> None:
-    v = G.grade_a1_schedule(schedule)
+    v = G.grade_a1_schedule(fixed(schedule))
     assert not v.passed
     for w in words:
         assert w in v.feedback, v.feedback
+    assert "hidden" not in v.feedback  # wrong on the assignment's own case: that is what it says
 
 
 def test_a1_right_schedule_in_any_spelling() -> None:
-    assert G.grade_a1_schedule("v1:W1*9.S1").passed
-    assert G.grade_a1_schedule(" V1: w1*9 . s1 . w1*8 ").passed
+    assert G.grade_a1_schedule(right_schedule).passed
+    assert G.grade_a1_schedule(lambda h: f" V1: w1*{delete_lock(h).actor_step} . s1 . w1*8 ").passed
+    # the run's step number works as well: W1 runs first in the solo history
+    assert G.grade_a1_schedule(lambda h: f"v1:W1*{delete_lock(h).index}.S1").passed
+
+
+def test_a1_hidden_variants_move_the_window() -> None:
+    """The variants the grader builds really differ where it matters: the job id, and where the window is."""
+    solo = {n: G.A1_CASES[n].solo() for n in G.A1_SCHEDULE_CASES}
+    steps = {n: delete_lock(h).actor_step for n, h in solo.items()}
+    assert steps["lease-checks"] > steps["assignment"] > steps["failed"]
+    assert delete_lock(solo["another-job"]).args[0] == "7:lock"
+    for n in G.A1_SCHEDULE_CASES:  # each one double-places under the right schedule, and only just
+        k = steps[n]
+        assert G._a1_replay_verdict(G.A1_CASES[n], f"v1:W1*{k}.S1").passed, n
+        assert not G._a1_replay_verdict(G.A1_CASES[n], f"v1:W1*{k - 1}.S1").passed, n
+        assert not G._a1_replay_verdict(G.A1_CASES[n], f"v1:W1*{k + 1}.S1").passed, n
+
+
+def test_a1_copied_witness_fails_a_hidden_variant() -> None:
+    """The issue's cheat: the witness of `emqlab simulate --split`, copied. It double-places on the
+    assignment's case, and a function that returns it fails the grade."""
+    from emqlab.explore import explore
+    from emqlab.scenario import load
+
+    witness = explore(load("stalled-finish"), "split", conn=G._conn()).witnesses["double-placement"].schedule
+    assert G._a1_replay_verdict(G.A1_CASES["assignment"], witness).passed
+    v = G.grade_a1_schedule(fixed(witness))
+    assert not v.passed
+    assert "fits the assignment's case" in v.feedback and "a hidden variant" in v.feedback, v.feedback
+    assert "copied from one run" in v.feedback
+    v = G.grade_a1_schedule(witness)  # the string itself, not a function
+    assert not v.passed and "not a string" in v.feedback
+
+
+def test_a1_a_function_that_assumes_job_1_fails_another_job() -> None:
+    def job_1_only(h: Any) -> str:
+        step = next(s for s in h.steps if s.args[:1] == ("1:lock",) and s.op == "DEL")
+        return f"v1:W1*{step.actor_step}.S1"
+
+    v = G.grade_a1_schedule(job_1_only)
+    assert not v.passed and "another job id" in v.feedback and "raised StopIteration" in v.feedback
+
+
+def test_a1_stubbed_function() -> None:
+    def stub(alone: Any) -> str:
+        raise NotImplementedError()
+
+    v = G.grade_a1_schedule(stub)
+    assert not v.passed and "still has the stub" in v.feedback and "a1_schedule_answer" in v.feedback
 
 
 @pytest.mark.parametrize(("gap", "words"), [
@@ -205,9 +267,33 @@ def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
     assert G.grade_a1_gap(("del 1:lock", "srem stalled 1")).passed
 
 
+def runs_with_anomaly(scenario: Any, mode: str) -> int:
+    from emqlab.explore import explore
+
+    return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
+
+
 def test_a1_wrong_count() -> None:
-    v = G.grade_a1_atomic(1)
+    v = G.grade_a1_atomic(1, runs_with_anomaly)
     assert not v.passed and "not the number of runs with an anomaly" in v.feedback
+    assert G.grade_a1_atomic(runs_with_anomaly(G.A1_CASES["assignment"].scenario(), "atomic"),
+                             runs_with_anomaly).passed
+
+
+def test_a1_count_variants_differ_and_catch_a_copied_number() -> None:
+    """The counts at the probes are the grader's own explorations, and they differ: no one number (or one
+    number per mode) fits them all."""
+    counts = {p: G._explore_counts(*p)[1] for p in G.A1_COUNT_PROBES}
+    assert len({counts[p] for p in counts if p[1] == "split"}) == len([p for p in counts if p[1] == "split"])
+    right = counts[("assignment", "atomic")]
+    split = counts[("assignment", "split")]
+    copied = G.grade_a1_atomic(right, lambda sc, mode: right if mode == "atomic" else split)
+    assert not copied.passed and "a hidden variant" in copied.feedback and "copied" in copied.feedback
+    low = G.grade_a1_atomic(right, lambda sc, mode: 0)
+    assert not low.passed and "below" in low.feedback
+    high = G.grade_a1_atomic(right, lambda sc, mode: runs_with_anomaly(sc, mode) + 1)
+    assert not high.passed and "above" in high.feedback
+    assert not G.grade_a1_atomic(right, lambda sc, mode: "0").passed
 
 
 FIXED = """
@@ -285,7 +371,7 @@ def test_a3_wrong_model_and_measurement() -> None:
 
 
 def test_wrong_answer_in_a_notebook() -> None:
-    nb = with_answer("a1-double-placement", "a1_schedule_answer", 'SCHEDULE = "v1:S1"\n')
+    nb = with_answer("a1-double-placement", "a1_schedule_answer", 'def schedule_for(alone):\n    return "v1:S1"\n')
     report = G.grade_notebook(nb, name="a1.ipynb")
     cells = {c.grade_id: c for c in report.cells}
     assert report.score == 2  # the other two answers are the solution's

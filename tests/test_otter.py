@@ -44,13 +44,38 @@ def test_export_layout(aid: str, tmp_path: Path) -> None:
     assert not any("BEGIN SOLUTION" in s for s in sources)
 
 
+def _count(scenario: object, mode: str) -> int:
+    from emqlab.backends import connect
+    from emqlab.explore import explore
+
+    return sum(explore(scenario, mode, conn=connect()).runs_with.values())  # type: ignore[arg-type]
+
+
+def _schedule_for(alone: object) -> str:
+    step = next(s for s in alone.steps if s.actor == "W1" and s.op == "DEL")  # type: ignore[attr-defined]
+    return f"v1:W1*{step.actor_step}.S1"
+
+
+def _case(tmp_path: Path, gid: str) -> str:
+    ns: dict[str, object] = {}
+    exec((tmp_path / "tests" / f"{gid}.py").read_text(), ns)
+    return str(ns["test"]["suites"][0]["cases"][0]["code"])  # type: ignore[index]
+
+
 def test_a1_checks_pass_on_a_right_answer_and_fail_on_a_wrong_one(tmp_path: Path) -> None:
     export("a1-double-placement", tmp_path)
-    ns: dict[str, object] = {}
-    exec((tmp_path / "tests" / "a1_atomic.py").read_text(), ns)
-    code = ns["test"]["suites"][0]["cases"][0]["code"]  # type: ignore[index]
-    failures, _ = _run_case(code, {"ATOMIC_RUNS_WITH_ANOMALY": 0})
+    code = _case(tmp_path, "a1_atomic")
+    assert "runs_with_anomaly" in code  # the function is checked too, not only the number
+    failures, _ = _run_case(code, {"ATOMIC_RUNS_WITH_ANOMALY": 0, "runs_with_anomaly": _count})
     assert failures == 0
-    failures, out = _run_case(code, {"ATOMIC_RUNS_WITH_ANOMALY": 3})
+    failures, out = _run_case(code, {"ATOMIC_RUNS_WITH_ANOMALY": 3, "runs_with_anomaly": _count})
     assert failures == 1 and "False" in out
-    assert check("a1-double-placement", "a1_atomic", 0) is True
+    # a copied number: right for the assignment's atomic finish, wrong on a hidden variant
+    copied = {"ATOMIC_RUNS_WITH_ANOMALY": 0, "runs_with_anomaly": lambda sc, mode: 0 if mode == "atomic" else 1}
+    failures, out = _run_case(code, copied)
+    assert failures == 1 and "hidden variant" in out
+    assert check("a1-double-placement", "a1_atomic", 0, _count) is True
+    code = _case(tmp_path, "a1_schedule")
+    assert _run_case(code, {"schedule_for": _schedule_for})[0] == 0
+    failures, out = _run_case(code, {"schedule_for": lambda alone: "v1:W1*9.S1"})
+    assert failures == 1 and "hidden variant" in out

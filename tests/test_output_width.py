@@ -51,6 +51,7 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("delayed-promotion", "split"): {
         "double-placement": "v1:W1*18.W2.W1*31.W2", "duplicate-execution": "v1:W1*18.W2*2.W1*33",
         "stolen-lock": "v1:W1*18.W2.W1*31.W2", "stuck-active": "v1:W1*18.W2.W1*31.W2"},
+    ("empty-then-delete", "split"): {"lost-job": "v1:SCHED*3.PROD*2.SCHED*2"},
     ("failure-fields-orphan", "split"): {"orphan-data": "v1:W1*4.W2*2.W1.P1"},
     ("fetch-loop", "split"): {"duplicate-execution": "v1:W1*9.S1.W1*58"},
     ("late-finish-deleted", "atomic"): {"duplicate-execution": "v1:L1.W1.S1.W2*2"},
@@ -98,7 +99,7 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("shutdown-requeue", "split"): {"double-placement": "v1:W1*6.M1*4.W1*12", "stolen-lock": "v1:M1*4.W1*2"},
     ("shutdown-requeue", "finish-then-fetch"): {"stolen-lock": "v1:M1.W1"},
     ("shutdown-requeue", "transaction"): {"stolen-lock": "v1:M1.W1*2"},
-    ("snapshot-sweep", "split"): {"duplicate-execution": "v1:S1*2.W1.S1*3", "work-thrown-away": "v1:S1*2.W1.S1*3"},
+    ("snapshot-sweep", "split"): {"duplicate-execution": "v1:S1*2.W1.S1*3"},
     ("split-promoter", "split"): {"double-placement": "v1:A1*3.B1*3.A1*2.X1", "lost-job": "v1:A1*4.B1.X1"},
     ("stale-sweep", "atomic"): {"work-thrown-away": "v1:S1*6.W1.S1.W2.S1*8.W2"},
     ("stalled-finish", "split"): {"double-placement": "v1:W1*9.S1.W1*8"},
@@ -455,9 +456,12 @@ def _notebooks(tmp_path: Path) -> list[Path]:
     assert "BROKEN_FINISH_LUA" in "".join(setup["source"])
     G.write_notebook(nb, tmp_path / "broken-a2.ipynb")
     nb = G.read_notebook(SOURCES / "a1-double-placement.ipynb")
-    next(c for c in nb["cells"] if G.grade_id(c) == "a1_schedule_answer")["source"] = 'SCHEDULE = "v1:S1"\n'
+    answer = next(c for c in nb["cells"] if G.grade_id(c) == "a1_schedule_answer")
+    answer["source"] = 'def schedule_for(alone):\n    return "v1:S1"\n'
     G.write_notebook(nb, tmp_path / "early-a1.ipynb")
-    return [*out, tmp_path / "broken-a2.ipynb", tmp_path / "early-a1.ipynb"]
+    answer["source"] = 'def schedule_for(alone):\n    return "v1:W1*9.S1"\n'  # fails a hidden variant
+    G.write_notebook(nb, tmp_path / "copied-a1.ipynb")
+    return [*out, tmp_path / "broken-a2.ipynb", tmp_path / "early-a1.ipynb", tmp_path / "copied-a1.ipynb"]
 
 
 def test_grade_output_fits(tmp_path: Path, in_process: None, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -158,7 +158,8 @@ def test_a_pct_swarm_gives_the_combined_bound(pool: cf.Executor) -> None:
 
 def test_max_seconds_gives_an_inconclusive_report_that_says_what_was_covered() -> None:
     sc = scenario.load("lease-lapse")
-    rep = parallel.explore(sc, "split", jobs=1, divide=True, max_seconds=0.001)
+    # handing on after every run: the first run (far longer than 1 ms) hands on, then the deadline stops it all
+    rep = parallel.explore(sc, "split", jobs=1, divide=True, donate=1, max_seconds=0.001)
     assert not rep.complete and not rep.raw_exact
     assert "parts finished" in rep.params["inconclusive"] and "lower bounds" in rep.params["inconclusive"]
     assert judge(rep).kind == "inconclusive"
@@ -183,7 +184,7 @@ def test_cli_jobs_one_and_two_print_the_same_json() -> None:
         d.pop("runs_per_second")
         out[jobs] = d
     assert out["1"] == out["2"]
-    assert out["1"]["params"]["divided"] == f"no: finished within {parallel.PROBE_RUNS} runs"
+    assert out["1"]["params"]["divided"]["subtrees"] > 1  # divided, the same way for one job and for two
 
 
 def test_cli_max_seconds_and_a_bad_executor() -> None:
@@ -248,3 +249,44 @@ def test_an_interrupted_part_deletes_its_live_keys(monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyboardInterrupt):
         parallel.run_part(job, parallel.Task(0, prefix="v1:W1"))
     assert seen and Namespace(conn, seen[0]).existing() == []
+
+
+def _every_case() -> list[tuple[str, str]]:
+    return [(name, mode) for name in scenario.shipped_names() for mode in scenario.load(name).expect]
+
+
+@pytest.mark.parametrize(("name", "mode"), _every_case(), ids=[f"{n}-{m}" for n, m in _every_case()])
+def test_handing_on_after_every_run_claims_what_the_undivided_search_finds(name: str, mode: str) -> None:
+    """The oracle for :class:`emqlab.parallel.Donor` over every shipped scenario and mode: handing on at
+    the first run and after every run (the most parts the rule can make) changes no claim — interleavings,
+    distinct final states, anomaly kinds and their counts, minimal preemptions, witnesses."""
+    sc = scenario.load(name)
+    whole = explore(sc, mode)
+    stats = parallel.Stats()
+    divided = parallel.explore(sc, mode, jobs=1, divide=True, donate=1, stats=stats)
+    assert divided.claims() == whole.claims()
+    assert whole.explored <= 1 or stats.parts > 1  # it was divided wherever there was more than one run
+
+
+def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_does() -> None:
+    """``emqlab simulate`` in a process of its own has no other thread, so its pool's worker is forked from
+    it (parallel.start_method): the report is the same as one job's, and a worker really ran parts."""
+    import subprocess
+
+    script = (
+        "import json, threading\n"
+        "from emqlab import parallel, scenario\n"
+        "assert threading.active_count() == 1 and parallel.start_method() == 'fork'\n"
+        "sc = scenario.load('lease-lapse')\n"
+        "out = {}\n"
+        "for jobs in (1, 2):\n"
+        "    st = parallel.Stats()\n"
+        "    rep = parallel.explore(sc, 'split', jobs=jobs, stats=st)\n"
+        "    d = rep.to_dict(); d.pop('elapsed_s'); d.pop('runs_per_second')\n"
+        "    out[jobs] = (d, sorted(st.workers))\n"
+        "print(json.dumps(out))\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.splitlines()[-1])
+    assert out["1"][0] == out["2"][0]
+    assert len({w.split(":")[1] for w in out["2"][1]}) == 2  # the coordinator and a forked worker ran parts

@@ -66,7 +66,9 @@ for a in G.ASSIGNMENTS.values():
 G.grade_a1_schedule = G.grade_a1_gap = G.grade_a1_atomic = always
 G.grade_notebook = lambda *a, **k: None
 G._grade_cell = lambda cell, run: G.Verdict(True, "forged")
-SCHEDULE = "v1:S1"
+G.probe_arguments = lambda name, key: (None,)
+def schedule_for(alone):
+    return "v1:S1"
 '''
 
 
@@ -79,6 +81,20 @@ def test_monkeypatching_the_graders_changes_nothing() -> None:
     # the grader's own objects were never reachable
     assert [c.grader for a in G.ASSIGNMENTS.values() for c in a.cells] == before
     assert G.grade_notebook.__module__ == "emqlab.grading"
+
+
+HARD_CODED = 'def schedule_for(alone):\n    return "v1:W1*9.S1"\n'
+
+
+def test_a_hard_coded_schedule_fails_a_hidden_variant_through_the_sandbox() -> None:
+    """schedule_for crosses back as its values at the grader's probes (each a typed history the child builds
+    from a case's name); the grader replays each value on its own copy of that case."""
+    report = grade(a1(HARD_CODED, gap='GAP = ("DEL", "SREM")\n'))
+    fb = cell_feedback(report, "a1_schedule")
+    assert report.score == 1 and "a hidden variant" in fb and "copied" in fb, report.text()
+    solution = "".join(cell(G.read_notebook(A1), "a1_schedule_answer")["source"])
+    report = grade(a1(solution, gap='GAP = ("DEL", "SREM")\n'))
+    assert report.score == 4, report.text()  # the schedule and the gap; the count is still wrong
 
 
 def cell_feedback(report: G.GradeReport, gid: str) -> str:
@@ -133,14 +149,14 @@ def test_writing_to_the_grader_channel_only_loses_the_answers() -> None:
 def test_edited_locked_and_test_cells_are_ignored_and_noted() -> None:
     nb = a1("# YOUR CODE HERE\nraise NotImplementedError()")
     cell(nb, "a1_setup")["source"] = ("import emqlab.grading as G\nG.grade_a1_gap = lambda GAP: G.Verdict(True, '')\n"
-                                      "SCHEDULE = 'v1:S1'\n")
-    cell(nb, "a1_schedule")["source"] = 'SCHEDULE = "v1:W1*9.S1"\n'  # a test cell that would answer
+                                      "schedule_for = lambda alone: 'v1:S1'\n")
+    cell(nb, "a1_schedule")["source"] = 'schedule_for = lambda alone: "v1:W1*9.S1"\n'  # a test cell that would answer
     report = grade(nb)
     assert report.score == 0
     text = feedback(report)
     assert "The locked cell 'a1_setup' (code cell 1) was edited; the grader ran the original" in text
     assert "The test cell 'a1_schedule' (code cell 4) was edited; test cells never run" in text
-    assert "SCHEDULE is not defined" in cell_feedback(report, "a1_schedule")
+    assert "schedule_for is not defined" in cell_feedback(report, "a1_schedule")
 
 
 def test_a_deleted_locked_cell_is_put_back() -> None:
@@ -226,7 +242,7 @@ def test_the_process_count_is_limited() -> None:
 
 
 def test_a_2gb_allocation_fails_inside_the_notebook() -> None:
-    report = grade(a1("x = bytearray(2 * 1024 ** 3)\nSCHEDULE = 'v1:W1*9.S1'\n"), memory_mb=1024)
+    report = grade(a1("x = bytearray(2 * 1024 ** 3)\nschedule_for = lambda alone: 'v1:W1*9.S1'\n"), memory_mb=1024)
     assert report.score == 0
     assert "raised MemoryError" in cell_feedback(report, "a1_schedule")
 

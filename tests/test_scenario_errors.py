@@ -257,3 +257,53 @@ def test_unknown_job_names_the_field() -> None:
 
 def test_top_level_message_has_no_empty_field() -> None:
     assert ": : " not in error_of("- a\n- b\n")
+
+
+# -- places: (a scenario's own places, BR-18) ----------------------------------------------------------------
+
+#: VALID with one place of its own, on the line after ``state:``'s block (line 15)
+WITH_PLACE = edit("actors:\n", 'places:\n  - {key: "delayed:1000", jobs: ["1"], index: schedule, member: "1000"}\n'
+                  "actors:\n")
+L_PLACE = 16
+
+PLACE_CASES = [
+    ("place-unknown-key", "jobs: [", "job: [", "places[0].job", ["unknown key", "key, type, jobs, index, member"]),
+    ("place-missing-key", 'key: "delayed:1000", ', "", "places[0]", ["key: missing"]),
+    ("place-queue-key", '"delayed:1000"', "wait", "places[0].key", ["'wait' is a key of the queue or of a job"]),
+    ("place-job-key", '"delayed:1000"', '"1:lock"', "places[0].key", ["is a key of the queue or of a job"]),
+    ("place-bad-key", '"delayed:1000"', '"a b"', "places[0].key", ["a key relative to the queue's base"]),
+    ("place-bad-type", "jobs: [", "type: hash, jobs: [", "places[0].type", ["unknown place type 'hash'", "list, zset"]),
+    ("place-unknown-job", 'jobs: ["1"]', 'jobs: ["1", "7"]', "places[0].jobs[1]",
+     ["unknown job '7'", "declare it under jobs:"]),
+    ("place-index-without-member", ', member: "1000"', "", "places[0].index", ["an index needs member:"]),
+    ("place-member-without-index", 'index: schedule, ', "", "places[0].member", ["give the index: too"]),
+    ("place-index-is-the-place", "index: schedule", 'index: "delayed:1000"', "places[0].index",
+     ["must be a key of its own"]),
+    ("places-not-a-list", '  - {key: "delayed:1000", jobs: ["1"], index: schedule, member: "1000"}\n', "  x: 1\n",
+     "places", ["expected a list"]),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "field", "words"), [c[1:] for c in PLACE_CASES],
+                         ids=[c[0] for c in PLACE_CASES])
+def test_places_errors_are_one_line_naming_file_line_and_field(old: str, new: str, field: str,
+                                                               words: list[str]) -> None:
+    msg = error_of(edit(old, new, WITH_PLACE))
+    assert "\n" not in msg, msg
+    m = MESSAGE.match(msg)
+    assert m, msg
+    assert int(m["line"]) == L_PLACE, msg
+    assert msg.startswith(f"broken.yaml:{L_PLACE}: {field}: "), msg
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+
+
+def test_a_place_loads_and_a_producer_may_not_add_a_job_it_already_holds() -> None:
+    sc = loads(WITH_PLACE, "broken.yaml")
+    (p,) = sc.places
+    assert (p.key, p.type, p.jobs, p.index, p.member) == ("delayed:1000", "list", ("1",), "schedule", "1000")
+    text = edit("  - {id: L1, kind: lease, job: \"1\", of: W1}\n",
+                "  - {id: L1, kind: lease, job: \"1\", of: W1}\n  - {id: P1, python: \"emqlab.blocks:readd\","
+                " adds: [\"1\"]}\n", edit('  active: ["1"]\n  stalled: ["1"]\n', "", WITH_PLACE))
+    msg = error_of(text)
+    assert "actors.P1.adds: job '1' is already in delayed:1000 in the initial state" in msg

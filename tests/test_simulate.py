@@ -17,7 +17,7 @@ from emqlab.explore import Explorer, explore, multinomial
 from emqlab.history import History
 from emqlab.keys import QueueKeys
 from emqlab.schedule import Runner, ScheduleError, format_schedule, parse_schedule
-from tests.conftest import backend_conn
+from tests.conftest import admin_conn, backend_conn
 
 
 def _counts(rep) -> dict:  # type: ignore[no-untyped-def]
@@ -239,14 +239,15 @@ def test_anomaly_checks_are_pure_functions_of_the_history(seed_scenario) -> None
 
 def test_refuses_to_run_where_the_queue_keys_exist(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     conn = backend_conn("live")
+    admin = admin_conn()  # (a key outside emqlab's patterns: a restricted live user may not write it)
     keys = QueueKeys("emqlab-test-taken")
-    conn.set(keys.wait, "someone else's")
+    admin.set(keys.wait, "someone else's")
     try:
         with pytest.raises(KeysExist, match="refusing to run .* already exist"):
             Runner(seed_scenario, "split", conn, queue="emqlab-test-taken")
-        assert conn.get(keys.wait) == b"someone else's"
+        assert admin.get(keys.wait) == b"someone else's"
     finally:
-        conn.delete(keys.wait)
+        admin.delete(keys.wait)
 
 
 def test_runner_leaves_nothing_behind_on_the_live_server(seed_scenario) -> None:  # type: ignore[no-untyped-def]

@@ -167,7 +167,7 @@ def main(channel_fd: int) -> None:
         _preload()
     except Exception:  # noqa: BLE001 - the grader reports the missing answers
         pass
-    from emqlab.grading import CellTimeout, _time_limit
+    from emqlab.grading import CellTimeout, _time_limit, probe_arguments
     from emqlab.teaching.sandbox import WIRE_VERSION, encode
 
     cell_timeout = int(spec["cell_timeout_s"])
@@ -206,9 +206,12 @@ def main(channel_fd: int) -> None:
 
     send("running", "the grader's collection of your answers")
 
-    def call(fn: Any, args: Any) -> Any:
-        with _time_limit(cell_timeout):
-            return fn(*args)
+    def caller(name: str) -> Any:
+        def call(fn: Any, args: Any) -> Any:  # the grader's probe (plain data) → the function's arguments
+            with _time_limit(cell_timeout):
+                return fn(*probe_arguments(name, args))
+
+        return call
 
     values: dict[str, Any] = {}
     for name in spec["names"]:
@@ -216,7 +219,7 @@ def main(channel_fd: int) -> None:
             continue
         try:
             with _time_limit(cell_timeout):
-                values[name] = encode(ns[name], spec["probes"].get(name), call=call)
+                values[name] = encode(ns[name], spec["probes"].get(name), call=caller(name))
         except BaseException as e:  # noqa: BLE001
             values[name] = {"opaque": f"unreadable ({type(e).__name__})"}
     send("answers", {"v": WIRE_VERSION, "values": values, "errors": errors})

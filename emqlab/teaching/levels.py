@@ -427,7 +427,7 @@ def _source_of(runner: Any, name: str) -> ScriptSource | None:
 
 def _split_run_of(runner: Any, op: Any) -> Any:
     """The split script run whose pending command ``op`` is (the op carries the very tuple)."""
-    for run in getattr(runner, "_runs", ()):
+    for run in runner.split_runs:
         if run.pending is not None and run.pending is op.command:
             return run
     return None

@@ -576,7 +576,10 @@ def _warm(aid: str) -> None:
     from .. import grading as G
 
     if aid == "a1-double-placement":
-        G._explore_counts(G.A1_SCENARIO, "atomic")
+        for case, mode in G.A1_COUNT_PROBES:
+            G._explore_counts(case, mode)
+        for case in G.A1_SCHEDULE_CASES:
+            G.A1_CASES[case].solo()
     elif aid == "a3-rate-vs-rtt":
         G._timed("split")
         G._timed("atomic")

@@ -1,0 +1,175 @@
+"""Two anomaly-check cases the checks got wrong, each on hand-built histories (positive and negative) and on a
+real run:
+
+* a finish that succeeded (0) but deleted the job because keepJobs is 0 (removeOnComplete / removeOnFail)
+  is a finish: duplicate-execution says the later run came after it, work-thrown-away does not call a
+  refused run's work lost when another run's result went with the job;
+* a re-add by a Python actor (an ``EVALSHA`` of addStandardJob, atomic or split) begins a new incarnation:
+  the step carries the script it ran (``Step.script``, resolved from the SHA1), and every check that reads
+  incarnations (duplicate-execution, work-thrown-away, lost-job / orphan-data) sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emqlab.anomalies import check
+from emqlab.api import scenario
+from emqlab.backends import connect
+from emqlab.effects import HashCreated, HashDeleted, LockChanged, Placed, Removed
+from emqlab.history import Execution, FinalState, History, Step
+from emqlab.outcome import Outcome
+from emqlab.schedule import Runner
+
+OK = Outcome(0)
+WTA = "work-thrown-away"
+
+
+def _step(i: int, actor: str, op: str, *effects: object, kind: str = "script", script: str | None = None) -> Step:
+    return Step(i, actor, i, kind, op, effects=tuple(effects), script=script)  # type: ignore[arg-type]
+
+
+def _h(steps: list[Step], execs: list[Execution], placements: dict[str, list[str]],
+       jobs: dict[str, Any] | None = None) -> History:
+    jobs = jobs if jobs is not None else {j: {"exists": True, "payload": True} for j in placements}
+    return History("hand", "atomic", "v1:", tuple(steps), tuple(execs),
+                   FinalState(placements=placements, jobs=jobs))
+
+
+def _kinds(h: History, only: str | None = None) -> list[str]:
+    return sorted(a.kind for a in check(h, kinds=[only] if only else None))
+
+
+# -- a successful finish that deleted the job (keepJobs 0) ----------------------------------------------------
+
+#: W1's finish of job 1 with keepJobs 0: out of active, lock cleared, hash deleted, answered 0
+_REMOVED = _step(1, "W1", "moveToFinished", Removed("1", "active"), LockChanged("1", "W1:1", None), HashDeleted("1"))
+
+
+def test_a_run_after_a_finish_that_deleted_the_job_follows_that_finish() -> None:
+    back = _step(2, "S1", "moveStalledJobsToWait", Placed("1", "wait"))  # a stale requeue of the id
+    take = _step(3, "W2", "moveToActive", Removed("1", "wait"), Placed("1", "active"))
+    execs = [Execution("W1", "1", "W1:1", 0, 1, "0", True, OK), Execution("W2", "1", "W2:1", 3)]
+    found = check(_h([_REMOVED, back, take], execs, {"1": ["active"]}, {"1": {"exists": False}}))
+    dup = next(a for a in found if a.kind == "duplicate-execution")
+    assert dup.because == ("W2 started job 1 (step 3) after W1 had already finished it: its finish succeeded and"
+                           " deleted the job (step 1, moveToFinished; keepJobs 0)")
+    assert dup.steps == (3, 1)
+    # negative: a refused finish that deleted nothing is no finish (the job was still W1's to run)
+    refused = [Execution("W1", "1", "W1:1", 0, 1, "-2", False, Outcome(-2)), Execution("W2", "1", "W2:1", 3)]
+    noop = _step(1, "W1", "moveToFinished")
+    dup = next(a for a in check(_h([noop, back, take], refused, {"1": ["active"]})) if a.kind == "duplicate-execution")
+    assert "finished it" not in dup.because and "W1's finish was refused at step 1" in dup.because
+
+
+def test_work_is_not_thrown_away_when_another_run_finished_the_job_with_keepjobs_0() -> None:
+    w2 = _step(1, "W2", "moveToFinished", Removed("1", "active"), LockChanged("1", "W2:1", None), HashDeleted("1"))
+    w1 = _step(2, "W1", "moveToFinished")
+    execs = [Execution("W2", "1", "W2:1", 0, 1, "0", True, OK),
+             Execution("W1", "1", "W1:1", 0, 2, "-1", False, Outcome(-1))]
+    # (both ran it from the start: a duplicate execution too, which is another check's finding)
+    assert _kinds(_h([w2, w1], execs, {"1": []}, {"1": {"exists": False}}), WTA) == []
+    # negative: W2's finish was a retry (back to wait): nobody's result stands, W1's refused work is lost
+    retry = _step(1, "W2", "moveToFinished", Removed("1", "active"), LockChanged("1", "W2:1", None),
+                  Placed("1", "wait"))
+    (a,) = check(_h([retry, w1], execs, {"1": ["wait"]}), kinds=[WTA])
+    assert a.kind == "work-thrown-away" and a.because.startswith("W1's finish of job 1 was refused (step 2: -1")
+    # negative: W2 finished the old job 1; W1 ran the re-added one, and that run's work is what was lost
+    add = _step(2, "P1", "EVALSHA", HashCreated("1"), Placed("1", "wait"), kind="command", script="addStandardJob")
+    late = _step(4, "W1", "moveToFinished")
+    execs = [Execution("W2", "1", "W2:1", 0, 1, "0", True, OK),
+             Execution("W1", "1", "W1:1", 3, 4, "-3", False, Outcome(-3))]
+    assert _kinds(_h([w2, add, _step(3, "W1", "moveToActive"), late], execs, {"1": ["wait"]})) == [WTA]
+
+
+# -- a re-add by a Python actor is a new incarnation ---------------------------------------------------------
+
+
+def _readd(script: str | None) -> Step:
+    """A Python actor's EVALSHA step that created job 1's hash and put it in wait."""
+    return _step(2, "P1", "EVALSHA", HashCreated("1"), Placed("1", "wait"), kind="command", script=script)
+
+
+_TAKE = _step(3, "W2", "moveToActive", Removed("1", "wait"), Placed("1", "active"))
+_TWO_RUNS = [Execution("W1", "1", "W1:1", 0, 1, "0", True, OK), Execution("W2", "1", "W2:1", 3)]
+
+
+def test_a_python_readd_is_a_new_incarnation() -> None:
+    assert _kinds(_h([_REMOVED, _readd("addStandardJob"), _TAKE], _TWO_RUNS, {"1": ["active"]})) == []
+    # negative: the same EVALSHA step of a script that is not an add (a block's own Lua writing the hash) is
+    # no new job, whatever the step's op says: W2 ran the job W1 had finished
+    for script in (None, "moveToFinished"):
+        found = check(_h([_REMOVED, _readd(script), _TAKE], _TWO_RUNS, {"1": ["active"]}))
+        assert [a.kind for a in found] == ["duplicate-execution"]
+
+
+def test_a_job_readded_after_a_finish_then_lost_is_a_lost_job() -> None:
+    """lost-job and orphan-data judge "finished" by the job that exists at the end: W1 finished the old
+    job 1, the re-added one was then taken out of wait and put nowhere."""
+    drop = _step(3, "X1", "LPOP", Removed("1", "wait"), kind="command")
+    (a,) = check(_h([_REMOVED, _readd("addStandardJob"), drop], _TWO_RUNS[:1], {"1": []}))
+    assert a.kind == "lost-job" and a.because == "job 1 exists but is in no list or set: X1 step 3, LPOP took it" \
+        " out and nothing put it back"
+    # negative: without the re-add the hash in no place is W1's finished job's left-over data
+    (a,) = check(_h([_REMOVED, _readd(None), drop], _TWO_RUNS[:1], {"1": []}))
+    assert a.kind == "orphan-data"
+
+
+# -- on a real run: the Python actor's step carries its script ----------------------------------------------
+
+_ACTORS: dict[str, Any] = {
+    "W1": {"kind": "worker", "holds": "1", "fetch_next": False, "keep_jobs": {"count": 0}},
+    "P1": {"python": "emqlab.blocks:readd", "with": {"job": "1", "name": "again"}},
+    "W2": {"kind": "worker", "mode": "atomic"},
+}
+
+
+@pytest.mark.parametrize("mode", ["atomic", "split"])
+def test_a_block_readd_after_remove_on_complete_is_run_again_without_an_anomaly(mode: str) -> None:
+    """W1 completes job 1 with keepJobs 0 (its hash deleted), P1 adds the id again, W2 runs the new job 1."""
+    actors = {**_ACTORS, "P1": {**_ACTORS["P1"], "mode": mode}}
+    sc = scenario(actors, state={"active": ["1"]}, locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "P1", "W2"])
+    adds = [s for s in h.steps if s.actor == "P1"]
+    created = [s for s in adds if any(isinstance(e, HashCreated) for e in s.effects)]
+    assert len(created) == 1 and created[0].script == "addStandardJob"
+    assert created[0].op == ("EVALSHA" if mode == "atomic" else "HMSET")
+    assert {s.script for s in adds} == {"addStandardJob"}
+    assert [(e.actor, e.released) for e in h.executions] == [("W1", True), ("W2", True)]
+    assert h.final.placements["1"] == ["completed"]
+    assert h.kinds == []
+
+
+def _drain(r: Runner, order: list[str]) -> History:
+    """Run each actor of ``order`` to its end before the next."""
+    for actor in order:
+        while actor in r.enabled:
+            r.step(actor)
+    return r.history()
+
+
+def test_the_same_run_without_the_readd_is_a_duplicate_execution() -> None:
+    """The requeue is a stale sweep's instead: W2 runs the job W1 completed and deleted (a phantom)."""
+    sc = scenario({"W1": _ACTORS["W1"], "W2": _ACTORS["W2"]}, state={"active": ["1"]}, locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        r.step("W1")
+        r.exec(b"LPUSH", r.keys.wait.encode(), b"1")
+        h = _drain(r, ["W2"])
+    dup = next(a for a in h.findings if a.kind == "duplicate-execution")
+    assert dup.because.startswith("W2 started job 1 (step 2) after W1 had already finished it: its finish"
+                                  " succeeded and deleted the job (step 1, moveToFinished")
+
+
+def test_the_step_script_survives_history_json_and_v1_files_read_as_before() -> None:
+    sc = scenario(_ACTORS, state={"active": ["1"]}, locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "P1", "W2"])
+    back = History.from_json(h.to_json())
+    assert [s.script for s in back.steps] == [s.script for s in h.steps]
+    assert back.steps[1].script == "addStandardJob" and check(back) == []
+    d = h.steps[0].to_dict()  # an emqlab script step: JSON v1 as before (its script is its op)
+    assert "script" not in d and Step.from_dict(d).script == h.steps[0].op
+    assert h.steps[1].to_dict()["script"] == "addStandardJob"
