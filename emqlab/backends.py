@@ -340,6 +340,34 @@ def url_secrets(url: str | None) -> list[str]:
     return sorted(set(found), key=len, reverse=True)
 
 
+def adopt(conn: redis.Redis) -> tuple[redis.Redis, bool]:
+    """``conn`` as emqlab's engine needs it: a live client that speaks RESP2 and returns bytes. A client of
+    your own that does not — redis-py 8's default ``redis.Redis()`` speaks RESP3 (``HGETALL`` answers a
+    dict), or one with ``decode_responses=True`` — is replaced by one on the same server, database and
+    credentials that does (a pool of its own); returns it and whether it is new (then the caller closes
+    it). fakeredis and cluster clients, and clients made by :func:`connect`, come back as they are."""
+    if is_fake(conn) or is_cluster(conn):
+        return conn, False
+    pool = conn.connection_pool
+    kw = pool.connection_kwargs
+    from redis import connection as _conn
+
+    protocol = kw.get("protocol") or getattr(_conn, "DEFAULT_RESP_VERSION", 2)  # None: the library's default
+    if str(protocol) == "2" and not kw.get("decode_responses"):
+        return conn, False
+    # where and as whom it connects (the rest of a pool's arguments are redis-py's own, some RESP3-only)
+    keep = {k: v for k, v in kw.items() if k in _ADOPTED or k.startswith("ssl")}
+    own = redis.ConnectionPool(connection_class=pool.connection_class, protocol=2, decode_responses=False,
+                               **keep)
+    return redis.Redis(connection_pool=own), True
+
+
+#: the connection arguments :func:`adopt` carries over (and any ``ssl_*``)
+_ADOPTED = frozenset({"host", "port", "path", "db", "username", "password", "credential_provider", "client_name",
+                      "socket_timeout", "socket_connect_timeout", "socket_keepalive", "socket_keepalive_options",
+                      "encoding", "encoding_errors", "retry", "retry_on_timeout", "health_check_interval"})
+
+
 def raw_client(conn: redis.Redis) -> redis.Redis:
     """A client on ``conn``'s connection pool that returns replies exactly as parsed from RESP2 (no
     response callbacks: ``HGETALL`` stays a flat list, ``SET`` stays ``b"OK"``). The Lua host needs raw

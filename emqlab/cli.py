@@ -18,6 +18,7 @@ import os
 import shlex
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -475,7 +476,7 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     infra = rep.aborted or rep.stopped is not None
     if rep.raw_exact:
         t.add_row(f"interleavings{within} (exact)", f"{rep.raw_interleavings:,}")
-    elif infra and rep.strategy == "exhaustive":
+    elif (infra or not rep.complete) and rep.strategy == "exhaustive":
         t.add_row(f"interleavings{within} covered (a lower bound)", f"{rep.raw_interleavings:,}")
     else:
         t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
@@ -524,8 +525,9 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
             _say(Text.assemble(("no anomaly", "bold green"), f" in {rep.explored:,} sampled run(s) (of about"
                                                             f" {rep.raw_interleavings:,} interleavings)."), width, 2)
         else:
+            what = "" if rep.raw_exact else " (covered so far: a lower bound)" if not rep.complete else " (estimate)"
             _say(Text.assemble(("no anomaly", "bold green"), f" in {rep.raw_interleavings:,} interleaving(s)"
-                                                            f"{'' if rep.raw_exact else ' (estimate)'}."), width, 2)
+                                                            f"{what}."), width, 2)
     else:
         a = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         a.add_column("anomaly")
@@ -713,7 +715,7 @@ def scripts(bullmq: bool) -> None:
     \b
     Examples:
       emqlab scripts
-      emqlab scripts --bullmq      # BullMQ's shipped set (needs the test extra: pip install -e '.[test]')
+      emqlab scripts --bullmq      # BullMQ's shipped set (pip install bullmq, or the test extra)
     """
     with _errors():
         s = ScriptSet.bullmq() if bullmq else ScriptSet.emqlab()
@@ -821,8 +823,10 @@ def clean(redis_url: str, dry_run: bool) -> None:
     for r in gone:
         console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
     for r in alive:
-        console.print(f"left run emq:{{{r.queue}}} alone: its owner is still running ({r.keys} key(s))",
-                      highlight=False)
+        until = time.strftime("%H:%M:%S", time.localtime(r.expires_ms / 1000))
+        console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its owner's lease holds until {until}"
+                      " (it renews it while it runs; one killed or interrupted lets it lapse: run clean again"
+                      " after that)", highlight=False)
     if not runs:
         console.print("no runs of emqlab are registered on this server")
 

@@ -542,6 +542,9 @@ class Explorer:
             except INFRASTRUCTURE as e:  # the run is lost, and the schedules below its failed step with it
                 if not self._abort(e):
                     return
+            if self.deadline is not None and time.time() > self.deadline:
+                rep.complete = False
+                return
             # the path as the frames hold it (an aborted run's choices may stop short of it)
             path, enabled_at = [f.current or "" for f in frames], [f.enabled for f in frames]
             while frames:

@@ -882,9 +882,8 @@ def _a1_count_variants(runs_with_anomaly: Any) -> str | None:
         if got != want:
             return (f"Your count for the assignment's atomic finish is right, but runs_with_anomaly(scenario, "
                     f"{mode!r}) {where} is {_direction(got, want)} what exhaustive exploration of that scenario "
-                    "finds. It must explore the scenario and mode it is given (explore(scenario, mode, "
-                    "conn=connect())) and add up report.runs_with: a number copied from one run only fits that "
-                    "run.")
+                    "finds. It must explore the scenario and mode it is given, every time it is called, and "
+                    "count the runs that show an anomaly: a number copied from one run only fits that run.")
     return None
 
 

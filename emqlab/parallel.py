@@ -225,7 +225,11 @@ def _runner_for(job: Job) -> Iterator[Runner]:
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
+    """Ctrl-C in a worker: interrupt the part it is running, once. A second SIGINT (the terminal's process
+    group and the coordinator both send one) is ignored, so it cannot cut short the clean-up the first
+    one started (deleting the part's live keys)."""
     if _running.is_set():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
 
 
@@ -525,7 +529,8 @@ def default_jobs() -> int:
 
 
 #: the modules every pool worker needs, imported once in the fork server before it forks them
-FORKSERVER_PRELOAD = ["emqlab.parallel", "emqlab.fakeserver", "emqlab.runner", "emqlab.explore"]
+FORKSERVER_PRELOAD = ["emqlab._forkserver", "emqlab.parallel", "emqlab.fakeserver", "emqlab.runner",
+                      "emqlab.explore"]
 
 
 class InlineExecutor(cf.Executor):
@@ -964,11 +969,7 @@ def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, in
     rep.params["inconclusive"] = (f"stopped after --max-seconds {max_seconds:g}: {what}; the counts are lower"
                                   f" bounds and a missing anomaly proves nothing"
                                   if max_seconds is not None else f"stopped early: {what}")
-    try:
-        from .verdict import INCONCLUSIVE
-    except ImportError:  # pragma: no cover - before verdicts existed
-        return
-    rep.params["verdict"] = INCONCLUSIVE  # emqlab.verdict.judge says why: the exploration stopped early
+    # (the verdict is emqlab.verdict.judge's: an anomaly found before the stop still fails, none is inconclusive)
 
 
 def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None, deadline: float | None,

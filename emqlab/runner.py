@@ -32,6 +32,7 @@ from .backends import (
     FaultScope,
     Namespace,
     ServerFault,
+    adopt,
     command_executor,
     describe,
     is_fake,
@@ -117,7 +118,8 @@ class Runner:
 
         self.scenario = scenario
         self.mode = mode
-        self.conn = conn if conn is not None else connect()
+        #: the backend (a client of yours that speaks RESP3 or decodes replies is replaced: backends.adopt)
+        self.conn, self._own_conn = adopt(conn) if conn is not None else (connect(), False)
         if queue is None:
             queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
         self.keys = QueueKeys(queue)
@@ -278,6 +280,8 @@ class Runner:
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 self.left_behind = True
             self._executor.close()
+            if self._own_conn:
+                self.conn.close()
             self._closed = True
 
     def __enter__(self) -> Runner:

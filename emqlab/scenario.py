@@ -9,6 +9,7 @@ lists them.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable
@@ -407,9 +408,12 @@ def load(source: str | Path) -> Scenario:
     if not path.suffix and not path.exists():
         shipped = shipped_path(str(source))
         if shipped is None:
+            names = shipped_names()
+            near = difflib.get_close_matches(str(source), names, n=3)
             raise ScenarioError(
-                f"no scenario named {source!r} (shipped: {', '.join(shipped_names())}); "
-                "or give a path to a .yaml file"
+                f"no scenario named {source!r}"
+                + (f" (did you mean {', '.join(near)}?)" if near else "")
+                + f": `emqlab scenarios` lists the {len(names)} shipped ones; or give a path to a .yaml file"
             )
         path = shipped
     try:

@@ -290,3 +290,32 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
     out = json.loads(res.stdout.splitlines()[-1])
     assert out["1"][0] == out["2"][0]
     assert len({w.split(":")[1] for w in out["2"][1]}) == 2  # the coordinator and a forked worker ran parts
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("after", [1.6, 2.4])
+def test_ctrl_c_to_the_whole_process_group_of_a_two_job_live_run_leaves_no_keys(after: float) -> None:
+    """Ctrl-C reaches the coordinator and its worker at once (the terminal signals the process group), and
+    the coordinator passes it on as well: each part stops once and deletes its keys, a second SIGINT never
+    cuts that short (parallel._on_sigint). On the test's own server, so any key left is this run's."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import redis as redis_py
+
+    from tests.conftest import own_redis_server
+
+    with own_redis_server() as url:
+        proc = subprocess.Popen([sys.executable, "-m", "emqlab.cli", "simulate", "--split", "-s", "two-workers",
+                                 "--jobs", "2", "--redis", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        time.sleep(after)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        conn = redis_py.Redis.from_url(url)
+        left = [k for k in conn.scan_iter(match="emq:{q-*") if not k.startswith(b"emq:{q-runs}")]
+        assert proc.returncode in (0, 130), err.decode()
+        assert b"Traceback" not in err, err.decode()
+        assert left == [], (left, err.decode())

@@ -335,3 +335,23 @@ def test_replay_in_the_wrong_mode_says_so() -> None:
     out = CliRunner().invoke(main, ["replay", "v1:W1*9.S1", "--atomic"])
     assert out.exit_code == 2
     assert "only fits the scenario and mode it was found in (this is stalled-finish in --atomic)" in out.output
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("options", [{}, {"protocol": 3}, {"decode_responses": True}, {"protocol": 2}],
+                         ids=["library-default", "resp3", "decoded", "resp2"])
+def test_a_client_of_your_own_explores_as_connect_does(options: dict[str, object]) -> None:
+    """``explore(..., conn=redis.Redis(...))`` with a client as you would make it: redis-py 8's default
+    speaks RESP3 (HGETALL answers a dict), another decodes replies to str. The engine adopts it
+    (backends.adopt: the same server and database over RESP2, bytes) and claims what connect() gives; your
+    client is left as it was, and the run's keys are gone."""
+    from emqlab.backends import live_url
+
+    url = live_url()
+    backend_conn("live")  # skips (fails in CI) without a server
+    mine = redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
+    sc = scenario.load("stalled-finish")
+    got = explore(sc, "split", conn=mine)
+    assert got.claims() == explore(sc, "split", conn=connect(url)).claims()
+    assert mine.connection_pool.connection_kwargs.get("decode_responses") == options.get("decode_responses")
+    assert mine.ping()
