@@ -642,7 +642,9 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 @click.option("--json", "as_json", is_flag=True, help="Print the library as JSON.")
 @click.option("--check", is_flag=True,
               help="Explore every scenario in every mode and compare with its expected outcome.")
-def scenarios(as_json: bool, check: bool) -> None:
+@click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
+              help="--check: processes that explore, one case each at a time (default: the number of cores).")
+def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
     """List the scenario library: name, the anomaly it shows, its lesson and source.
 
     Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
@@ -652,14 +654,14 @@ def scenarios(as_json: bool, check: bool) -> None:
     Examples:
       emqlab scenarios
       emqlab scenarios --json
-      emqlab scenarios --check     # about half a minute: every scenario, every mode
+      emqlab scenarios --check     # every scenario, every mode, on every core
     """
     from .scenario import shipped
 
     with _errors():
         lib = shipped()
     if check:
-        _check_scenarios(lib)
+        _check_scenarios(lib, jobs)
         return
     if as_json:
         click.echo(json.dumps([{"name": s.name, "title": s.title, "anomaly": s.anomaly, "lesson": s.lesson,
@@ -679,21 +681,22 @@ def scenarios(as_json: bool, check: bool) -> None:
     console.print(f"{len(lib)} scenarios · run one: emqlab simulate --split --scenario NAME", soft_wrap=False)
 
 
-def _check_scenarios(lib: Any) -> None:
-    from .backends import connect
-    from .explore import explore
+def _check_scenarios(lib: Any, jobs: int | None) -> None:
+    from . import parallel
 
-    bad = 0
-    for s in lib:
-        for mode in s.modes:
+    cases = [(s, mode) for s in lib for mode in s.modes]
+    pool, close = parallel.make_executor(jobs, live=False)
+    try:  # each case explored whole in one worker; printed in library order as they come
+        futures = [pool.submit(parallel.check_case, s, mode) for s, mode in cases]
+        bad = 0
+        for (s, mode), fut in zip(cases, futures, strict=True):
+            got, seen_codes = fut.result()
             exp = s.expect.get(mode)
-            rep = explore(s, mode, conn=connect())
-            got = rep.anomaly_kinds
             ok = exp is None or sorted(exp.anomalies) == got
             missing_codes = []
             if exp is not None:
                 for actor, codes in exp.codes.items():
-                    seen = {o.code for o in rep.codes.get(actor, {})}
+                    seen = seen_codes.get(actor, set())
                     missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
             ok = ok and not missing_codes
             bad += not ok
@@ -704,6 +707,8 @@ def _check_scenarios(lib: Any) -> None:
                 if missing_codes:
                     detail += f"; return codes never seen: {', '.join(missing_codes)}"
             console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}{detail}")
+    finally:
+        close()
     sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
 
 
@@ -890,9 +895,12 @@ def _check_out_dir(path: str | None, option: str) -> None:
 @click.option("--redis", "redis_url", metavar="URL", default=None, callback=_remember_url,
               help="Run on a live Redis instead of fakeredis (only the runs' own queues are written).")
 @click.option("--json", "as_json", is_flag=True, help="Print every result as JSON.")
+@click.option("--processes", "-p", type=click.IntRange(1, 4096), default=None,
+              help="Runs of the grid at once, one per process (default: the number of cores). The results "
+                   "are the same for any number.")
 def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: int, processing_ms: float,
                       interval_ms: float, jitter: float, lock_ms: float, out_path: str | None,
-                      csv_path: str | None, redis_url: str | None, as_json: bool) -> None:
+                      csv_path: str | None, redis_url: str | None, as_json: bool, processes: int | None) -> None:
     """Timed runs: anomaly rate, round trips per job and jobs/s against the round-trip time.
 
     N jobs go through W workers while the recovery sweep runs every --interval ms of virtual time; every
@@ -932,7 +940,11 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
         conn = connect(redis_url)
         config = _TimingConfig(jobs=jobs, workers=workers, seed=seed, processing_ms=processing_ms,
                               stalled_interval_ms=interval_ms, jitter=jitter, lock_ms=lock_ms)
-        sweep = _with_timed_progress(lambda progress: sweep_rtt(rtts, mode_list, config, conn, progress=progress),
+        from .parallel import default_jobs
+
+        n = processes if processes is not None else min(default_jobs(), len(rtts) * len(mode_list))
+        sweep = _with_timed_progress(lambda progress: sweep_rtt(rtts, mode_list, config, conn, progress=progress,
+                                                                processes=n),
                                      quiet=as_json)
     if csv_path:
         import csv

@@ -944,6 +944,15 @@ class _Dispatch:
             self._pool = None
 
 
+def check_case(scenario: Scenario, mode: str) -> tuple[list[str], dict[str, set[Any]]]:
+    """One case of ``emqlab scenarios --check``, in a worker: the anomaly kinds an exhaustive exploration of
+    ``scenario`` in ``mode`` finds (fakeredis), and the return codes each actor's finish saw."""
+    from . import explore as _explore
+
+    rep = _explore.explore(scenario, mode)
+    return rep.anomaly_kinds, {a: {o.code for o in c} for a, c in rep.codes.items()}
+
+
 def warm_part(job: Job) -> str:
     """Build this worker's runner for ``job`` (kept for its parts) and say which worker it is."""
     with _runner_for(job):

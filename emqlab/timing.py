@@ -776,11 +776,26 @@ class Sweep:
                 "results": [r.to_dict() for r in self.results], "wall_s": round(self.wall_s, 3)}
 
 
+def _cell(mode: str, cfg: TimingConfig, url: str | None) -> TimedResult:
+    """One run of a sweep's grid in a worker process (fakeredis there, or the live server at ``url``)."""
+    from .backends import connect
+
+    conn = connect(url)
+    try:
+        return simulate(mode, cfg, conn, keep_history=False)
+    finally:
+        conn.close()
+
+
 def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES,
               config: TimingConfig | None = None, conn: redis.Redis | None = None, *,
-              progress: Callable[[int, int], None] | None = None, **overrides: Any) -> Sweep:
+              progress: Callable[[int, int], None] | None = None, processes: int = 1,
+              **overrides: Any) -> Sweep:
     """Every mode at every RTT. ``progress(done, total)`` counts jobs finished over the whole grid (total =
-    runs x jobs). One backend connection is reused (each run claims and deletes its own queue)."""
+    runs x jobs). One backend connection is reused (each run claims and deletes its own queue). With
+    ``processes`` > 1 the runs of the grid go to a local pool (:func:`emqlab.parallel.make_executor`), each
+    on a fakeredis of its worker's or, on a live server, under its own queue; every run is a pure function
+    of the mode and the configuration (virtual time, seeded draws), so the sweep is the same."""
     from .backends import connect
 
     started = time.perf_counter()
@@ -792,6 +807,20 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     conn = conn if conn is not None else connect()
     total = len(rtt_list) * len(mode_list) * cfg.jobs
     results: list[TimedResult] = []
+    if processes > 1:
+        from . import parallel
+
+        url = parallel._url_of(conn)
+        pool, close = parallel.make_executor(processes, live=url is not None)
+        try:
+            futures = [pool.submit(_cell, m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
+            for f in futures:
+                results.append(f.result())
+                if progress:
+                    progress(len(results) * cfg.jobs, total)
+        finally:
+            close()
+        return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
     for m in mode_list:
         for x in rtt_list:
             base = len(results) * cfg.jobs

@@ -261,3 +261,23 @@ def test_docs_site_builds_strict(tmp_path: Path) -> None:
                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "site" / "scenarios" / "index.html").exists()
+
+
+def test_scenarios_check_in_two_processes_prints_what_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``emqlab scenarios --check --jobs 2``: each case explored whole in a worker, printed in library order:
+    the same lines as one process gives (on a few of the library's scenarios: the whole check is what
+    test_scenario_outcome_matches_expect does, case by case)."""
+    from click.testing import CliRunner
+
+    import emqlab.scenario
+    from emqlab.cli import main
+
+    few = [load(n) for n in ("stalled-finish", "cancel-active", "lease-lapse", "empty-then-delete")]
+    monkeypatch.setattr(emqlab.scenario, "shipped", lambda: few)
+    out = {}
+    for n in ("1", "2"):
+        res = CliRunner().invoke(main, ["scenarios", "--check", "--jobs", n])
+        assert res.exit_code == 0, res.output
+        out[n] = res.output
+    assert out["1"] == out["2"] and "MISMATCH" not in out["1"]
+    assert out["1"].count("\n") == sum(len(s.modes) for s in few) and "empty-then-delete" in out["1"]

@@ -306,3 +306,25 @@ def test_cli_sweep_rtt(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert data["config"]["jobs"] == 10
     bad = CliRunner().invoke(main, ["sweep-rtt", "--modes", "watch"])
     assert bad.exit_code == 2 and "unknown mode" in bad.output
+
+
+def test_a_sweep_in_two_processes_is_the_sweep_in_one() -> None:
+    """sweep-rtt's grid runs in a pool (--processes): every run is a pure function of its mode and
+    configuration, so the results are the same, in the same order."""
+    import json
+
+    from click.testing import CliRunner
+
+    from emqlab.cli import main
+
+    args = ["sweep-rtt", "--rtt", "1,75", "--jobs", "8", "--workers", "2", "--modes", "split,atomic", "--json"]
+    got = {}
+    for n in ("1", "2"):
+        res = CliRunner().invoke(main, [*args, "--processes", n])
+        assert res.exit_code == 0, res.output
+        data = json.loads(res.output)
+        data.pop("wall_s", None)
+        for r in data["results"]:
+            r.pop("wall_s", None)
+        got[n] = data
+    assert got["1"] == got["2"] and len(got["1"]["results"]) == 4
