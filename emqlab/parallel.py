@@ -77,8 +77,6 @@ TARGET_SUBTREES = 48
 MAX_CUT = 12
 #: a subtree hands on part of its search after every this many runs (:class:`Donor`)
 DONATE_EVERY = 6
-#: … and gives away at most this many nodes of its path each time
-DONATE_NODES = 1
 #: runs per seed in a swarm (random, PCT)
 SWARM_CHUNK = 25
 
@@ -112,8 +110,6 @@ class Job:
     max_runs: int | None = None
     #: a subtree hands on part of its search after every this many runs (:class:`Donor`; 0: never)
     donate_every: int = 0
-    #: … at most this many nodes at a time
-    donate_nodes: int = 1
 
     @property
     def key(self) -> str:
@@ -290,8 +286,8 @@ def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
         if job.donate_every:
             # run by the coordinator itself: it hands on at once and keeps its workers fed between runs
             here = getattr(_local, "dispatch", None)
-            donor = ex.donate = Donor(job.donate_every, nodes=job.donate_nodes,
-                                      sink=here.submit if here else None, tick=here.pump if here else None)
+            donor = ex.donate = Donor(job.donate_every, sink=here.submit if here else None,
+                                      tick=here.pump if here else None)
     elif task.sleep is not None:
         ex.root_sleep = task.sleep
     else:
@@ -302,11 +298,11 @@ def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
 
 class Donor:
     """Hands on part of a subtree while it is searched, so that a subtree far larger than another does not
-    leave the other workers idle: after ``first`` runs and then every ``every`` runs, the shallowest nodes on
-    the search path (below the part's own prefix) that still have enabled, awake, unexplored children give
-    them *all* away — up to ``nodes`` such nodes per hand-on — each node as one :class:`Branch` (its sleep
-    set, the children explored here and their footprints, the children to explore), and mark them explored
-    here. Nothing is replayed: the node's state is shipped as it is.
+    leave the other workers idle: after ``first`` runs and then every ``every`` runs, the shallowest node on
+    the search path (below the part's own prefix) that still has enabled, awake, unexplored children gives
+    them *all* away as one :class:`Branch` (its sleep set, the children explored here and their footprints,
+    the children to explore), and they count as explored here. Nothing is replayed: the node's state is
+    shipped as it is. (Giving away more nodes at a time measured worse: more runs, no faster.)
 
     Why it is sound: it is the cut's argument again. A node handed on is fully expanded (every enabled awake
     child is explored, here or in the branch), and so is every node above it on the path (the shallowest
@@ -317,14 +313,12 @@ class Donor:
     Deterministic: when and what it hands on depends on the run count alone, never on timing or on how many
     workers there are, so ``--jobs 1`` and ``--jobs N`` divide the tree the same way."""
 
-    def __init__(self, every: int, *, first: int | None = None, nodes: int = 1,
+    def __init__(self, every: int, *, first: int | None = None,
                  sink: Callable[[list[str], Branch], None] | None = None,
                  warm: Callable[[], None] | None = None, tick: Callable[[], None] | None = None) -> None:
         self.every = every
         #: the first hand-on comes after this many runs (default ``every``)
         self.first = every if first is None else first
-        #: how many nodes one hand-on gives away at most
-        self.nodes = nodes
         #: where each branch goes at once (else it is only kept in ``donated``)
         self.sink = sink
         #: called once, halfway to the first hand-on (to start the workers that will take them)
@@ -345,7 +339,6 @@ class Donor:
             self.warm = None
         if self.runs < self.first or (self.runs - self.first) % self.every:
             return
-        given = 0
         for d in range(cut, len(nodes)):
             node = nodes[d]
             give = tuple(a for a in node.enabled if a not in node.done and a not in node.sleep)
@@ -360,9 +353,7 @@ class Donor:
             self.donated.append((path, branch))
             if self.sink is not None:
                 self.sink(path, branch)
-            given += 1
-            if given >= self.nodes:
-                return
+            return
 
 
 def _collect(ex: Explorer, part: Part) -> None:
@@ -427,8 +418,7 @@ def expand(runner: EngineRunner, nodes: Sequence[Node]) -> tuple[list[list[Child
 
 def prefixes(expand_level: Callable[[list[Node]], tuple[list[list[Child]], int]],
              order: Sequence[str], *, target: int = TARGET_SUBTREES, max_cut: int = MAX_CUT,
-             carry_sleep: bool = True, deadline: float | None = None,
-             steps: dict[str, int] | None = None) -> tuple[int, list[Node], int]:
+             carry_sleep: bool = True, deadline: float | None = None) -> tuple[int, list[Node], int]:
     """The cut depth, the subtrees (prefix and sleep set, in scenario order) and the steps executed to find
     them: the distinct prefixes of the shallowest depth with at least ``target`` of them, breadth-first with
     sleep sets (``expand_level`` runs :func:`expand` over one level's nodes, here or on workers). Runs that
@@ -439,22 +429,14 @@ def prefixes(expand_level: Callable[[list[Node]], tuple[list[list[Child]], int]]
     exactly one subtree; a prefix where every enabled actor sleeps is dropped (its runs would all be cut
     short). Without, the subtrees start awake and count only the interleavings through their own prefix
     (:class:`emqlab.explore.Trace` ``through``); a prefix where every enabled actor sleeps is then kept if it
-    reaches the cut (no other prefix has its steps) and dropped above it.
-
-    With ``carry_sleep`` and ``steps`` (each actor's steps in the default run), the breadth-first search
-    stops at a third of ``target`` and the heaviest prefixes are expanded further, a round of them at a time,
-    until there are ``target``: the weight of a prefix is the number of interleavings of the steps its actors
-    have left. Any frontier of the tree will do here (every run passes through exactly one of its nodes), so
-    the cut follows the work instead of one depth for all."""
+    reaches the cut (no other prefix has its steps) and dropped above it."""
     idx = {a: i for i, a in enumerate(order)}
     level: list[Node] = [([], {})]
     leaves: list[Node] = []
     asleep: list[Node] = []  # prefixes of the current depth where every enabled actor sleeps
     depth = 0
     executed = 0
-    refine = carry_sleep and steps is not None
-    uniform = max(2, target // 3) if refine else target
-    while level and len(level) + len(asleep) + len(leaves) < uniform and depth < max_cut:
+    while level and len(level) + len(asleep) + len(leaves) < target and depth < max_cut:
         if deadline is not None and time.time() > deadline:
             break  # any depth is a cut: the parts will not start
         kids, n = expand_level(level)
@@ -470,27 +452,6 @@ def prefixes(expand_level: Callable[[list[Node]], tuple[list[list[Child]], int]]
                 else:
                     level.append((child, child_sleep))
         depth += 1
-    if refine and steps is not None:
-        def weight(node: Node) -> tuple[int, list[int]]:
-            used = Counter(node[0])
-            return -multinomial([max(0, steps.get(a, 0) - used[a]) for a in order]), [idx[c] for c in node[0]]
-
-        while len(level) + len(leaves) < target and (deadline is None or time.time() <= deadline):
-            open_ = sorted((n for n in level if len(n[0]) < max_cut), key=weight)
-            if not open_:
-                break
-            chosen = open_[:max(1, min(EXPAND_CHUNK * 2, target - len(level) - len(leaves)))]
-            kids, n = expand_level(chosen)
-            executed += n
-            picked = {format_schedule(p) for p, _s in chosen}
-            level = [node for node in level if format_schedule(node[0]) not in picked]
-            for group in kids:
-                for child, child_sleep, status in group:
-                    if status == ENDED:
-                        leaves.append((child, child_sleep))
-                    elif status == GOES_ON:
-                        level.append((child, child_sleep))
-        depth = max((len(p) for p, _s in level + leaves), default=depth)
     every = leaves + asleep + level
     every.sort(key=lambda node: [idx[c] for c in node[0]])
     return depth, every, executed
@@ -610,7 +571,9 @@ class Stats:
     queues: set[str] = field(default_factory=set)
 
 
-def _url_of(conn: Any) -> str | None:
+def url_of(conn: Any) -> str | None:
+    """The URL a worker process connects to for ``conn``'s server (password included: never print it), or
+    None for fakeredis (each worker then has its own)."""
     from .backends import is_fake
 
     if is_fake(conn):
@@ -660,13 +623,13 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
     if conn is None:
         conn = connect(url)
     if url is None:
-        url = _url_of(conn)
+        url = url_of(conn)
     bound = None if unbounded else (preemptions if preemptions is not None else scenario.preemptions)
     every = DONATE_EVERY if donate is None else donate
     # a runner kept across parts needs a clean-up hook where it lives: this process, or our pool's workers
     local = executor in (None, "local", "process") or isinstance(executor, (InlineExecutor, cf.ProcessPoolExecutor))
     job = Job(scenario, mode, url, scripts, strategy, bound, depth, deadline, cache_live=local,
-              donate_every=every, donate_nodes=DONATE_NODES)
+              donate_every=every)
     try:
         with Runner(scenario, mode, conn, scripts=scripts) as runner:
             order = [a.id for a in scenario.actors]
@@ -735,8 +698,8 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     root.deadline = job.deadline
     donor = None
     if first:
-        donor = root.donate = Donor(job.donate_every, first=first, nodes=job.donate_nodes,
-                                    sink=dispatch.submit, warm=dispatch.warm, tick=dispatch.pump)
+        donor = root.donate = Donor(job.donate_every, first=first, sink=dispatch.submit, warm=dispatch.warm,
+                                    tick=dispatch.pump)
     try:
         t0, cpu0 = time.perf_counter(), time.process_time()
         try:
@@ -811,14 +774,13 @@ class _Dispatch:
         self._starting: threading.Thread | None = None
         self._error: BaseException | None = None
         n = jobs if jobs is not None else default_jobs()
+        local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
+        #: every part runs here (one job)
+        self.inline = local and n <= 1
         if isinstance(executor, cf.Executor):
             self.workers = max(1, getattr(executor, "_max_workers", 1) or 1)
-        elif executor in (None, "local", "process"):
-            self.workers = n - 1  # this process is the n-th
-        else:
-            self.workers = 0  # a Dask cluster: as many as it has, learnt when it is reached
-        self.inline = self.workers == 0 and not (isinstance(executor, str) and executor.startswith(("dask", "tcp",
-                                                                                                     "tls")))
+        else:  # a local pool's (this process is the n-th), or a Dask cluster's, learnt when it is reached
+            self.workers = n - 1 if local else 0
 
     def rank(self, i: int) -> list[int]:
         pre, branch = self.prefixes[i]
@@ -1150,6 +1112,6 @@ def progress_bar(console: Any) -> Any:
     return bar()
 
 
-__all__ = ["InlineExecutor", "Job", "PROBE_RUNS", "ParallelError", "Part", "SWARM_CHUNK", "Stats",
-           "TARGET_SUBTREES", "Task", "default_jobs", "explore", "make_executor", "prefixes", "progress_bar",
-           "run_part"]
+__all__ = ["DONATE_EVERY", "Donor", "InlineExecutor", "Job", "PROBE_RUNS", "ParallelError", "Part", "SWARM_CHUNK",
+           "Stats", "TARGET_SUBTREES", "Task", "default_jobs", "explore", "make_executor", "prefixes",
+           "progress_bar", "run_part", "start_method", "url_of"]

@@ -810,7 +810,7 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     if processes > 1:
         from . import parallel
 
-        url = parallel._url_of(conn)
+        url = parallel.url_of(conn)
         pool, close = parallel.make_executor(processes, live=url is not None)
         try:
             futures = [pool.submit(_cell, m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]

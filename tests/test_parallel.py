@@ -87,6 +87,8 @@ def test_the_simpler_division_restarts_awake_and_counts_by_prefix(name: str) -> 
     simple = parallel.explore(sc, "split", jobs=1, divide=True, carry_sleep=False, stats=stats, target=8)
     assert simple.claims() == whole.claims()
     assert simple.explored >= whole.explored  # the same trace may run in several subtrees: counted once
+    cut = parallel.explore(sc, "split", jobs=1, divide=True, donate=0, target=8)  # cut first, sleep sets kept
+    assert cut.claims() == whole.claims() and cut.params["divided"]["sleep_sets"] == "carried across the cut"
 
 
 def _brute_through(actors: list[str], preds: list[int], through: dict[str, int]) -> tuple[int, int]:
@@ -244,7 +246,7 @@ def test_an_interrupted_part_deletes_its_live_keys(monkeypatch: pytest.MonkeyPat
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Explorer, "_dpor", interrupted)
-    url = parallel._url_of(conn)
+    url = parallel.url_of(conn)
     job = parallel.Job(scenario.load("lease-lapse"), "split", url)
     with pytest.raises(KeyboardInterrupt):
         parallel.run_part(job, parallel.Task(0, prefix="v1:W1"))

@@ -67,7 +67,7 @@ def test_the_same_counts_every_time_and_on_the_live_server() -> None:
     for finisher, mode in ((toys.finish, "split"), (toys.script_finish, "split"), (toys.script_finish, "atomic"),
                            (toys.transaction_finish, "split")):
         fake = run({"W1": finisher, "S1": toys.sweep}, mode)
-        on_live = run({"W1": finisher, "S1": toys.sweep}, mode, conn=connect(live_url_of(live)))
+        on_live = run({"W1": finisher, "S1": toys.sweep}, mode, conn=connect(liveurl_of(live)))
         assert on_live.report.claims()["interleavings"] == fake.report.claims()["interleavings"]
         assert on_live.report.interleavings_with == fake.report.interleavings_with
         assert on_live.report.outcomes == fake.report.outcomes
@@ -75,7 +75,7 @@ def test_the_same_counts_every_time_and_on_the_live_server() -> None:
             assert on_live.report.explored == fake.report.explored
 
 
-def live_url_of(client: redis.Redis) -> str:
+def liveurl_of(client: redis.Redis) -> str:
     kw = client.connection_pool.connection_kwargs
     return f"redis://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
 
