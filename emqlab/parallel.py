@@ -60,6 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backends import ServerFault
 from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
 from .outcome import Outcome
@@ -165,6 +166,9 @@ class Part:
     #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
+    #: the other queues hold their keys): the part did not start, and the coordinator runs it itself
+    refused: str | None = None
 
 
 # -- the worker side ----------------------------------------------------------------------------------------
@@ -195,13 +199,25 @@ def _drop_runner() -> None:
 
 
 @contextmanager
-def _runner_for(job: Job) -> Iterator[Runner]:
+def _runner_for(job: Job) -> Iterator[Runner | str]:
     """The worker's runner for ``job``: kept across parts of the same job (one fakeredis, or one live queue,
-    per worker), except on a live server without a clean-up hook, where each part has its own queue."""
+    per worker), except on a live server without a clean-up hook, where each part has its own queue. Where
+    the server refuses the worker a queue (:class:`~emqlab.backends.ServerFault` while registering it), the
+    refusal's one-line message instead."""
     from .backends import connect
 
+    lent = getattr(_local, "lent", None)
+    if lent is not None:  # the coordinator's own parts: on the root search's runner, whose owner closes it
+        yield lent
+        return
     if job.url is not None and not job.cache_live:
-        r = Runner(job.scenario, job.mode, connect(job.url), scripts=job.scripts)
+        conn = connect(job.url)
+        try:
+            r = Runner(job.scenario, job.mode, conn, scripts=job.scripts)
+        except ServerFault as e:
+            conn.close()
+            yield str(e)
+            return
         try:
             yield r
         finally:
@@ -211,7 +227,13 @@ def _runner_for(job: Job) -> Iterator[Runner]:
         return
     if getattr(_local, "key", None) != job.key:
         _drop_runner()
-        _local.runner = Runner(job.scenario, job.mode, connect(job.url), scripts=job.scripts)
+        conn = connect(job.url)
+        try:
+            _local.runner = Runner(job.scenario, job.mode, conn, scripts=job.scripts)
+        except ServerFault as e:  # no queue here: the part goes back to the coordinator, whose queue stands
+            conn.close()
+            yield str(e)
+            return
         _local.key = job.key
     try:
         yield _local.runner
@@ -236,7 +258,7 @@ def _pool_init() -> None:
 
     # a forked worker is a copy of the coordinator: forget its runner (never close it: that would delete
     # the coordinator's keys) and its dispatch
-    _local.runner = _local.key = _local.dispatch = None
+    _local.runner = _local.key = _local.dispatch = _local.lent = None
     signal.signal(signal.SIGINT, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
 
@@ -254,6 +276,8 @@ def run_part(job: Job, task: Task) -> Part:
     _running.set()
     try:
         with _runner_for(job) as runner:
+            if isinstance(runner, str):
+                return Part(task.index, complete=False, started=False, worker=worker, refused=runner)
             ex = Explorer(runner)
             ex.deadline = job.deadline
             part = Part(task.index, worker=worker, queue=runner.keys.base)
@@ -462,6 +486,8 @@ def expand_part(job: Job, nodes: list[Node]) -> tuple[list[list[Child]], int]:
     _running.set()
     try:
         with _runner_for(job) as runner:
+            if isinstance(runner, str):
+                raise ServerFault(runner)
             return expand(runner, nodes)
     finally:
         _running.clear()
@@ -569,6 +595,8 @@ class Stats:
     interrupted: bool = False
     #: the queues the parts ran under (one per worker process on a live server; all deleted afterwards)
     queues: set[str] = field(default_factory=set)
+    #: why the server refused a worker a queue of its own, if it did (the parts then ran in the coordinator)
+    refused: str | None = None
 
 
 def url_of(conn: Any) -> str | None:
@@ -658,6 +686,7 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                 st.parts = len(tasks)
                 st.coordinator_s = time.perf_counter() - started
                 parts = _run(job, tasks, pool if len(tasks) > 1 else InlineExecutor(), progress, deadline, st)
+                parts = _run_refused(runner, job, tasks, parts, st)
             except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM turned into SystemExit by the CLI
                 st.interrupted = True
                 _interrupt_pool(pool)
@@ -719,7 +748,14 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
                     seconds=time.perf_counter() - t0, cpu_s=time.process_time() - cpu0, peak_rss_kb=_peak_rss_kb())
         _collect(root, here)
         st.coordinator_s = time.perf_counter() - started
-        parts = [here, *dispatch.finish()]
+        # the parts run here reuse the root's runner: one queue (one set of live keys) per process, and the
+        # root's last run is not left standing beside a second queue (a server near maxmemory refuses that)
+        _local.lent = runner
+        try:
+            parts = [here, *dispatch.finish()]
+        finally:
+            _local.lent = None
+        st.refused = dispatch.refused
     except (KeyboardInterrupt, SystemExit):
         st.interrupted = True
         dispatch.interrupt()
@@ -773,6 +809,8 @@ class _Dispatch:
         self._pool: tuple[cf.Executor, Callable[[], None]] | None = None
         self._starting: threading.Thread | None = None
         self._error: BaseException | None = None
+        #: the server refused a worker a queue (:attr:`Part.refused`): nothing more is sent, parts run here
+        self.refused: str | None = None
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
         #: every part runs here (one job)
@@ -847,7 +885,7 @@ class _Dispatch:
         for f in [f for f in self._running if f.done()]:
             self._take(f)
         ex = self._pool[0]
-        while self._queued and len(self._running) < 2 * self.workers:
+        while self._queued and self.refused is None and len(self._running) < 2 * self.workers:
             i = self._queued.pop(0)  # the oldest: the shallowest, likely the largest
             self._running[ex.submit(run_part, self.job, self._task(i))] = i
 
@@ -857,6 +895,10 @@ class _Dispatch:
             self._got(i, f.result())
 
     def _got(self, i: int, part: Part) -> None:
+        if part.refused is not None:  # back to the queue, to run here
+            self.refused = part.refused
+            self._queued.append(i)
+            return
         self._done[i] = part
         for prefix, branch in part.donated:
             self.prefixes.append((parse_schedule(prefix, self.order), branch))
@@ -976,8 +1018,26 @@ def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None
             f.cancel()
         raise
     for part in done.values():
-        _tally(st, part)
+        if part.refused is None:
+            _tally(st, part)
     return [done.get(t.index) or Part(t.index, complete=False, started=False) for t in tasks]
+
+
+def _run_refused(runner: EngineRunner, job: Job, tasks: list[Task], parts: list[Part], st: Stats) -> list[Part]:
+    """The parts a worker could not start because the server refused it a queue, run here on the
+    coordinator's own (registered) queue, in part order."""
+    out = []
+    for task, part in zip(tasks, parts, strict=True):
+        if part.refused is not None:
+            st.refused = part.refused
+            _local.lent = runner
+            try:
+                part = run_part(job, task)
+            finally:
+                _local.lent = None
+            _tally(st, part)
+        out.append(part)
+    return out
 
 
 def _tally(st: Stats, part: Part) -> None:

@@ -321,3 +321,35 @@ def test_ctrl_c_to_the_whole_process_group_of_a_two_job_live_run_leaves_no_keys(
         assert proc.returncode in (0, 130), err.decode()
         assert b"Traceback" not in err, err.decode()
         assert left == [], (left, err.decode())
+
+
+def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker whose queue registration gets a server error (OOM while the other queues hold their keys)
+    runs nothing: its parts go back and the coordinator runs them on its own queue, so the report is the
+    undivided one and says nothing was lost; the refusal is kept in the stats."""
+    import threading
+
+    from emqlab.backends import ServerFault
+
+    claim = Namespace.claim
+
+    def refused(self: Namespace) -> Namespace:
+        if threading.current_thread() is not threading.main_thread():
+            raise ServerFault("registering the run got a server error (OOM …): no run can start", code="OOM")
+        return claim(self)
+
+    monkeypatch.setattr(Namespace, "claim", refused)
+    sc = scenario.load("two-workers")
+    whole = explore(sc, "split")
+    for donate in (1, 0):  # handing on, and the cut-first division's swarm of parts
+        stats = parallel.Stats()
+        with cf.ThreadPoolExecutor(2) as ex:
+            divided = parallel.explore(sc, "split", executor=ex, divide=True, donate=donate, target=TARGET,
+                                       stats=stats) if donate else parallel.explore(
+                sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=stats)
+        if donate:
+            assert divided.claims() == whole.claims() and divided.complete
+        else:
+            assert _json(divided) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5,
+                                                            jobs=1))
+        assert stats.refused is not None and "OOM" in stats.refused
