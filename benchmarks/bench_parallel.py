@@ -1,5 +1,5 @@
 """Divided explorations (emqlab.parallel): wall time with one job against two, side by side in one run, next
-to the undivided search; peak memory per worker; and a projection to 8, 32 and 128 workers.
+to the undivided search; peak memory per process; and a projection to 8, 32 and 128 workers.
 
     python benchmarks/bench_parallel.py [--repeat N] [--budget S] [--write docs/benchmarks.md]
 
@@ -14,7 +14,11 @@ Two cases:
   trace; runs that sleep sets cut short are left out, as they differ between regions of the tree): how
   much more of the tree two jobs cover in the same time.
 
-``--jobs 2`` is this process and one pool worker (:class:`emqlab.parallel._Dispatch`). The projection takes
+``--jobs 2`` is this process and one pool worker (:class:`emqlab.parallel._Dispatch`), forked from it, which
+keeps its copy of this process's runner and streams the nodes its parts hand on back as it goes. Peak RSS
+(``ru_maxrss``, MB) is given for each process: the single-process runs (undivided, ``--jobs 1``) against
+``--jobs 2``'s coordinator (this process: it searches the root and runs parts too) and its pool worker (whose
+figure counts the pages it shares with the coordinator since the fork). The projection takes
 the measured CPU seconds of every part of the two-workers exploration and schedules them greedily, largest
 first, onto w workers; the part the coordinator searched itself (the root, which hands the others on) runs
 first and alone until its first hand-on. It ignores the network and a cluster's scheduler, and that a part
@@ -64,7 +68,10 @@ def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
                            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                            "parts": st.parts, "part_cpu_s": st.part_cpu_s, "root_cpu_s": st.root_cpu_s,
                            "root_first": st.root_first_s,
-                           "workers": {w: v["peak_rss_mb"] for w, v in st.workers.items()}}
+                           "workers": {w: v["peak_rss_mb"] for w, v in st.workers.items()},
+                           # the pool's workers (other processes than this one, the coordinator)
+                           "pool_rss_mb": max((v["peak_rss_mb"] for w, v in st.workers.items()
+                                               if w.split(":")[1] != str(os.getpid())), default=0.0)}
     return out
 
 
@@ -104,26 +111,35 @@ def main() -> None:
     med = {k: statistics.median(m["seconds"] for m in v) for k, v in got.items()}
     load = statistics.mean(m["load"] for v in got.values() for m in v)
     one, two = got["1"][0], got["2"]
-    w2 = max(mb for m in two for mb in m["workers"].values())
+
+    def peaks(whole: list[dict[str, Any]] | None, ones: list[dict[str, Any]],
+              twos: list[dict[str, Any]]) -> str:
+        """Peak RSS (MB): the single-process runs (undivided, --jobs 1), then --jobs 2's coordinator and
+        its pool worker (the largest of each side's runs)."""
+        def top(ms: list[dict[str, Any]], key: str) -> str:
+            return f"{max(m[key] for m in ms):.0f}"
+        return (f"{top(whole, 'peak_rss_mb') if whole else '–'} / {top(ones, 'peak_rss_mb')} | "
+                f"{top(twos, 'peak_rss_mb')} / {top(twos, 'pool_rss_mb')}")
+
     proj = {w: _project(one["part_cpu_s"], one["root_cpu_s"], one["root_first"], w) for w in (8, 32, 128)}
     rows = [f"| two-workers split (≤2), whole exploration | {one['runs']:,} ({got['whole'][0]['runs']:,} undivided) "
             f"| {one['parts']} | {med['whole']:.2f} | {med['1']:.2f} | {med['2']:.2f} | "
             f"{med['1'] / med['2']:.2f}x | {med['whole'] / med['2']:.2f}x | {load:.1f} | "
-            f"{got['whole'][0]['peak_rss_mb']:.0f} | {w2:.0f} | "
+            f"{peaks(got['whole'], got['1'], two)} | "
             f"{proj[8]:.1f} / {proj[32]:.1f} / {proj[128]:.1f} |"]
     three = {jobs: [_measure("three", jobs, a.budget) for _ in range(max(1, a.repeat // 2))] for jobs in (1, 2)}
     rate = {j: statistics.median(m["traces"] / m["seconds"] for m in ms) for j, ms in three.items()}
     tload = statistics.mean(m["load"] for ms in three.values() for m in ms)
     rows.append(f"| three-split-workers split, {a.budget:g} s per side | traces/s: {rate[1]:.1f} → {rate[2]:.1f} | "
                 f"{statistics.median(m['parts'] for m in three[2]):.0f} | – | – | – | {rate[2] / rate[1]:.2f}x | – | "
-                f"{tload:.1f} | – | {max(mb for m in three[2] for mb in m['workers'].values()):.0f} | – |")
+                f"{tload:.1f} | {peaks(None, three[1], three[2])} | – |")
     pc = one["part_cpu_s"]
     notes = [f"two-workers: {one['parts']} parts; the root part (searched by the coordinator) "
              f"{one['root_cpu_s']:.2f} s CPU, its first hand-on after {one['root_first']:.2f} s; the others "
              f"{statistics.mean(pc):.3f} s CPU on average, at most {max(pc):.3f} s, {sum(pc):.2f} s in all"]
     table = "\n".join(
         ["| case | runs | parts | s, undivided | s, --jobs 1 | s, --jobs 2 | speed-up over --jobs 1 | "
-         "over undivided | load avg | peak RSS MB, undivided | per worker, --jobs 2 | "
+         "over undivided | load avg | peak RSS MB, undivided / --jobs 1 | --jobs 2: coordinator / pool worker | "
          "projected s, 8 / 32 / 128 workers |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", *rows]) + "\n\n" + \
         "\n".join(f"- {n}" for n in notes)

@@ -60,7 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import ServerFault
+from .backends import ServerFault, is_fake
 from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
 from .outcome import Outcome
@@ -166,6 +166,8 @@ class Part:
     #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: how many nodes it handed on through the worker's channel (:data:`_back`) instead of in ``donated``
+    streamed: int = 0
     #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
     #: the other queues hold their keys): the part did not start, and the coordinator runs it itself
     refused: str | None = None
@@ -251,14 +253,27 @@ def _on_sigint(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
 
-def _pool_init() -> None:
+#: a local pool worker's channel back to the coordinator (a ``multiprocessing.SimpleQueue``): the nodes its
+#: parts hand on go there as they are handed on, not when the part ends (None: with the part, e.g. on Dask)
+_back: Any = None
+
+
+def _pool_init(back: Any = None) -> None:
     """A pool worker: Ctrl-C interrupts the part it is running (its live keys are deleted), and is ignored
-    between parts; the cached runner is closed when the worker exits."""
+    between parts; the cached runner is closed when the worker exits. ``back``: the channel its parts' hand-
+    ons stream through (:data:`_back`)."""
     import multiprocessing.util
 
+    global _back
+    _back = back
+
     # a forked worker is a copy of the coordinator: forget its runner (never close it: that would delete
-    # the coordinator's keys) and its dispatch
-    _local.runner = _local.key = _local.dispatch = _local.lent = None
+    # the coordinator's keys) and its dispatch; keep the copy of a fakeredis runner it was handed (the copy
+    # is this process's own: closing it touches nothing of the coordinator's)
+    heir = getattr(_local, "heir", None)
+    _local.runner = _local.key = _local.dispatch = _local.lent = _local.heir = None
+    if heir is not None:
+        _local.key, _local.runner = heir
     signal.signal(signal.SIGINT, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
 
@@ -283,8 +298,10 @@ def run_part(job: Job, task: Task) -> Part:
             part = Part(task.index, worker=worker, queue=runner.keys.base)
             if job.strategy == "exhaustive":
                 donor = _subtree(ex, job, task)
-                if donor is not None:
+                if donor is not None and donor.sink is None:
                     part.donated = [(format_schedule(p), b) for p, b in donor.donated]
+                elif donor is not None and getattr(_local, "dispatch", None) is None:
+                    part.streamed = len(donor.donated)
             elif job.strategy == "random":
                 ex.random(task.runs, task.seed)
             else:
@@ -310,8 +327,11 @@ def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
         if job.donate_every:
             # run by the coordinator itself: it hands on at once and keeps its workers fed between runs
             here = getattr(_local, "dispatch", None)
-            donor = ex.donate = Donor(job.donate_every, sink=here.submit if here else None,
-                                      tick=here.pump if here else None)
+            sink: Callable[[list[str], Branch], None] | None = here.submit if here else None
+            if here is None and _back is not None:  # a pool worker: each hand-on goes back at once
+                def sink(path: list[str], branch: Branch) -> None:
+                    _back.put((task.index, format_schedule(path), branch))
+            donor = ex.donate = Donor(job.donate_every, sink=sink, tick=here.pump if here else None)
     elif task.sleep is not None:
         ex.root_sleep = task.sleep
     else:
@@ -542,7 +562,7 @@ def check_executor(executor: str | None) -> None:
 
 
 def make_executor(jobs: int | None = None, executor: str | None = None, *, pool: bool = False,
-                  live: bool = True) -> tuple[cf.Executor, Callable[[], None]]:
+                  live: bool = True, back: Any = None) -> tuple[cf.Executor, Callable[[], None]]:
     """An executor and its clean-up: ``executor`` ``dask://host:port`` (or ``tcp://…``) connects a Dask
     client, ``None``/``local`` is a process pool of ``jobs`` workers (this process for one, unless
     ``pool``), started by :func:`start_method` (``live=False``: its workers use fakeredis only)."""
@@ -570,7 +590,8 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
         # imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone takes
         # about 0.5 s to import
         ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
-    ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init)
+    ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init,
+                                 initargs=(back,))
     return ppe, lambda: ppe.shutdown(wait=True, cancel_futures=True)
 
 
@@ -597,6 +618,8 @@ class Stats:
     queues: set[str] = field(default_factory=set)
     #: why the server refused a worker a queue of its own, if it did (the parts then ran in the coordinator)
     refused: str | None = None
+    #: nodes the pool workers' parts handed on through their channel back, while they ran
+    streamed: int = 0
 
 
 def url_of(conn: Any) -> str | None:
@@ -722,7 +745,7 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     of which may hand on more; one report from all of them, in prefix order."""
     st = stats
     first = 0 if not reduce or divide is False else (job.donate_every if divide else PROBE_RUNS)
-    dispatch = _Dispatch(job, executor, jobs, progress)
+    dispatch = _Dispatch(job, executor, jobs, progress, root=runner)
     root = Explorer(runner)
     root.deadline = job.deadline
     donor = None
@@ -789,6 +812,10 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     return merged
 
 
+#: how often (s) the coordinator, waiting for its workers, looks for the nodes their parts hand on
+HEAR_EVERY = 0.005
+
+
 class _Dispatch:
     """The subtrees handed on: queued as they come, sent to the executor's workers as they have room (a
     local pool of ``jobs - 1`` workers, started in the background when the first hand-on nears, so the
@@ -798,8 +825,10 @@ class _Dispatch:
     runs here. Which parts there are depends on the run counts alone, so the report is the same either way."""
 
     def __init__(self, job: Job, executor: str | cf.Executor | None, jobs: int | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, root: EngineRunner | None = None) -> None:
         self.job, self.executor, self.progress = job, executor, progress
+        #: the root search's runner: a forked worker keeps its copy as its own (fakeredis only)
+        self.root = root
         self.prefixes: list[tuple[list[str], Branch | None]] = [([], None)]  # index 0: the search here
         self.order = [a.id for a in job.scenario.actors]
         self._idx = {a: i for i, a in enumerate(self.order)}
@@ -811,6 +840,9 @@ class _Dispatch:
         self._error: BaseException | None = None
         #: the server refused a worker a queue (:attr:`Part.refused`): nothing more is sent, parts run here
         self.refused: str | None = None
+        #: a local pool's channel back (:data:`_back`), and per part the hand-ons taken from it so far
+        self._back: Any = None
+        self._heard: Counter[int] = Counter()
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
         #: every part runs here (one job)
@@ -849,8 +881,13 @@ class _Dispatch:
         def start() -> None:
             try:
                 assert not isinstance(self.executor, cf.Executor)
+                live = self.job.url is not None
+                if self.executor in (None, "local", "process"):
+                    import multiprocessing
+
+                    self._back = multiprocessing.get_context(start_method(live)).SimpleQueue()
                 pool = make_executor(self.workers if self.workers else None, self.executor, pool=True,
-                                     live=self.job.url is not None)
+                                     live=live, back=self._back)
                 if not self.workers:  # Dask: the cluster's workers
                     client = getattr(pool[0], "_client", None)
                     info = client.scheduler_info() if client is not None else {}
@@ -862,7 +899,14 @@ class _Dispatch:
                 self._error = e
 
         if self.executor in (None, "local", "process") and start_method(self.job.url is not None) == "fork":
-            start()  # a fork takes milliseconds, and from this thread it copies a process with no other thread
+            # a fork takes milliseconds, and from this thread it copies a process with no other thread; each
+            # worker keeps its copy of the root's runner (its own fakeredis, its own Lua state) instead of
+            # building one: no second runner in its memory, none to build
+            _local.heir = (self.job.key, self.root) if self.root is not None and is_fake(self.root.conn) else None
+            try:
+                start()
+            finally:
+                _local.heir = None
             if self._error is not None:
                 raise self._error
             return
@@ -882,6 +926,7 @@ class _Dispatch:
         if self._pool is None:
             self._start()
             return
+        self._hear()
         for f in [f for f in self._running if f.done()]:
             self._take(f)
         ex = self._pool[0]
@@ -894,11 +939,23 @@ class _Dispatch:
         if not f.cancelled():
             self._got(i, f.result())
 
+    def _hear(self, part: int | None = None, count: int = 0) -> None:
+        """Queue the nodes the workers' parts have handed on so far (through the channel back); with ``part``,
+        wait until that part's ``count`` have come."""
+        q = self._back
+        while q is not None and (not q.empty() or (part is not None and self._heard[part] < count)):
+            i, prefix, branch = q.get()
+            self._heard[i] += 1
+            self.prefixes.append((parse_schedule(prefix, self.order), branch))
+            self._queued.append(len(self.prefixes) - 1)
+
     def _got(self, i: int, part: Part) -> None:
         if part.refused is not None:  # back to the queue, to run here
             self.refused = part.refused
             self._queued.append(i)
             return
+        if part.streamed:  # every node it handed on is queued before it counts as done
+            self._hear(i, part.streamed)
         self._done[i] = part
         for prefix, branch in part.donated:
             self.prefixes.append((parse_schedule(prefix, self.order), branch))
@@ -924,6 +981,8 @@ class _Dispatch:
             if not self._running:
                 continue
             timeout = None if deadline is None else max(0.0, deadline - time.time()) + 5.0
+            if self._back is not None:  # wake for hand-ons too: take them over while the workers go on
+                timeout = HEAR_EVERY if timeout is None else min(timeout, HEAR_EVERY)
             finished, _ = cf.wait(set(self._running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
             for f in finished:
                 self._take(f)
@@ -946,6 +1005,9 @@ class _Dispatch:
         if self._pool is not None:
             self._pool[1]()
             self._pool = None
+        if self._back is not None:
+            self._back.close()
+            self._back = None
 
 
 def check_case(scenario: Scenario, mode: str) -> tuple[list[str], dict[str, set[Any]]]:
@@ -1042,6 +1104,7 @@ def _run_refused(runner: EngineRunner, job: Job, tasks: list[Task], parts: list[
 
 def _tally(st: Stats, part: Part) -> None:
     st.queues.add(part.queue)
+    st.streamed += part.streamed
     st.part_seconds.append(part.seconds)
     st.part_cpu_s.append(part.cpu_s)
     w = st.workers.setdefault(part.worker, {"parts": 0, "seconds": 0.0, "peak_rss_mb": 0.0})

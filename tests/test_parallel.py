@@ -270,6 +270,18 @@ def test_handing_on_after_every_run_claims_what_the_undivided_search_finds(name:
     assert whole.explored <= 1 or stats.parts > 1  # it was divided wherever there was more than one run
 
 
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=[f"{n}-{m}" for n, m in CASES])
+def test_hand_ons_streamed_back_from_pool_workers_claim_what_the_undivided_search_finds(name: str,
+                                                                                      mode: str) -> None:
+    """With a pool, a worker's part sends each node it hands on back at once (the coordinator queues it
+    while the part goes on): the claims are the undivided search's, and the hand-ons did stream."""
+    sc = scenario.load(name)
+    stats = parallel.Stats()
+    divided = parallel.explore(sc, mode, jobs=2, divide=True, donate=1, stats=stats)
+    assert divided.claims() == explore(sc, mode).claims()
+    assert stats.streamed > 0 and len({w.split(":")[1] for w in stats.workers}) == 2  # two processes
+
+
 def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_does() -> None:
     """``emqlab simulate`` in a process of its own has no other thread, so its pool's worker is forked from
     it (parallel.start_method): the report is the same as one job's, and a worker really ran parts."""
