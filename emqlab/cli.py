@@ -547,8 +547,13 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         h = rep.witnesses.get(kind)
         if h is None:  # (the server failed its replay: the exploration stopped)
             console.print()
+            again = "; replay it once the server answers again:" if kind in rep.unreplayed else ""
             _say(Text.assemble(("witness", "bold"), " for ", (kind, "red"), ": not replayed (the exploration"
-                               " stopped on a server error)"), width, 2)
+                               f" stopped on a server error){again}"), width, 2)
+            if kind in rep.unreplayed:
+                cmd = _command_lines("replay: ", _replay_cmd(rep.unreplayed[kind], scenario_name, mode, redis_url,
+                                                             script_set), width)
+                console.print(Text.assemble(("replay:", "bold"), "\n".join(cmd)[len("replay:"):]), soft_wrap=True)
             continue
         found = [x for x in h.anomalies if x["kind"] == kind]
         marks: dict[int, str] = {}

@@ -155,6 +155,8 @@ class Report:
     interleavings_with: dict[str, int] = field(default_factory=dict)
     min_preemptions: dict[str, int] = field(default_factory=dict)
     witnesses: dict[str, History] = field(default_factory=dict)
+    #: kind -> the witness's schedule, for a kind whose witness the server failed to replay (no history)
+    unreplayed: dict[str, str] = field(default_factory=dict)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     #: per actor, the outcomes of its finishes and cancels → runs (typed: ``Outcome(code=-2)``)
     codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
@@ -225,7 +227,8 @@ class Report:
             "min_preemptions": dict(sorted(self.min_preemptions.items())),
             "results": self.results, "warnings": self.warnings,
             "witnesses": {k: {"schedule": h.schedule, "anomalies": [a for a in h.anomalies if a["kind"] == k],
-                              "steps": len(h.steps)} for k, h in sorted(self.witnesses.items())},
+                              "steps": len(h.steps)} for k, h in sorted(self.witnesses.items())}
+            | {k: {"schedule": s, "replayed": False} for k, s in sorted(self.unreplayed.items())},
             "infrastructure": {"aborted_runs": self.aborted_runs,
                                "aborted": [{**a.to_dict(), "runs": n} for a, n in sorted(
                                    self.aborted.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],

@@ -1174,6 +1174,7 @@ def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
             rep.stopped = rep.stopped or Abort.of(e)[0]
             rep.complete = False
             rep.min_preemptions[k] = pre
+            rep.unreplayed[k] = schedule
             continue
         if job.strategy != "exhaustive":
             h = shrink(runner, h, k)

@@ -62,8 +62,9 @@ _MEANINGS: dict[ExitCode, str] = {
                     "`grade`: below full marks",
     ExitCode.USAGE: "usage error: a bad option, scenario file, schedule string, notebook or Redis URL",
     ExitCode.INCONCLUSIVE: "inconclusive: no anomaly seen (or an expected one not seen) but the exploration "
-                           "was sampled (random, PCT) or stopped at a budget; or server errors aborted runs or "
-                           "stopped the exploration (then also without a check option)",
+                           "was sampled (random, PCT) or stopped at a budget; or, without a check option, "
+                           "server errors aborted runs or stopped the exploration (whatever it found: the "
+                           "verdict line says fails when the runs that completed showed an anomaly)",
     ExitCode.INFRASTRUCTURE: "infrastructure error: Redis unreachable, authentication failed, a server "
                              "error before any run could start, or the run's keys already exist",
     ExitCode.INTERNAL: "internal error: an unexpected exception (a bug in emqlab); one line, the traceback "
@@ -186,7 +187,11 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
                 found += f" (at most {bound['preemption_bound']} preemption(s))"
             elif strategy != "exhaustive":
                 found += f" ({strategy} samples)"
-        v = Verdict(FAILS, f"{found}; witness above" + (f"; {infra}" if infra else ""), kinds, complete, bound)
+        shown = getattr(rep, "witnesses", None)
+        unshown = [k for k in kinds if shown is not None and k not in shown]
+        shows = ("witness above" if not unshown else
+                f"witness{'es' if len(unshown) > 1 else ''} of {', '.join(unshown)} not replayed (see above)")
+        v = Verdict(FAILS, f"{found}; {shows}" + (f"; {infra}" if infra else ""), kinds, complete, bound)
     elif complete:
         v = Verdict(HOLDS, f"no anomaly in {scope} (complete exploration"
                            f"{' at that bound' if bound.get('preemption_bound') is not None else ''})",

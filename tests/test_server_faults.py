@@ -155,6 +155,23 @@ def test_a_run_scoped_fault_aborts_exactly_its_runs_and_nothing_else_counts_them
         {"code": "OOM", "reason": OOM, "runs": rep.aborted_runs}] and d["stopped"] is None
 
 
+def test_an_anomaly_witnessed_beside_aborted_runs_fails_and_does_not_exit_inconclusive() -> None:
+    """Aborted runs leave a missing anomaly unproven, not a found one: the verdict fails (with what the
+    aborts did) and --fail-on-anomaly exits 1; without a check the exit status is still 3, never 0, so a
+    run that server errors cut short never passes for a clean one."""
+    def sweep_first(r: Runner, command: tuple[Any, ...]) -> BaseException | None:
+        if command[0] == b"ZADD" and command[1].endswith(b":completed") and r.choices[:1] == ["S1"]:
+            return redis.exceptions.OutOfMemoryError(OOM[4:])
+        return None
+
+    rep, _completed = _explore(scenario.load("stalled-finish"), "split", reduce=False, failing=sweep_first)
+    assert rep.aborted and "double-placement" in rep.anomaly_kinds
+    v = judge(rep)
+    assert v.kind == "fails" and rep.infrastructure() in v.reason
+    assert v.exit_code(check=False) == ExitCode.INCONCLUSIVE and v.exit_code(check=True) == ExitCode.FAILS
+    assert "whatever it found" in ExitCode.INCONCLUSIVE.meaning
+
+
 def test_with_the_reduction_an_aborted_run_contributes_nothing() -> None:
     sc = scenario.load("stalled-finish")
     healthy, _every = _explore(sc, "split")
@@ -370,3 +387,35 @@ def test_a_script_flush_loop_never_yields_a_wrong_count() -> None:
         assert "aborted: " in text and f"run(s): {NOSCRIPT}" in text
     else:
         assert res.exit_code == 0, res.output
+
+
+def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge of a divided exploration replays each witness; when the server fails that replay, the
+    report has no history for it but keeps its schedule: the text prints its replay command, the JSON marks
+    it not replayed, and the verdict does not point at a witness above that is not there."""
+    from emqlab import parallel
+
+    real_merge = parallel._merge
+
+    def merge(runner: Any, job: Any, parts: Any) -> Any:
+        def lost(*_a: Any, **_k: Any) -> Any:
+            raise redis.exceptions.ConnectionError("Error while reading from 127.0.0.1:6395 : (104, 'reset')")
+        monkeypatch.setattr(runner, "run", lost)
+        return real_merge(runner, job, parts)
+
+    monkeypatch.setattr(parallel, "_merge", merge)
+    sc = scenario.load("two-workers")
+    rep = parallel.explore(sc, "split", jobs=1, divide=True)
+    assert rep.anomaly_kinds and set(rep.unreplayed) == set(rep.anomaly_kinds) and not rep.witnesses
+    whole = explore(sc, "split")
+    assert rep.unreplayed == {k: h.schedule for k, h in whole.witnesses.items()}
+    v = judge(rep)
+    assert v.kind == "fails" and "witness above" not in v.reason and "not replayed (see above)" in v.reason
+    res = CliRunner().invoke(main, ["simulate", "--split", "--scenario", "two-workers", "--jobs", "1"])
+    text = " ".join(res.output.split())
+    for kind, schedule in rep.unreplayed.items():
+        assert f"witness for {kind}: not replayed" in text and schedule in text
+    d = json.loads(CliRunner().invoke(main, ["simulate", "--split", "--scenario", "two-workers", "--jobs", "1",
+                                             "--json"]).output)
+    assert d["witnesses"] == {k: {"schedule": s, "replayed": False} for k, s in rep.unreplayed.items()}
