@@ -56,7 +56,7 @@ class FaultScope(enum.Enum):
     """How much of an exploration an infrastructure error spoils.
 
     * ``RUN`` — the run it happened in, only: the next run starts from a fresh initial state and may well
-      complete (NOSCRIPT after the retry budget — another client flushed the script cache —, OOM, BUSY with a
+      complete (NOSCRIPT where EVAL cannot answer it, OOM, BUSY with a
       script that SCRIPT KILL stopped or that another client runs, TRYAGAIN, NOREPLICAS, MISCONF, a failed
       initial-state write or run-index renewal). The exploration goes on without that run.
     * ``EXPLORATION`` — every later run too, because the server is no longer the one the exploration began

@@ -463,6 +463,8 @@ def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | N
 
 def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
                   script_set: _Scripts, width: int | None = DEFAULT_WIDTH) -> None:
+    from .explore import RUN_RETRIES
+
     # the scenario's own text (name, title, lesson) is printed as text, never read as console markup
     _say(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
                        (mode, "cyan"), f" · {rep.backend} · {rep.strategy}"), width, 4)
@@ -513,6 +515,11 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     if rep.aborted:
         _say(Text("an aborted run counts nowhere else, and the reduction may have missed interleavings below it",
                   style="dim"), width, 2)
+    for cause, n in sorted(rep.retried.items(), key=lambda kv: -kv[1]):
+        _say(Text.assemble(("retried:", "bold"), f" {n:,} time(s) after: {cause.reason}"), width, 4)
+    if rep.retried:
+        _say(Text(f"a run that such an error cut short is run again from its start, up to {RUN_RETRIES} times;"
+                  " one that then completes counts like any other", style="dim"), width, 2)
     if rep.stopped is not None:
         _say(Text.assemble(("stopped:", "bold yellow"), f" {rep.stopped.reason} (later runs could not be"
                                                          " trusted)"), width, 4)

@@ -29,8 +29,10 @@ Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the b
 search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
 
 **Infrastructure errors** (:class:`emqlab.backends.ServerFault`, a lost connection) are never a step's
-answer. One whose scope is the run (:class:`emqlab.backends.FaultScope`: NOSCRIPT after the retry budget,
-OOM, a BUSY script that SCRIPT KILL stopped, …) *aborts* that run: it is counted in
+answer. One whose scope is the run (:class:`emqlab.backends.FaultScope`: OOM, a BUSY script that SCRIPT
+KILL stopped, …) has the exhaustive search run that run again from its start, up to :data:`RUN_RETRIES`
+times (:attr:`Report.retried`; the same choices, so a run that then completes is as true as any other);
+when it comes back each time it *aborts* that run: it is counted in
 :attr:`Report.aborted` by cause and in no other figure (no interleaving count, final state, result or
 witness), and the exploration goes on with the next run. The aborted run's trace is partial — the races
 below the step that failed were never seen — so the reduction may have missed subtrees below it: the counts
@@ -102,6 +104,11 @@ def independent(a: Op | None, b: Op | None, base: str = "") -> bool:
 INFRASTRUCTURE = (ServerFault, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
+#: how many times an exhaustive search runs a run again after a run-scoped server error before it counts
+#: the run as aborted (sampled strategies never retry: a retry would draw another schedule)
+RUN_RETRIES = 2
+
+
 @dataclass(frozen=True)
 class Abort:
     """The cause of aborted runs or of a stopped exploration: the error's ``code`` (``OOM``, ``NOSCRIPT``,
@@ -170,6 +177,9 @@ class Report:
     outcomes: set[Any] = field(default_factory=set, repr=False)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: the times a run was run again from its start after a run-scoped server error (:data:`RUN_RETRIES`),
+    #: by cause: a retried run that then completed counts like any other; one that never did is in ``aborted``
+    retried: dict[Abort, int] = field(default_factory=dict)
 
     @property
     def aborted_runs(self) -> int:
@@ -233,6 +243,8 @@ class Report:
                                "aborted": [{**a.to_dict(), "runs": n} for a, n in sorted(
                                    self.aborted.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],
                                "stopped": self.stopped.to_dict() if self.stopped else None,
+                               "retried": [{**a.to_dict(), "times": n} for a, n in sorted(
+                                   self.retried.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],
                                "note": self.infrastructure()},
             "elapsed_s": round(self.elapsed_s, 4), "runs_per_second": round(self.runs_per_second, 1),
         }
@@ -447,6 +459,16 @@ class Explorer:
         if self.progress:
             self.progress(rep.explored, None)
 
+    def _retry(self, error: BaseException, tries: int) -> bool:
+        """Whether to run the run an :data:`INFRASTRUCTURE` error just ended again, from its start, along the
+        same choices: a run-scoped fault (another client's SCRIPT FLUSH, a passing OOM or BUSY) may not
+        recur, and a run that then completes is as true as any other (counted in ``retried``)."""
+        cause, scope = Abort.of(error)
+        if scope is not FaultScope.RUN or tries >= RUN_RETRIES:
+            return False
+        self.report.retried[cause] = self.report.retried.get(cause, 0) + 1
+        return True
+
     def _abort(self, error: BaseException) -> bool:
         """Count the run an :data:`INFRASTRUCTURE` error ended: True when only that run is lost (it is in
         ``aborted``; the exploration goes on), False when the exploration must stop (``stopped``)."""
@@ -520,6 +542,7 @@ class Explorer:
         rep = self.report
         frames: list[_Node] = []
         prefix: list[str] = []
+        tries = 0  # retries of this run (run-scoped server errors)
         while True:
             try:
                 r.reset()
@@ -543,8 +566,13 @@ class Explorer:
                     rep.complete = False
                     return
             except INFRASTRUCTURE as e:  # the run is lost, and the schedules below its failed step with it
+                if self._retry(e, tries):
+                    tries += 1
+                    del frames[len(prefix):]  # the frames this attempt made: the same run again
+                    continue
                 if not self._abort(e):
                     return
+            tries = 0
             if self.deadline is not None and time.time() > self.deadline:
                 rep.complete = False
                 return
@@ -609,6 +637,7 @@ class Explorer:
         fps: list[Footprint] = []
         preds: list[int] = []  # bit set of happens-before predecessors of each event
         keep = 0
+        tries = 0  # retries of this run (run-scoped server errors)
         while True:
             at = keep  # the node whose step the run is taking: an infrastructure error loses its subtree
             try:
@@ -661,6 +690,9 @@ class Explorer:
                         rep.complete = False
                         return
             except INFRASTRUCTURE as e:
+                if self._retry(e, tries):  # the same run again: every node it reached picks as it did
+                    tries += 1
+                    continue
                 if not self._abort(e):
                     return
                 if at < len(nodes):  # never again down this branch: below it, the races were not all seen
@@ -668,6 +700,7 @@ class Explorer:
                     assert current is not None
                     nodes[at].done.add(current)
                     del nodes[at + 1:]
+            tries = 0
             if self.donate is not None and len(nodes) > cut:
                 self.donate(nodes, cut)  # a divided exploration may hand some of this subtree to others
             if self.deadline is not None and time.time() > self.deadline:

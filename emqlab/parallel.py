@@ -166,6 +166,8 @@ class Part:
     #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: runs run again after a run-scoped server error, by cause (Report.retried)
+    retried: dict[Abort, int] = field(default_factory=dict)
     #: how many nodes it handed on through the worker's channel (:data:`_back`) instead of in ``donated``
     streamed: int = 0
     #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
@@ -414,7 +416,7 @@ def _collect(ex: Explorer, part: Part) -> None:
     part.outcomes = set(rep.outcomes)
     part.results = {a: dict(c) for a, c in ex._results.items() if c}
     part.codes = {a: dict(c) for a, c in ex._codes.items() if c}
-    part.aborted, part.stopped = dict(rep.aborted), rep.stopped
+    part.aborted, part.stopped, part.retried = dict(rep.aborted), rep.stopped, dict(rep.retried)
 
 
 # -- the coordinator side -----------------------------------------------------------------------------------
@@ -1158,6 +1160,8 @@ def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
             codes[a].update(oc)
         for cause, n in p.aborted.items():
             rep.aborted[cause] = rep.aborted.get(cause, 0) + n
+        for cause, n in p.retried.items():
+            rep.retried[cause] = rep.retried.get(cause, 0) + n
         rep.stopped = rep.stopped or p.stopped
     rep.raw_exact = job.strategy == "exhaustive" and rep.complete and not rep.aborted
     rep.distinct_outcomes = len(rep.outcomes)

@@ -297,21 +297,18 @@ class ScriptSet:
     def call(self, send: Callable[..., Any], name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """:meth:`execute` through ``send(*command)``, any function that sends one raw command (a redis-py
         ``execute_command``, or :func:`emqlab.backends.command_executor`). The command's arguments are str
-        (the command words, the SHA1, KEYS and ARGV given as str), int (the key count) and bytes (a
-        ``SCRIPT LOAD`` body), as redis-py's ``execute_command`` takes them."""
+        (the command words, the SHA1, KEYS and ARGV given as str), int (the key count) and bytes (an
+        ``EVAL`` body), as redis-py's ``execute_command`` takes them.
+
+        A NOSCRIPT reply (the server's script cache lost the script: another client's SCRIPT FLUSH, a
+        restart, a failover) is answered with ``EVAL`` of the script's text, as ioredis does: the same
+        script, run the same way, that no flush between two commands can miss (it also caches it again)."""
         script = self[name]
         script.check_keys(keys)
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         try:
-            return send(*command)
+            return send("EVALSHA", script.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
-            loaded = send("SCRIPT", "LOAD", script.text)
-            if isinstance(loaded, bytes):
-                loaded = loaded.decode()
-            if loaded != script.sha:  # pragma: no cover - a server that hashes differently
-                raise ScriptError(
-                    f"server returned SHA1 {loaded} for {script.file_name}, expected {script.sha}") from None
-            return send(*command)
+            return send("EVAL", script.text, len(keys), *keys, *args)
 
 
 _DEFAULT: ScriptSet | None = None

@@ -833,9 +833,8 @@ class Runner:
         try:
             try:
                 reply = self._executor(b"EVALSHA", sha, n, *keys, *args)
-            except redis.exceptions.NoScriptError:
-                self._executor(b"SCRIPT", b"LOAD", source)
-                reply = self._executor(b"EVALSHA", sha, n, *keys, *args)
+            except redis.exceptions.NoScriptError:  # the server lost it: its text (ScriptSet.call)
+                reply = self._executor(b"EVAL", source, n, *keys, *args)
         except redis.exceptions.ResponseError as e:
             reply = e
         except redis.exceptions.TimeoutError:

@@ -1,5 +1,5 @@
 """A run either completes truthfully or says it could not (issue 15, item 1). An error reply about the
-server's state is never a step's answer: one that spoils only its run (OOM, NOSCRIPT after the retry, a BUSY
+server's state is never a step's answer: one that spoils only its run (OOM, a BUSY
 script SCRIPT KILL stopped) aborts that run, the exploration goes on, and the report is inconclusive with the
 cause and the count of aborted runs, none of which is in any other figure; one that spoils every later run
 (READONLY, a lost connection, a restart) stops the exploration with what it covered. Faults on servers the
@@ -8,6 +8,7 @@ tests start themselves; the deterministic cases on fakeredis with a failing comm
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -172,6 +173,33 @@ def test_an_anomaly_witnessed_beside_aborted_runs_fails_and_does_not_exit_inconc
     assert "whatever it found" in ExitCode.INCONCLUSIVE.meaning
 
 
+@pytest.mark.parametrize("reduce", [True, False], ids=["dpor", "every-schedule"])
+def test_a_run_a_passing_server_error_cut_short_is_run_again_and_counts_as_any_other(reduce: bool) -> None:
+    """A run-scoped fault that does not recur (every other ZADD to completed gets OOM): each run that meets
+    it is run again from its start and completes, so the claims are the healthy ones and nothing is
+    aborted; a fault that does recur is retried RUN_RETRIES times, then the run is aborted."""
+    from emqlab.explore import RUN_RETRIES
+
+    sc = scenario.load("stalled-finish")
+    healthy, _every = _explore(sc, "split", reduce=reduce)
+    seen = Counter[str]()
+
+    def every_other(r: Runner, command: tuple[Any, ...]) -> BaseException | None:
+        if command[0] == b"ZADD" and command[1].endswith(b":completed"):
+            seen["zadd"] += 1
+            if seen["zadd"] % 2:
+                return redis.exceptions.OutOfMemoryError(OOM[4:])
+        return None
+
+    rep, _completed = _explore(sc, "split", reduce=reduce, failing=every_other)
+    assert not rep.aborted and rep.retried == {Abort("OOM", OOM): (seen["zadd"] + 1) // 2}
+    assert rep.claims() == healthy.claims()
+    rep, _completed = _explore(sc, "split", reduce=reduce, failing=_zadd_completed_after_the_sweep)
+    assert rep.aborted and rep.retried == {Abort("OOM", OOM): RUN_RETRIES * rep.aborted_runs}
+    d = rep.to_dict()["infrastructure"]
+    assert d["retried"] == [{"code": "OOM", "reason": OOM, "times": RUN_RETRIES * rep.aborted_runs}]
+
+
 def test_with_the_reduction_an_aborted_run_contributes_nothing() -> None:
     sc = scenario.load("stalled-finish")
     healthy, _every = _explore(sc, "split")
@@ -287,31 +315,41 @@ def _tight_server() -> Iterator[str]:
         yield url
 
 
-def test_out_of_memory_mid_exploration_aborts_those_runs_and_the_cli_exits_3(ballast: Path) -> None:
+def test_out_of_memory_mid_exploration_aborts_those_runs_and_the_cli_exits_3(
+        ballast: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """maxmemory + noeviction on a server the test starts: the runs in which a write follows the sweep are
-    aborted with OOM, the one in which the sweep comes last completes, exactly as on fakeredis."""
+    aborted with OOM, the one in which the sweep comes last completes, exactly as on fakeredis (without
+    retries: how much memory the server counts moves a little with time, so a retry may complete)."""
+    from emqlab import explore as explore_module
+
     sc = scenario.load("stalled-finish")
     scripts = default_scripts().overlay(ballast)
     with _tight_server() as url:
-        rep, completed = _explore(sc, "split", connect(url), reduce=False, scripts=scripts)
+        with monkeypatch.context() as m:
+            m.setattr(explore_module, "RUN_RETRIES", 0)
+            rep, completed = _explore(sc, "split", connect(url), reduce=False, scripts=scripts)
         assert rep.explored == len(completed) == 1 and rep.aborted == {Abort("OOM", OOM): 20}
         (schedule, (kinds, final)), = completed.items()
         replayed = _fake_replay(sc, "split", schedule, scripts)
         assert parse_schedule(schedule)[-1] == "S1" and (frozenset(replayed.kinds), replayed.final.logical()) == (
             kinds, final)
         assert rep.outcomes == {final} and rep.runs_with == {}
-        dpor = explore(sc, "split", conn=connect(url), scripts=scripts)
+        # (how many runs the reduced search aborts varies from run to run here: the server's memory use
+        # moves with its clients' query buffers, so a retry now and then completes; each report must
+        # agree with itself)
         res = CliRunner().invoke(main, ["simulate", "--split", "--redis", url, "--lua", str(ballast)])
         assert res.exit_code == ExitCode.INCONCLUSIVE, res.output
         text = " ".join(res.output.split())
-        assert f"runs aborted (server errors) {dpor.aborted_runs}" in text
-        assert f"aborted: {dpor.aborted_runs} run(s): {OOM}" in text and "verdict: inconclusive" in text
+        n = int(re.search(r"runs aborted \(server errors\) (\d+)", text).group(1))  # type: ignore[union-attr]
+        assert n >= 1 and f"aborted: {n} run(s): {OOM}" in text and "verdict: inconclusive" in text
+        assert f"{n} run(s) aborted by server errors ({OOM} ×{n})" in text
         res = CliRunner().invoke(main, ["simulate", "--split", "--redis", url, "--lua", str(ballast), "--json"])
         assert res.exit_code == ExitCode.INCONCLUSIVE, res.output
         d = json.loads(res.output)
-        assert d["verdict"] == "inconclusive" and d["infrastructure"]["aborted"] == [
-            {"code": "OOM", "reason": OOM, "runs": dpor.aborted_runs}]
-        assert d["interleavings"]["explored"] == dpor.explored and d["verdict_detail"]["exit_code"] == 3
+        n = d["infrastructure"]["aborted_runs"]
+        assert d["verdict"] == "inconclusive" and n >= 1 and d["infrastructure"]["aborted"] == [
+            {"code": "OOM", "reason": OOM, "runs": n}]
+        assert d["verdict_detail"]["exit_code"] == 3 and d["interleavings"]["complete"] is True
 
 
 def test_a_looping_script_on_a_live_server_is_killed_and_its_runs_aborted(tmp_path: Path) -> None:
@@ -362,31 +400,23 @@ def _flushing(url: str) -> Iterator[None]:
 
 def test_a_script_flush_loop_never_yields_a_wrong_count() -> None:
     """The reproducer of issue 15: SCRIPT FLUSH looping from another client while an atomic exploration runs.
-    An EVALSHA that meets NOSCRIPT loads the script and runs it again; a second NOSCRIPT in a row aborts the
-    run. Every run that completed is counted as on fakeredis; an aborted one nowhere."""
+    An EVALSHA that meets NOSCRIPT sends EVAL with the script's text (as ioredis does), which no flush can
+    miss: every exploration claims exactly what the healthy one does, nothing is aborted, and the server
+    saw EVALs (the flushes did land)."""
     sc = scenario.load("two-workers")
     healthy, _every = _explore(sc, "atomic")
-    aborted = 0
     with own_redis_server() as url, _flushing(url):
         for _ in range(3):
             rep, completed = _explore(sc, "atomic", connect(url), failing=None)
-            aborted += rep.aborted_runs
-            assert set(rep.aborted) <= {Abort("NOSCRIPT", NOSCRIPT)} and rep.stopped is None
+            assert not rep.aborted and not rep.retried and rep.stopped is None
             for schedule, seen in completed.items():
                 replayed = _fake_replay(sc, "atomic", schedule)
                 assert seen == (frozenset(replayed.kinds), replayed.final.logical()), schedule
-            assert rep.runs_with == dict(Counter(k for kinds, _f in completed.values() for k in kinds))
-            assert rep.outcomes <= healthy.outcomes
-            if not rep.aborted:
-                assert rep.claims() == healthy.claims() | {"witnesses": rep.claims()["witnesses"]}
+            assert rep.claims() == healthy.claims() | {"witnesses": rep.claims()["witnesses"]}
         res = CliRunner().invoke(main, ["simulate", "--atomic", "--redis", url])
-    assert aborted >= 1  # (the loop is hard enough to meet the retry in every exploration seen so far)
-    text = " ".join(res.output.split())
-    if "aborted by server errors" in text:
-        assert res.exit_code == ExitCode.INCONCLUSIVE and "verdict: inconclusive" in text, res.output
-        assert "aborted: " in text and f"run(s): {NOSCRIPT}" in text
-    else:
-        assert res.exit_code == 0, res.output
+        evals = redis.Redis.from_url(url).info("commandstats").get("cmdstat_eval", {}).get("calls", 0)
+    assert res.exit_code == 0 and "aborted" not in res.output, res.output
+    assert evals > 0  # NOSCRIPT did happen, and was answered with EVAL
 
 
 def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict_says_so(
