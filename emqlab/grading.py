@@ -692,7 +692,7 @@ def _a1_solo(case: A1Case) -> Any:
 A1_CASES: dict[str, A1Case] = {c.name: c for c in [
     A1Case("assignment", "the assignment's own case"),
     A1Case("another-job", "another job id: W1 holds and finishes job 7, not job 1", job="7"),
-    A1Case("lease-checks", "W1 asks how long its lock has left (PTTL) twice before it finishes, so every "
+    A1Case("lease-checks", "W1 asks how long its lock has left (PTTL) before it finishes, so every "
                            "command of its finish comes later in the history", lease_checks=2),
     A1Case("failed", "W1's handler threw, so W1 files the job in failed: that branch of the finish runs fewer "
                      "checks before it writes", finish="failed"),
