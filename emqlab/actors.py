@@ -85,6 +85,9 @@ class Op:
     #: actor's EVALSHA / EVAL resolved by SHA1); the Runner records it on the step (``Step.script``). An
     #: atomic ``script`` op's script is its call's name, known when it is built.
     script: str | None = None
+    #: a Python actor's pipeline or MULTI … EXEC: every script of the set its commands run, in order
+    #: (``script`` is the first); the Runner records them on the step (``Step.scripts``)
+    scripts: tuple[str, ...] = ()
 
     @property
     def round_trip(self) -> bool:

@@ -216,7 +216,8 @@ def _incarnation_steps(h: History, job: str) -> list[int]:
     ``script`` — an emqlab producer's EVALSHA, a Python actor's EVALSHA or EVAL, or a command of a split
     add — is one of :data:`ADD_SCRIPTS`."""
     return [s.index for s in h.steps
-            if s.script in ADD_SCRIPTS and any(isinstance(e, HashCreated) and e.job == job for e in s.effects)]
+            if ADD_SCRIPTS.intersection(s.scripts) and any(isinstance(e, HashCreated) and e.job == job
+                                                           for e in s.effects)]
 
 
 def _same_job(h: History, job: str, a: int, b: int) -> bool:

@@ -80,10 +80,17 @@ class Step:
     #: script outside the set (a block's own Lua). The checks read it, never ``op`` or ``note``: a re-add
     #: by a Python actor is an ``EVALSHA`` step whose script is ``addStandardJob``.
     script: str | None = None
+    #: every script of the set the step ran, in order: ``(script,)`` for one, all of a Python actor's
+    #: pipeline or MULTI … EXEC that runs several (``script`` is then the first), ``()`` for none
+    scripts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.script is None and self.kind == "script":  # a script step's op is its script's name
             object.__setattr__(self, "script", self.op)
+        if not self.scripts and self.script is not None:
+            object.__setattr__(self, "scripts", (self.script,))
+        elif self.scripts and self.script is None:
+            object.__setattr__(self, "script", self.scripts[0])
 
     def command_text(self, width: int = COMMAND_WIDTH) -> str:
         """The command as one short line of at most ``width`` columns: ``DEL 1:lock``, ``EVALSHA
@@ -111,6 +118,10 @@ class Step:
             del d["outcome"], d["applied"]
         if self.script is None or (self.kind == "script" and self.script == self.op):
             del d["script"]  # (JSON v1 as before: a script step's script is its op when read back)
+        if self.scripts == ((self.script,) if self.script is not None else ()):
+            del d["scripts"]  # (one script or none: ``script`` says it, as in JSON v1)
+        else:
+            d["scripts"] = list(self.scripts)
         return d
 
     @classmethod
@@ -120,6 +131,7 @@ class Step:
         data["args"] = tuple(data.get("args", ()))
         data["keys"] = tuple(data.get("keys", ()))
         data["effects"] = tuple(fx.parse(e) for e in data.get("effects", ()))
+        data["scripts"] = tuple(data.get("scripts", ()))
         return cls(**data)
 
 

@@ -654,7 +654,8 @@ class _Driver:
             def batch(_now: int, c: tuple[Command, ...] = cmds) -> Sequence[Command]:
                 return c
 
-            op = Op("command", label, batch=batch, session=True, conn=request.conn, python=True, section="commands")
+            op = Op("command", label, batch=batch, session=True, conn=request.conn, python=True, section="commands",
+                    scripts=tuple(n for c in cmds if (n := self.script_of(c)) is not None))
         reply = yield op
         self.steps += 1
         if len(cmds) == 1 or isinstance(reply, BaseException):

@@ -496,7 +496,7 @@ class Runner:
         step = Step(self.index, actor, self.actor_steps[actor], op.kind, name, tuple(rec.args), tuple(keys),
                     shown, now, tuple(rec.effects), op.section if op.kind == "command" else "", op.run,
                     read_only=read_only, outcome=outcome, applied=applied,  # type: ignore[arg-type]
-                    script=op.script)
+                    script=op.script, scripts=op.scripts)
         self.steps.append(step)
         self.footprints.append(fp)
         if armed is not None:  # the actor sees the same error whether or not its request ran
@@ -759,9 +759,17 @@ class Runner:
                 shas = [c.lower() for c in cmd[2:]]
                 return ([int(s in self._py_cache) for s in shas],
                         Footprint(reads=frozenset(("scripts", s.decode("utf-8", "replace")) for s in shas)))
-        if name in _SCRIPT_CALLS and len(cmd) >= 3:
-            return self._py_script(cmd)
         st = self._py_conns.setdefault(conn, _Conn())
+        if name in _SCRIPT_CALLS and len(cmd) >= 3:
+            if not st.multi:
+                return self._py_script(cmd)
+            # inside MULTI the server queues it and runs it at EXEC, in its place among the others: as EVAL
+            # of the run's cached text (an unknown SHA1 fails there with NOSCRIPT, as on Redis)
+            source = self._py_cache.get(cmd[1].lower()) if name.startswith(b"EVALSHA") else cmd[1]
+            if source is None:
+                source = b"return redis.error_reply('" + NOSCRIPT.encode() + b"')"
+            cmd = (b"EVAL_RO" if name.endswith(b"_RO") else b"EVAL", source, *cmd[2:])
+            st.queued = st.queued | Footprint.everything()  # (what it touches is not seen)
         stateful = name in _SESSION_COMMANDS or st.multi or bool(st.watched)
         execute = self._py_session(conn) if stateful else self.exec
         try:

@@ -173,3 +173,22 @@ def test_the_step_script_survives_history_json_and_v1_files_read_as_before() -> 
     d = h.steps[0].to_dict()  # an emqlab script step: JSON v1 as before (its script is its op)
     assert "script" not in d and Step.from_dict(d).script == h.steps[0].op
     assert h.steps[1].to_dict()["script"] == "addStandardJob"
+
+
+@pytest.mark.parametrize("backend", ["fake", pytest.param("live", marks=pytest.mark.live)])
+def test_a_readd_inside_a_python_actors_transaction_is_a_new_incarnation_too(backend: str) -> None:
+    """The add's EVALSHA in a MULTI … EXEC beside another command: the server queues it and runs it at EXEC
+    in its place (EXEC's reply has both), and the batch step carries every script it ran (Step.scripts),
+    so the re-added job is a new incarnation, as for a lone EVALSHA."""
+    from tests.conftest import live_conn
+
+    actors = {**_ACTORS, "P1": {"python": "tests.pyactors_toys:readd_in_a_transaction"}}
+    sc = scenario(actors, state={"active": ["1"]}, locks={"1": "W1"})
+    with Runner(sc, "atomic", connect() if backend == "fake" else live_conn()) as r:
+        h = _drain(r, ["W1", "P1", "W2"])
+    created = [s for s in h.steps if s.actor == "P1" and any(isinstance(e, HashCreated) for e in s.effects)]
+    assert len(created) == 1 and created[0].op == "PIPELINE" and "addStandardJob" in created[0].scripts
+    assert [(e.actor, e.released) for e in h.executions] == [("W1", True), ("W2", True)]
+    assert h.final.placements["1"] == ["completed"] and h.kinds == []
+    back = History.from_json(h.to_json())  # the batch's scripts survive the history's JSON
+    assert [s.scripts for s in back.steps] == [s.scripts for s in h.steps] and check(back) == []
