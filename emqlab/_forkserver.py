@@ -5,4 +5,8 @@ the coordinator stops them and the server."""
 
 import signal
 
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+# (SIGTERM and SIGHUP too: a CI timeout or a closed terminal signals the whole group; the server ends when
+# the coordinator, its parent, closes its end of the server's pipe)
+for _sig in ("SIGINT", "SIGTERM", "SIGHUP"):
+    if hasattr(signal, _sig):
+        signal.signal(getattr(signal, _sig), signal.SIG_IGN)

@@ -1218,17 +1218,33 @@ def student(source: str, out: str, otter: bool) -> None:
         console.print(f"wrote {p}", highlight=False)
 
 
+#: stop signals received so far (Ctrl-C, SIGTERM, SIGHUP)
+_stops = 0
+
+
 def _terminate(signum: int, _frame: object) -> None:
-    # SystemExit unwinds through the runners' context managers: a live run deletes its keys on SIGTERM
-    # (a CI timeout, `kill`) as it does on Ctrl-C.
-    raise SystemExit(128 + signum)
+    """The first stop signal stops the command: Ctrl-C as KeyboardInterrupt, SIGTERM (a CI timeout, `kill`)
+    and SIGHUP (a closed terminal) as SystemExit(128 + signal), which unwind through the runners' context
+    managers, so a live run deletes its keys on each. The second is ignored: the terminal signals the whole
+    process group, users press Ctrl-C twice, and the clean-up the first started must finish. The third
+    exits at once, cleaning nothing (what a live run left, `emqlab clean` deletes once its lease ends)."""
+    global _stops
+    _stops += 1
+    if _stops == 1:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+    if _stops >= 3:
+        os.write(2, b"stopped without cleaning up: `emqlab clean --redis URL` deletes what a live run left\n")
+        os._exit(128 + signum)
 
 
 def entry() -> None:
-    """The console script: :func:`main` with SIGTERM/SIGHUP turned into a clean exit and a closed pipe
-    (``emqlab scenarios | head``) ending quietly."""
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
+    """The console script: :func:`main` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
+    (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly."""
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        # (one the parent made us ignore stays ignored: a shell's background job, nohup)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _terminate)
     try:
         main()

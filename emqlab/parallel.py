@@ -60,7 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import ServerFault, is_fake
+from .backends import BackendError, ServerFault, is_fake
 from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
 from .outcome import Outcome
@@ -86,6 +86,10 @@ Progress = Callable[[int, int | None], None]
 
 class ParallelError(ValueError):
     """An executor could not be set up (Dask missing, a bad ``--executor``); the message is one line."""
+
+
+class ExecutorUnreachable(BackendError):
+    """The Dask scheduler named by ``--executor`` does not answer (an infrastructure error: exit 4)."""
 
 
 # -- what is shipped ----------------------------------------------------------------------------------------
@@ -247,11 +251,14 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    """Ctrl-C in a worker: interrupt the part it is running, once. A second SIGINT (the terminal's process
-    group and the coordinator both send one) is ignored, so it cannot cut short the clean-up the first
-    one started (deleting the part's live keys)."""
+    """A stop signal in a worker (Ctrl-C, or SIGTERM / SIGHUP to the process group: a CI timeout, a closed
+    terminal): interrupt the part it is running, once; between parts it is ignored (the coordinator shuts
+    the pool down, and the worker's exit deletes its live keys). Every later one is ignored, so it cannot
+    cut short the clean-up the first one started (the terminal's process group and the coordinator both
+    send one)."""
     if _running.is_set():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
         raise KeyboardInterrupt
 
 
@@ -268,6 +275,9 @@ def _pool_init(back: Any = None) -> None:
 
     global _back
     _back = back
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is not None:  # (a fork server's worker inherits them blocked: _start_forkserver)
+        mask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     # a forked worker is a copy of the coordinator: forget its runner (never close it: that would delete
     # the coordinator's keys) and its dispatch; keep the copy of a fakeredis runner it was handed (the copy
@@ -276,7 +286,8 @@ def _pool_init(back: Any = None) -> None:
     _local.runner = _local.key = _local.dispatch = _local.lent = _local.heir = None
     if heir is not None:
         _local.key, _local.runner = heir
-    signal.signal(signal.SIGINT, _on_sigint)
+    for s in STOP_SIGNALS:
+        signal.signal(s, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
 
 
@@ -542,6 +553,40 @@ FORKSERVER_PRELOAD = ["emqlab._forkserver", "emqlab.parallel", "emqlab.fakeserve
                       "emqlab.explore"]
 
 
+def _start_forkserver() -> None:
+    """Start the fork server now, with the stop signals held back, so that it inherits them blocked: a
+    Ctrl-C while it is still importing (before its preload ignores them) printed its traceback. Its workers
+    inherit the mask and unblock the signals first thing (:func:`_pool_init`)."""
+    from multiprocessing import forkserver
+
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        forkserver.ensure_running()
+        return
+    old = mask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        forkserver.ensure_running()
+    finally:
+        mask(signal.SIG_SETMASK, old)
+
+
+def _resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, with SIGHUP held back, so that it inherits it blocked:
+    it ignores SIGINT and SIGTERM itself but not SIGHUP, and a closed terminal signals the whole group
+    (the tracker gone, the pool's clean-up prints tracebacks about leaked semaphores)."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    hup = getattr(signal, "SIGHUP", None)
+    if mask is None or hup is None or threading.current_thread() is not threading.main_thread():
+        return
+    from multiprocessing import resource_tracker
+
+    mask(signal.SIG_BLOCK, {hup})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        mask(signal.SIG_UNBLOCK, {hup})
+
+
 class InlineExecutor(cf.Executor):
     """Runs each call in this process when it is submitted (``--jobs 1``): the same parts, no pool."""
 
@@ -579,7 +624,7 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
         try:
             client = Client(address, timeout=10)
         except OSError as e:
-            raise ParallelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+            raise ExecutorUnreachable(f"cannot reach the Dask scheduler at {address}: {e}") from None
         return client.get_executor(), client.close
     n = jobs if jobs is not None else default_jobs()
     if n <= 1 and not pool:
@@ -588,10 +633,12 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
 
     method = start_method(live)
     ctx = multiprocessing.get_context(method)
+    _resource_tracker()
     if method == "forkserver":
         # imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone takes
         # about 0.5 s to import
         ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        _start_forkserver()
     ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init,
                                  initargs=(back,))
     return ppe, lambda: ppe.shutdown(wait=True, cancel_futures=True)
@@ -714,7 +761,10 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                 parts = _run_refused(runner, job, tasks, parts, st)
             except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM turned into SystemExit by the CLI
                 st.interrupted = True
-                _interrupt_pool(pool)
+                with _quiet():
+                    _interrupt_pool(pool)
+                    close_pool()
+                    _drop_runner()
                 raise
             finally:
                 close_pool()
@@ -780,10 +830,14 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
             parts = [here, *dispatch.finish()]
         finally:
             _local.lent = None
+        dispatch.started()  # (an executor that could not start is an error, even if this process did it all)
         st.refused = dispatch.refused
     except (KeyboardInterrupt, SystemExit):
         st.interrupted = True
-        dispatch.interrupt()
+        with _quiet():  # the next Ctrl-C must not cut the pool's shutdown short (it hung, keys left)
+            dispatch.interrupt()
+            dispatch.close()
+            _drop_runner()
         raise
     finally:
         dispatch.close()
@@ -912,6 +966,8 @@ class _Dispatch:
             if self._error is not None:
                 raise self._error
             return
+        if self.executor in (None, "local", "process"):
+            _resource_tracker()  # from this thread, which can hold SIGHUP back (the starter cannot)
         self._starting = threading.Thread(target=start, name="emqlab-pool-start", daemon=True)
         self._starting.start()
 
@@ -985,7 +1041,7 @@ class _Dispatch:
             timeout = None if deadline is None else max(0.0, deadline - time.time()) + 5.0
             if self._back is not None:  # wake for hand-ons too: take them over while the workers go on
                 timeout = HEAR_EVERY if timeout is None else min(timeout, HEAR_EVERY)
-            finished, _ = cf.wait(set(self._running), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            finished, _ = _wait(set(self._running), timeout)
             for f in finished:
                 self._take(f)
             if deadline is not None and time.time() > deadline + 5.0 and self._running:
@@ -993,6 +1049,15 @@ class _Dispatch:
                     f.cancel()
                 break
         return [self._done.get(i) or Part(i, complete=False, started=False) for i in range(1, len(self.prefixes))]
+
+    def started(self) -> None:
+        """Wait for the pool to have started, if it is starting, and raise what kept it from starting (an
+        unreachable Dask scheduler), even when this process ran every part meanwhile."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+        if self._error is not None:
+            raise self._error
 
     def interrupt(self) -> None:
         for f in self._running:
@@ -1066,7 +1131,7 @@ def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None
         pending = set(futures)
         while pending:
             timeout = None if deadline is None else max(0.0, deadline - time.time()) + 5.0
-            finished, pending = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+            finished, pending = _wait(pending, timeout)
             for f in finished:
                 if not f.cancelled():
                     part = f.result()
@@ -1078,8 +1143,9 @@ def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None
                     f.cancel()
                 break
     except (KeyboardInterrupt, SystemExit):
-        for f in futures:
-            f.cancel()
+        with _quiet():
+            for f in futures:
+                f.cancel()
         raise
     for part in done.values():
         if part.refused is None:
@@ -1113,6 +1179,49 @@ def _tally(st: Stats, part: Part) -> None:
     w["parts"] += 1
     w["seconds"] += part.seconds
     w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
+
+
+#: the signals that stop a run (Ctrl-C, a CI timeout's SIGTERM, a closed terminal's SIGHUP)
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+                     if s is not None)
+#: the longest a wait for the workers holds the stop signals back (s)
+WAIT_SLICE = 0.1
+
+
+def _wait(fs: set[cf.Future[Any]], timeout: float | None) -> tuple[set[cf.Future[Any]], set[cf.Future[Any]]]:
+    """``cf.wait(fs, timeout, FIRST_COMPLETED)`` with the stop signals held back (POSIX, main thread): a
+    KeyboardInterrupt raised inside it, while it holds some futures' locks, would leave them held, and the
+    pool's own thread, cancelling, would then wait for them for ever. Waits at most :data:`WAIT_SLICE` at a
+    time, so a signal is taken within that."""
+    slice_ = WAIT_SLICE if timeout is None else min(timeout, WAIT_SLICE)
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None or threading.current_thread() is not threading.main_thread():
+        done, pending = cf.wait(fs, timeout=slice_, return_when=cf.FIRST_COMPLETED)
+        return set(done), set(pending)
+    mask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        done, pending = cf.wait(fs, timeout=slice_, return_when=cf.FIRST_COMPLETED)
+    finally:
+        mask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a signal that came meanwhile is taken here, outside the locks
+    return set(done), set(pending)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The clean-up after a stop signal, safe from the next one (the terminal sends Ctrl-C to the whole
+    process group, and impatient users press it twice): the stop signals are ignored meanwhile (main thread
+    only), so the pool shuts down and every live key is deleted instead of hanging half-way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
 def _interrupt_pool(ex: cf.Executor) -> None:
@@ -1240,6 +1349,6 @@ def progress_bar(console: Any) -> Any:
     return bar()
 
 
-__all__ = ["DONATE_EVERY", "Donor", "InlineExecutor", "Job", "PROBE_RUNS", "ParallelError", "Part", "SWARM_CHUNK",
-           "Stats", "TARGET_SUBTREES", "Task", "default_jobs", "explore", "make_executor", "prefixes",
-           "progress_bar", "run_part", "start_method", "url_of"]
+__all__ = ["DONATE_EVERY", "Donor", "ExecutorUnreachable", "InlineExecutor", "Job", "PROBE_RUNS",
+           "ParallelError", "Part", "SWARM_CHUNK", "Stats", "TARGET_SUBTREES", "Task", "default_jobs",
+           "explore", "make_executor", "prefixes", "progress_bar", "run_part", "start_method", "url_of"]

@@ -309,12 +309,18 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
     assert len({w.split(":")[1] for w in out["2"][1]}) == 2  # the coordinator and a forked worker ran parts
 
 
+STOPS = [("INT", 1.6, 1), ("INT", 2.4, 1), ("INT", 1.0, 2), ("INT", 0.4, 2), ("TERM", 1.6, 1), ("HUP", 1.6, 1)]
+
+
 @pytest.mark.live
-@pytest.mark.parametrize("after", [1.6, 2.4])
-def test_ctrl_c_to_the_whole_process_group_of_a_two_job_live_run_leaves_no_keys(after: float) -> None:
-    """Ctrl-C reaches the coordinator and its worker at once (the terminal signals the process group), and
-    the coordinator passes it on as well: each part stops once and deletes its keys, a second SIGINT never
-    cuts that short (parallel._on_sigint). On the test's own server, so any key left is this run's."""
+@pytest.mark.parametrize(("sig", "after", "times"), STOPS, ids=[f"{s}x{n}-at-{a}s" for s, a, n in STOPS])
+def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_no_keys(
+        sig: str, after: float, times: int) -> None:
+    """Ctrl-C (once, or twice 10 ms apart), SIGTERM (a CI timeout) or SIGHUP (a closed terminal) reaches the
+    coordinator and its worker at once (the signal goes to the process group), and the coordinator passes
+    it on as well: each part stops once and deletes its keys, a later signal never cuts that short or
+    hangs the pool's shutdown (parallel._on_sigint, parallel._quiet, cli._terminate). On the test's own
+    server, so any key left is this run's."""
     import os
     import signal
     import subprocess
@@ -324,16 +330,19 @@ def test_ctrl_c_to_the_whole_process_group_of_a_two_job_live_run_leaves_no_keys(
 
     from tests.conftest import own_redis_server
 
+    signum = getattr(signal, f"SIG{sig}")
     with own_redis_server() as url:
-        proc = subprocess.Popen([sys.executable, "-m", "emqlab.cli", "simulate", "--split", "-s", "two-workers",
+        proc = subprocess.Popen([sys.executable, "-m", "emqlab._entry", "simulate", "--split", "-s", "two-workers",
                                  "--jobs", "2", "--redis", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         time.sleep(after)
-        os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        for _ in range(times):
+            os.killpg(proc.pid, signum)
+            time.sleep(0.01)
+        out, err = proc.communicate(timeout=60)  # (a hang fails here)
         conn = redis_py.Redis.from_url(url)
         left = [k for k in conn.scan_iter(match="emq:{q-*") if not k.startswith(b"emq:{q-runs}")]
-        assert proc.returncode in (0, 130), err.decode()
+        assert proc.returncode in (0, 128 + signum), err.decode()
         assert b"Traceback" not in err, err.decode()
         assert left == [], (left, err.decode())
 
@@ -368,3 +377,21 @@ def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: p
             assert _json(divided) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5,
                                                             jobs=1))
         assert stats.refused is not None and "OOM" in stats.refused
+
+
+def test_an_unreachable_dask_scheduler_is_an_error_even_when_the_coordinator_did_everything(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool starts in the background while the search goes on here; if it never starts, the run says so
+    (exit 4, as for an unreachable Redis) instead of printing the report this process made alone."""
+    distributed = pytest.importorskip("distributed")
+
+    def refused(address: str, timeout: float) -> Any:
+        raise OSError(f"Timed out trying to connect to {address} after {timeout} s")
+
+    monkeypatch.setattr(distributed, "Client", refused)
+    with pytest.raises(parallel.ExecutorUnreachable, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
+        parallel.explore(scenario.load("two-workers"), "split", executor="dask://127.0.0.1:1", divide=True)
+    for strategy in ("exhaustive", "random"):
+        res = CliRunner().invoke(main, ["simulate", "--split", "-s", "two-workers", "--strategy", strategy,
+                                        "--executor", "dask://127.0.0.1:1"])
+        assert res.exit_code == 4 and "error: cannot reach the Dask scheduler" in res.output, res.output
