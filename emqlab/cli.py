@@ -82,6 +82,13 @@ def _fail(msg: str, code: ExitCode = ExitCode.USAGE) -> None:
     sys.exit(code)
 
 
+def _finite(value: float | None, option: str) -> float | None:
+    """A float option's value, refused when it is NaN (which every range check lets through)."""
+    if value is not None and value != value:
+        raise click.BadParameter("nan is not a number of seconds", param_hint=option)
+    return value
+
+
 def _one_line(text: str, limit: int = 2000) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -377,8 +384,11 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
               help="Processes that explore: this one and N-1 workers (default: the number of cores). "
                    "The report is the same for any number.")
 @click.option("--executor", metavar="URL", default=None,
-              help="Run the parts on a Dask cluster: dask://host:8786 (pip install 'emqlab[dask]').")
+              help="Where the parts (the subtrees of the search, or the chunks of sampled runs) run: local"
+                   " (a process pool of --jobs, the default) or a Dask cluster, dask://host:8786 (pip install"
+                   " 'emqlab[dask]').")
 @click.option("--max-seconds", type=click.FloatRange(0, min_open=True), default=None,
+              callback=lambda _c, _p, v: _finite(v, "--max-seconds"),
               help="Stop after this long: an inconclusive result that says what was covered.")
 @_check_options
 @_wide_option
@@ -523,6 +533,10 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     if rep.stopped is not None:
         _say(Text.assemble(("stopped:", "bold yellow"), f" {rep.stopped.reason} (later runs could not be"
                                                          " trusted)"), width, 4)
+    elif isinstance(rep.params, dict) and rep.params.get("inconclusive"):  # (a time budget: --max-seconds)
+        note = str(rep.params["inconclusive"])
+        _say(Text.assemble(("stopped", "bold yellow"), note.removeprefix("stopped")) if note.startswith("stopped")
+             else Text.assemble(("stopped:", "bold yellow"), f" {note}"), width, 4)
     console.print()
     if not rep.anomaly_kinds and infra:
         _say(Text.assemble(("no anomaly", "bold yellow"), f" in the {rep.explored:,} run(s) that completed."),
@@ -841,9 +855,11 @@ def clean(redis_url: str, dry_run: bool) -> None:
         console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
     for r in alive:
         until = time.strftime("%H:%M:%S", time.localtime(r.expires_ms / 1000))
-        console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its owner's lease holds until {until}"
-                      " (it renews it while it runs; one killed or interrupted lets it lapse: run clean again"
-                      " after that)", highlight=False)
+        console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its lease holds until {until}",
+                      highlight=False)
+    if alive:
+        _say(Text("a run renews its lease while it runs; one killed or interrupted lets it lapse: run clean again"
+                  " after that", style="dim"), DEFAULT_WIDTH)
     if not runs:
         console.print("no runs of emqlab are registered on this server")
 
