@@ -753,6 +753,9 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                              for i, (p, sl) in enumerate(subtrees)]
                 else:
                     chunks = max(1, math.ceil(runs / SWARM_CHUNK))
+                    if seed + chunks - 1 > SEED_MAX:  # chunk i is replayed with --seed seed+i: it must be one
+                        raise ParallelError(f"--seed {seed} with --runs {runs}: the last chunk's seed would be "
+                                            f"{seed + chunks - 1}, past {SEED_MAX}; take a smaller seed")
                     tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
                              for i in range(chunks)]
                 st.parts = len(tasks)
@@ -1184,6 +1187,8 @@ def _tally(st: Stats, part: Part) -> None:
 #: the signals that stop a run (Ctrl-C, a CI timeout's SIGTERM, a closed terminal's SIGHUP)
 STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
                      if s is not None)
+#: the largest seed (``--seed``'s range is that of a signed 64-bit integer)
+SEED_MAX = 2**63 - 1
 #: the longest a wait for the workers holds the stop signals back (s)
 WAIT_SLICE = 0.1
 
@@ -1297,8 +1302,10 @@ def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
 
 
 def _swarm_params(runner: EngineRunner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> None:
-    seeds = [seed + p.index for p in parts]
-    rep.params = {"runs": runs, "seed": seed, "swarm": {"seeds": seeds, "runs_per_seed": SWARM_CHUNK}}
+    # the chunks' seeds are seed, seed + 1, …: a range, not a list (a long run has thousands)
+    rep.params = {"runs": runs, "seed": seed,
+                  "swarm": {"seeds": {"from": seed, "to": seed + len(parts) - 1}, "runs_per_seed": SWARM_CHUNK,
+                            "chunks_run": sum(p.started for p in parts)}}
     runner.reset()
     counts = Counter(s.actor for s in runner.run().steps)
     # the estimate from the longest each actor ran in any sample (as the label of the count says)

@@ -137,7 +137,10 @@ def test_the_counts_of_all_prefixes_of_one_depth_add_up() -> None:
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
     sc = scenario.load("stalled-finish")
     swarm = parallel.explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
-    assert swarm.params["swarm"] == {"seeds": [3, 4], "runs_per_seed": parallel.SWARM_CHUNK}
+    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": parallel.SWARM_CHUNK,
+                                     "chunks_run": 2}
+    with pytest.raises(parallel.ParallelError, match="the last chunk's seed would be 9223372036854775808"):
+        parallel.explore(sc, "split", strategy="random", runs=30, seed=2**63 - 1, jobs=1)
     a = explore(sc, "split", strategy="random", runs=25, seed=3)
     b = explore(sc, "split", strategy="random", runs=5, seed=4)
     assert swarm.explored == 30
