@@ -7,16 +7,26 @@ from __future__ import annotations
 import signal
 import sys
 
+#: the signals that stop a command or a run: Ctrl-C, SIGTERM (a CI timeout, `kill`), SIGHUP (a closed
+#: terminal); every part of emqlab that handles them takes this tuple (the CLI, the pool, the fork server)
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
+                                                 if hasattr(signal, n))
+
 
 def _early(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def handle_stops(handler: object) -> None:
+    """Install ``handler`` for every stop signal except one the parent made us ignore (a shell's background
+    job, nohup: it stays ignored)."""
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
 def entry() -> None:
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        # (a signal the parent made us ignore stays ignored: a background job of a shell, nohup)
-        if hasattr(signal, name) and signal.getsignal(getattr(signal, name)) is not signal.SIG_IGN:
-            signal.signal(getattr(signal, name), _early)
+    handle_stops(_early)
     try:
         from emqlab.cli import entry as cli_entry
     except SystemExit as e:  # (a stop signal while importing: nothing ran, nothing to clean up)

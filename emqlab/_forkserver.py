@@ -5,8 +5,9 @@ the coordinator stops them and the server."""
 
 import signal
 
+from emqlab._entry import STOP_SIGNALS
+
 # (SIGTERM and SIGHUP too: a CI timeout or a closed terminal signals the whole group; the server ends when
 # the coordinator, its parent, closes its end of the server's pipe)
-for _sig in ("SIGINT", "SIGTERM", "SIGHUP"):
-    if hasattr(signal, _sig):
-        signal.signal(getattr(signal, _sig), signal.SIG_IGN)
+for _sig in STOP_SIGNALS:
+    signal.signal(_sig, signal.SIG_IGN)

@@ -427,6 +427,13 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
               " interleaving)")
     if strategy != "exhaustive" and (preemptions is not None or no_reduce):
         _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
+    if strategy != "exhaustive":
+        from .parallel import SWARM_CHUNK
+
+        last = seed + math.ceil(runs / SWARM_CHUNK) - 1  # chunk i is replayed with --seed seed+i: one
+        if last > SEED_RANGE[1]:
+            _fail(f"--seed {seed} with --runs {runs}: the last chunk's seed would be {last}, past "
+                  f"{SEED_RANGE[1]}; take a smaller seed")
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         if mode not in sc.modes:
@@ -1258,10 +1265,9 @@ def _terminate(signum: int, _frame: object) -> None:
 def entry() -> None:
     """The console script: :func:`main` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
     (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly."""
-    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        # (one the parent made us ignore stays ignored: a shell's background job, nohup)
-        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-            signal.signal(sig, _terminate)
+    from ._entry import handle_stops
+
+    handle_stops(_terminate)
     try:
         main()
     except BrokenPipeError:

@@ -461,8 +461,8 @@ class Explorer:
 
     def _retry(self, error: BaseException, tries: int) -> bool:
         """Whether to run the run an :data:`INFRASTRUCTURE` error just ended again, from its start, along the
-        same choices: a run-scoped fault (another client's SCRIPT FLUSH, a passing OOM or BUSY) may not
-        recur, and a run that then completes is as true as any other (counted in ``retried``)."""
+        same choices: a run-scoped fault (a passing OOM, another client's BUSY script) may not recur, and a
+        run that then completes is as true as any other (counted in ``retried``)."""
         cause, scope = Abort.of(error)
         if scope is not FaultScope.RUN or tries >= RUN_RETRIES:
             return False

@@ -60,6 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._entry import STOP_SIGNALS
 from .backends import BackendError, ServerFault, is_fake
 from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
@@ -218,13 +219,19 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
     if lent is not None:  # the coordinator's own parts: on the root search's runner, whose owner closes it
         yield lent
         return
-    if job.url is not None and not job.cache_live:
+
+    def build() -> Runner | str:
         conn = connect(job.url)
         try:
-            r = Runner(job.scenario, job.mode, conn, scripts=job.scripts)
-        except ServerFault as e:
+            return Runner(job.scenario, job.mode, conn, scripts=job.scripts)
+        except ServerFault as e:  # no queue here: the part goes back to the coordinator, whose queue stands
             conn.close()
-            yield str(e)
+            return str(e)
+
+    if job.url is not None and not job.cache_live:
+        r = build()
+        if isinstance(r, str):
+            yield r
             return
         try:
             yield r
@@ -235,19 +242,27 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
         return
     if getattr(_local, "key", None) != job.key:
         _drop_runner()
-        conn = connect(job.url)
-        try:
-            _local.runner = Runner(job.scenario, job.mode, conn, scripts=job.scripts)
-        except ServerFault as e:  # no queue here: the part goes back to the coordinator, whose queue stands
-            conn.close()
-            yield str(e)
+        r = build()
+        if isinstance(r, str):
+            yield r
             return
-        _local.key = job.key
+        _local.runner, _local.key = r, job.key
     try:
         yield _local.runner
     except BaseException:
         _drop_runner()  # interrupted mid-run: delete the live keys now
         raise
+
+
+@contextmanager
+def _lending(runner: EngineRunner) -> Iterator[None]:
+    """The parts run in this process meanwhile run on ``runner`` (the root search's, closed by its owner):
+    one queue, one set of live keys, per process (:func:`_runner_for`)."""
+    _local.lent = runner
+    try:
+        yield
+    finally:
+        _local.lent = None
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
@@ -258,8 +273,14 @@ def _on_sigint(signum: int, frame: Any) -> None:
     send one)."""
     if _running.is_set():
         for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
+            signal.signal(s, _ignore)
         raise KeyboardInterrupt
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    """A stop signal that comes while the clean-up of an earlier one runs: nothing. (A Python handler, not
+    SIG_IGN: a signal already caught but not yet handled when the handler becomes SIG_IGN raises OSError,
+    "Signal 15 ignored due to race condition", inside that clean-up.)"""
 
 
 #: a local pool worker's channel back to the coordinator (a ``multiprocessing.SimpleQueue``): the nodes its
@@ -753,9 +774,6 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                              for i, (p, sl) in enumerate(subtrees)]
                 else:
                     chunks = max(1, math.ceil(runs / SWARM_CHUNK))
-                    if seed + chunks - 1 > SEED_MAX:  # chunk i is replayed with --seed seed+i: it must be one
-                        raise ParallelError(f"--seed {seed} with --runs {runs}: the last chunk's seed would be "
-                                            f"{seed + chunks - 1}, past {SEED_MAX}; take a smaller seed")
                     tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
                              for i in range(chunks)]
                 st.parts = len(tasks)
@@ -828,11 +846,8 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
         st.coordinator_s = time.perf_counter() - started
         # the parts run here reuse the root's runner: one queue (one set of live keys) per process, and the
         # root's last run is not left standing beside a second queue (a server near maxmemory refuses that)
-        _local.lent = runner
-        try:
+        with _lending(runner):
             parts = [here, *dispatch.finish()]
-        finally:
-            _local.lent = None
         dispatch.started()  # (an executor that could not start is an error, even if this process did it all)
         st.refused = dispatch.refused
     except (KeyboardInterrupt, SystemExit):
@@ -1163,11 +1178,8 @@ def _run_refused(runner: EngineRunner, job: Job, tasks: list[Task], parts: list[
     for task, part in zip(tasks, parts, strict=True):
         if part.refused is not None:
             st.refused = part.refused
-            _local.lent = runner
-            try:
+            with _lending(runner):
                 part = run_part(job, task)
-            finally:
-                _local.lent = None
             _tally(st, part)
         out.append(part)
     return out
@@ -1184,11 +1196,6 @@ def _tally(st: Stats, part: Part) -> None:
     w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
 
 
-#: the signals that stop a run (Ctrl-C, a CI timeout's SIGTERM, a closed terminal's SIGHUP)
-STOP_SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
-                     if s is not None)
-#: the largest seed (``--seed``'s range is that of a signed 64-bit integer)
-SEED_MAX = 2**63 - 1
 #: the longest a wait for the workers holds the stop signals back (s)
 WAIT_SLICE = 0.1
 
@@ -1214,14 +1221,15 @@ def _wait(fs: set[cf.Future[Any]], timeout: float | None) -> tuple[set[cf.Future
 @contextmanager
 def _quiet() -> Iterator[None]:
     """The clean-up after a stop signal, safe from the next one (the terminal sends Ctrl-C to the whole
-    process group, and impatient users press it twice): the stop signals are ignored meanwhile (main thread
-    only), so the pool shuts down and every live key is deleted instead of hanging half-way."""
+    process group, and impatient users press it twice): the stop signals are ignored meanwhile
+    (:func:`_ignore`; main thread only), so the pool shuts down and every live key is deleted instead of
+    hanging half-way."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     saved = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
+        signal.signal(s, _ignore)
     try:
         yield
     finally:

@@ -305,10 +305,19 @@ class ScriptSet:
         script, run the same way, that no flush between two commands can miss (it also caches it again)."""
         script = self[name]
         script.check_keys(keys)
-        try:
-            return send("EVALSHA", script.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            return send("EVAL", script.text, len(keys), *keys, *args)
+        return evalsha(send, script.sha, script.text, keys, args)
+
+
+def evalsha(send: Callable[..., Any], sha: str | bytes, text: bytes, keys: Sequence[Any],
+            args: Sequence[Any]) -> Any:
+    """``EVALSHA sha`` through ``send(*command)``; on NOSCRIPT (the server's script cache lost it) ``EVAL``
+    of ``text``, as ioredis does (:meth:`ScriptSet.call`). The command words are sent as the SHA1's type
+    (str or bytes)."""
+    words = ("EVALSHA", "EVAL") if isinstance(sha, str) else (b"EVALSHA", b"EVAL")
+    try:
+        return send(words[0], sha, len(keys), *keys, *args)
+    except redis.exceptions.NoScriptError:
+        return send(words[1], text, len(keys), *keys, *args)
 
 
 _DEFAULT: ScriptSet | None = None

@@ -49,7 +49,7 @@ from .history import Execution, FinalState, History, Step
 from .keys import PLACEMENTS, QueueKeys
 from .luahost import LuaHost, ScriptRun, Status
 from .outcome import Outcome, Result
-from .registry import ScriptSet, default_scripts
+from .registry import ScriptSet, default_scripts, evalsha
 from .scenario import FAULT_KINDS, Scenario
 from .schedules import ScheduleError, format_schedule, preemptions
 
@@ -839,10 +839,7 @@ class Runner:
                 reply = e
             return reply, footprints.of_commands(seen, self.keys.base) | cache
         try:
-            try:
-                reply = self._executor(b"EVALSHA", sha, n, *keys, *args)
-            except redis.exceptions.NoScriptError:  # the server lost it: its text (ScriptSet.call)
-                reply = self._executor(b"EVAL", source, n, *keys, *args)
+            reply = evalsha(self._executor, sha, source, keys, args)
         except redis.exceptions.ResponseError as e:
             reply = e
         except redis.exceptions.TimeoutError:

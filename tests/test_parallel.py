@@ -139,8 +139,9 @@ def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds
     swarm = parallel.explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
     assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": parallel.SWARM_CHUNK,
                                      "chunks_run": 2}
-    with pytest.raises(parallel.ParallelError, match="the last chunk's seed would be 9223372036854775808"):
-        parallel.explore(sc, "split", strategy="random", runs=30, seed=2**63 - 1, jobs=1)
+    res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "30", "--seed",
+                                    str(2**63 - 1)])
+    assert res.exit_code == 2 and "the last chunk's seed would be 9223372036854775808" in res.output
     a = explore(sc, "split", strategy="random", runs=25, seed=3)
     b = explore(sc, "split", strategy="random", runs=5, seed=4)
     assert swarm.explored == 30
@@ -335,9 +336,9 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
 
     signum = getattr(signal, f"SIG{sig}")
     with own_redis_server() as url:
-        proc = subprocess.Popen([sys.executable, "-m", "emqlab._entry", "simulate", "--split", "-s", "two-workers",
-                                 "--jobs", "2", "--redis", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", "from emqlab._entry import entry; entry()",  # the script
+                                 "simulate", "--split", "-s", "two-workers", "--jobs", "2", "--redis", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         time.sleep(after)
         for _ in range(times):
             os.killpg(proc.pid, signum)
@@ -368,17 +369,13 @@ def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: p
     monkeypatch.setattr(Namespace, "claim", refused)
     sc = scenario.load("two-workers")
     whole = explore(sc, "split")
-    for donate in (1, 0):  # handing on, and the cut-first division's swarm of parts
-        stats = parallel.Stats()
-        with cf.ThreadPoolExecutor(2) as ex:
-            divided = parallel.explore(sc, "split", executor=ex, divide=True, donate=donate, target=TARGET,
-                                       stats=stats) if donate else parallel.explore(
-                sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=stats)
-        if donate:
-            assert divided.claims() == whole.claims() and divided.complete
-        else:
-            assert _json(divided) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5,
-                                                            jobs=1))
+    handing_on, swarm = parallel.Stats(), parallel.Stats()
+    with cf.ThreadPoolExecutor(2) as ex:
+        divided = parallel.explore(sc, "split", executor=ex, divide=True, donate=1, stats=handing_on)
+        sampled = parallel.explore(sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=swarm)
+    assert divided.claims() == whole.claims() and divided.complete
+    assert _json(sampled) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5, jobs=1))
+    for stats in (handing_on, swarm):
         assert stats.refused is not None and "OOM" in stats.refused
 
 
