@@ -56,6 +56,27 @@ MAX_PREEMPTIONS = 1_000
 SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
+class _Seed(click.ParamType):
+    """A seed: any 64-bit signed integer. (Not an IntRange: its range, printed in --help, is two 19-digit
+    numbers, which the help's wrapping split in the middle of one.)"""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            n = int(str(value).strip(), 10)
+        except ValueError:
+            self.fail(f"{value!r} is not an integer.", param, ctx)
+        if not SEED_RANGE[0] <= n <= SEED_RANGE[1]:
+            self.fail(f"{value} is not a 64-bit signed integer (-2**63 to 2**63-1).", param, ctx)
+        return n
+
+
+SEED = _Seed()
+
+
 _SECRETS_KEY = "emqlab.secrets"
 
 
@@ -373,16 +394,17 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
               show_default=True, help="How to choose interleavings.")
 @click.option("--runs", type=click.IntRange(1, MAX_RUNS), default=200, show_default=True,
               help="Runs for the random and pct strategies.")
-@click.option("--seed", type=click.IntRange(*SEED_RANGE), default=0, show_default=True,
-              help="Seed for random and pct.")
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed for random and pct: any 64-bit signed integer.")
 @click.option("--depth", type=click.IntRange(1, MAX_DEPTH), default=2, show_default=True,
               help="PCT bug depth (number of priority-change points + 1).")
 @click.option("--preemptions", type=click.IntRange(0, MAX_PREEMPTIONS), default=None,
               help="Exhaustive: explore only schedules with at most K preemptions.")
 @click.option("--no-reduce", is_flag=True, help="Exhaustive: run every interleaving (no partial-order reduction).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
+@click.option("--jobs", "-j", "--processes", "-p", "jobs", type=click.IntRange(1, 4096), default=None,
               help="Processes that explore: this one and N-1 workers (default: the number of cores). "
-                   "The report is the same for any number.")
+                   "The report is the same for any number. --processes is the same option, as in "
+                   "sweep-rtt, whose --jobs counts the queue's jobs.")
 @click.option("--executor", metavar="URL", default=None,
               help="Where the parts (the subtrees of the search, or the chunks of sampled runs) run: local"
                    " (a process pool of --jobs, the default) or a Dask cluster, dask://host:8786 (pip install"
@@ -437,7 +459,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         if mode not in sc.modes:
-            _fail(f"scenario {sc.name} does not define mode {mode} (modes: {', '.join(sc.modes)})")
+            _fail(f"scenario {sc.name} has no mode {mode}; its modes: {', '.join(sc.modes)}")
         from . import parallel
 
         def run(progress: Callable[[int, int | None], None] | None) -> Any:
@@ -675,7 +697,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 @click.option("--json", "as_json", is_flag=True, help="Print the library as JSON.")
 @click.option("--check", is_flag=True,
               help="Explore every scenario in every mode and compare with its expected outcome.")
-@click.option("--jobs", "-j", type=click.IntRange(1, 4096), default=None,
+@click.option("--jobs", "-j", "--processes", "-p", "jobs", type=click.IntRange(1, 4096), default=None,
               help="--check: processes that explore, one case each at a time (default: the number of cores).")
 def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
     """List the scenario library: name, the anomaly it shows, its lesson and source.
@@ -908,11 +930,11 @@ def _check_out_dir(path: str | None, option: str) -> None:
               help="Round-trip times in ms (presets: 0.03 Unix socket, 0.05 loopback, 0.2 LAN, 1 cross-AZ,"
                    " 75 cross-region, 250 slow link).")
 @click.option("--jobs", type=click.IntRange(1, 1_000_000), default=_TIMING_DEFAULTS.jobs, show_default=True,
-              help="Jobs per run.")
+              help="Jobs per run: the queue's jobs (the processes are --processes).")
 @click.option("--workers", type=click.IntRange(1, 10_000), default=_TIMING_DEFAULTS.workers, show_default=True,
               help="Workers per run.")
-@click.option("--seed", type=click.IntRange(*SEED_RANGE), default=0, show_default=True,
-              help="Seed for the RTT and processing-time draws.")
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed for the RTT and processing-time draws: any 64-bit signed integer.")
 @click.option("--processing", "processing_ms", type=click.FloatRange(0, 3_600_000),
               default=_TIMING_DEFAULTS.processing_ms, show_default=True,
               help="Mean processing time per job (virtual ms).")
@@ -1265,11 +1287,15 @@ def _terminate(signum: int, _frame: object) -> None:
 def entry() -> None:
     """The console script: :func:`main` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
     (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly."""
-    from ._entry import handle_stops
+    from ._entry import handle_stops, hold_stops
 
     handle_stops(_terminate)
     try:
         main()
+    except SystemExit:
+        if _stops:  # a stop signal ends it, the clean-up done: a later one must not kill it on the way out
+            hold_stops()
+        raise
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

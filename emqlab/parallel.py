@@ -79,6 +79,9 @@ TARGET_SUBTREES = 48
 MAX_CUT = 12
 #: a subtree hands on part of its search after every this many runs (:class:`Donor`)
 DONATE_EVERY = 6
+#: a local pool starts once the search has run this long (s): a shorter one runs every part here, where a
+#: pool would cost it more than it saves (the fork's copy-on-write faults, the pool's thread, its shutdown)
+WARM_AFTER_S = 0.1
 #: runs per seed in a swarm (random, PCT)
 SWARM_CHUNK = 25
 
@@ -117,10 +120,18 @@ class Job:
     #: a subtree hands on part of its search after every this many runs (:class:`Donor`; 0: never)
     donate_every: int = 0
 
-    @property
-    def key(self) -> str:
-        blob = pickle.dumps((self.scenario, self.mode, self.url, self.scripts.origin if self.scripts else None))
-        return hashlib.sha1(blob).hexdigest()
+    #: which runner serves it: a worker keeps its runner for the parts of the job with this key. Computed
+    #: once, where the job is made, and shipped with it: a pickle's bytes depend on which of its objects
+    #: are one object (a string shared by two fields, say), and an unpickled copy shares differently, so the
+    #: hash of a worker's copy need not be the coordinator's (the forked worker's runner was then built
+    #: again instead of kept)
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            blob = pickle.dumps((self.scenario, self.mode, self.url,
+                                 self.scripts.origin if self.scripts else None))
+            object.__setattr__(self, "key", hashlib.sha1(blob).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -393,14 +404,12 @@ class Donor:
 
     def __init__(self, every: int, *, first: int | None = None,
                  sink: Callable[[list[str], Branch], None] | None = None,
-                 warm: Callable[[], None] | None = None, tick: Callable[[], None] | None = None) -> None:
+                 tick: Callable[[], None] | None = None) -> None:
         self.every = every
         #: the first hand-on comes after this many runs (default ``every``)
         self.first = every if first is None else first
         #: where each branch goes at once (else it is only kept in ``donated``)
         self.sink = sink
-        #: called once, halfway to the first hand-on (to start the workers that will take them)
-        self.warm = warm
         #: called after every run (to take in finished parts and send queued ones to free workers)
         self.tick = tick
         self.runs = 0
@@ -412,9 +421,6 @@ class Donor:
         self.runs += 1
         if self.tick is not None:
             self.tick()
-        if self.warm is not None and self.runs >= self.first // 2:
-            self.warm()
-            self.warm = None
         if self.runs < self.first or (self.runs - self.first) % self.every:
             return
         for d in range(cut, len(nodes)):
@@ -823,8 +829,7 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     root.deadline = job.deadline
     donor = None
     if first:
-        donor = root.donate = Donor(job.donate_every, first=first, sink=dispatch.submit, warm=dispatch.warm,
-                                    tick=dispatch.pump)
+        donor = root.donate = Donor(job.donate_every, first=first, sink=dispatch.submit, tick=dispatch.pump)
     try:
         t0, cpu0 = time.perf_counter(), time.process_time()
         try:
@@ -836,7 +841,9 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
             rep.params["bound_from"] = _bound_from(preemptions, unbounded)
             rep.params["divided"] = ("no" if divide is False else
                                      "no: --no-reduce runs every schedule here" if not reduce else
-                                     f"no: finished within {first} runs")
+                                     f"no: finished within {first} runs" if rep.complete else
+                                     f"no: stopped after {donor.runs if donor else 0} run(s), before the "
+                                     f"first hand-on (after {first})")
             _stopped_note(rep, max_seconds, None)
             rep.elapsed_s = time.perf_counter() - started
             return rep
@@ -919,6 +926,10 @@ class _Dispatch:
         self._heard: Counter[int] = Counter()
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
+        #: a local pool, started only once the search has run :data:`WARM_AFTER_S` (until then, and if the
+        #: search ends sooner, every part handed on runs here); any other executor at the first hand-on
+        self._local = local
+        self._warm_at = time.perf_counter() + WARM_AFTER_S
         #: every part runs here (one job)
         self.inline = local and n <= 1
         if isinstance(executor, cf.Executor):
@@ -939,11 +950,6 @@ class _Dispatch:
         self.prefixes.append((prefix, branch))
         self._queued.append(len(self.prefixes) - 1)
         self.pump()
-
-    def warm(self) -> None:
-        """Start the workers now, in the background, if any will be needed (the search here goes on)."""
-        if not self.inline:
-            self._start()
 
     def _start(self) -> None:
         if self._pool is not None or self._starting is not None:
@@ -1000,7 +1006,8 @@ class _Dispatch:
             if self._error is not None:
                 raise self._error
         if self._pool is None:
-            self._start()
+            if not self._local or time.perf_counter() >= self._warm_at:
+                self._start()
             return
         self._hear()
         for f in [f for f in self._running if f.done()]:

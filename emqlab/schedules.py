@@ -14,6 +14,15 @@ class ScheduleError(ValueError):
     """A schedule string is malformed or does not fit the scenario; the message is one line."""
 
 
+def _quoted(text: str, limit: int = 32) -> str:
+    """``text`` quoted for an error line, its middle left out past ``limit`` characters (the line then still
+    fits 100 columns, unless the actors are many; the part number in the message says where the fault is)."""
+    r = repr(text)
+    if len(r) <= limit:
+        return r
+    return f"{r[:limit - 12]}…{r[-11:]}"
+
+
 # -- schedule strings ----------------------------------------------------------------------------------------
 
 
@@ -41,11 +50,12 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
     (when given) maps ids case-insensitively and rejects unknown ones. Raises :class:`ScheduleError`."""
     compact = "".join(text.split())
     if ":" not in compact:
-        raise ScheduleError(f"bad schedule {text!r}: expected '{SCHEDULE_VERSION}:' then actor ids, e.g. v1:W1*3.S1.W1")
+        raise ScheduleError(f"bad schedule {_quoted(text)}: expected '{SCHEDULE_VERSION}:' then actor ids, "
+                            "e.g. v1:W1*3.S1.W1")
     version, _, body = compact.partition(":")
     if version.lower() != SCHEDULE_VERSION:
         raise ScheduleError(
-            f"bad schedule {text!r}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
+            f"bad schedule {_quoted(text)}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
     if not body:
         return []
     by_upper = {a.upper(): a for a in actor_ids} if actor_ids is not None else None
@@ -53,17 +63,18 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
     for n, part in enumerate(body.split("."), start=1):
         m = _PART.match(part)
         if not m:
-            raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} is not ACTOR or ACTOR*COUNT")
+            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {part!r} is not ACTOR or ACTOR*COUNT")
         actor, digits = m.group(1), m.group(2) or "1"
         count = int(digits) if len(digits) <= 7 else MAX_SCHEDULE_STEPS + 1
         if count < 1:
-            raise ScheduleError(f"bad schedule {text!r}: part {n} {part!r} repeats {count} times")
+            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {part!r} repeats {count} times")
         if len(out) + count > MAX_SCHEDULE_STEPS:
-            raise ScheduleError(f"bad schedule {text[:60]!r}: more than {MAX_SCHEDULE_STEPS} steps")
+            raise ScheduleError(f"bad schedule {_quoted(text)}: more than {MAX_SCHEDULE_STEPS} steps")
         if by_upper is not None:
             if actor.upper() not in by_upper:
                 raise ScheduleError(
-                    f"bad schedule {text!r}: part {n}: unknown actor {actor!r} (actors: {', '.join(actor_ids or [])})")
+                    f"bad schedule {_quoted(text)}: part {n}: unknown actor {actor!r} "
+                    f"(actors: {', '.join(actor_ids or [])})")
             actor = by_upper[actor.upper()]
         out.extend([actor] * count)
     return out

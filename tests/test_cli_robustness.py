@@ -36,6 +36,20 @@ def test_huge_repeat_counts_are_refused_before_expanding(text: str) -> None:
         parse_schedule(text)
 
 
+def test_a_long_bad_schedule_is_shortened_in_its_one_line_error() -> None:
+    """The error quotes a long schedule with its middle left out, so the line fits 100 columns; the part
+    number still says where the fault is, and a short schedule is quoted whole."""
+    long = "v1:" + "W1." * 60 + "X9"
+    out = _one_line_error(["replay", "--split", long])
+    assert len(out.rstrip("\n")) <= 100 and "part 61: unknown actor 'X9'" in out and "…" in out
+    assert "'v1:W1.X9'" in _one_line_error(["replay", "--split", "v1:W1.X9"])
+
+
+def test_a_mode_the_scenario_lacks_is_one_line_that_names_its_modes() -> None:
+    out = _one_line_error(["simulate", "-s", "noscript-no-fallback", "--transaction"])
+    assert "has no mode transaction; its modes: atomic, finish-then-fetch" in out and len(out) <= 101
+
+
 def test_only_ascii_digits_and_letters_in_schedules() -> None:
     with pytest.raises(ScheduleError, match="is not ACTOR or ACTOR\\*COUNT"):
         parse_schedule("v1:W1*\u0663")  # ARABIC-INDIC DIGIT THREE

@@ -162,6 +162,20 @@ def test_a_pct_swarm_gives_the_combined_bound(pool: cf.Executor) -> None:
     assert one.anomaly_kinds == ["double-placement"] and one.params["within_depth"] == ["double-placement"]
 
 
+def test_a_seed_is_any_64_bit_signed_integer_and_the_help_splits_no_number() -> None:
+    """--seed takes the 64-bit signed range and says so in words: printed as a range, its two 19-digit
+    bounds were split in the middle of one by the help's wrapping at 80 columns."""
+    for cmd in ("simulate", "sweep-rtt"):
+        for bad, says in ((str(2**63), "is not a 64-bit signed integer"), ("7x", "is not an integer")):
+            res = CliRunner().invoke(main, [cmd, "--seed", bad])
+            assert res.exit_code == 2 and says in res.output, (cmd, bad, res.output)
+        text = CliRunner().invoke(main, [cmd, "--help"], terminal_width=80).output
+        assert "any 64-bit signed" in " ".join(text.split()) and "922337" not in text
+    res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "1", "--seed",
+                                    str(-(2**63)), "--json"])
+    assert res.exit_code in (0, 1) and json.loads(res.output)["params"]["swarm"]["seeds"]["from"] == -(2**63)
+
+
 def test_max_seconds_gives_an_inconclusive_report_that_says_what_was_covered() -> None:
     sc = scenario.load("lease-lapse")
     # handing on after every run: the first run (far longer than 1 ms) hands on, then the deadline stops it all
@@ -171,6 +185,9 @@ def test_max_seconds_gives_an_inconclusive_report_that_says_what_was_covered() -
     assert judge(rep).kind == "inconclusive"
     probe = parallel.explore(sc, "split", jobs=1, max_seconds=0.001)  # stops in the undivided probe
     assert not probe.complete and "undivided search stopped" in probe.params["inconclusive"]
+    # and it was not divided because it stopped, not because it finished
+    assert probe.params["divided"] == ("no: stopped after 1 run(s), before the first hand-on "
+                                       f"(after {parallel.PROBE_RUNS})")
 
 
 def test_small_explorations_are_not_divided() -> None:
@@ -299,6 +316,7 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
         "from emqlab import parallel, scenario\n"
         "assert threading.active_count() == 1 and parallel.start_method() == 'fork'\n"
         "sc = scenario.load('lease-lapse')\n"
+        "parallel.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
         "out = {}\n"
         "for jobs in (1, 2):\n"
         "    st = parallel.Stats()\n"
@@ -311,6 +329,68 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
     out = json.loads(res.stdout.splitlines()[-1])
     assert out["1"][0] == out["2"][0]
     assert len({w.split(":")[1] for w in out["2"][1]}) == 2  # the coordinator and a forked worker ran parts
+
+
+def test_a_search_shorter_than_the_warm_up_wait_starts_no_pool_and_reports_what_one_job_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local pool starts only once the search has run WARM_AFTER_S (a fork and a pool's thread cost a
+    short search more than they save): until then the parts handed on run here, the report is the same,
+    and with a long wait no pool starts at all; with none, the pool's worker takes parts."""
+    sc = scenario.load("lease-lapse")
+    one = _json(parallel.explore(sc, "split", jobs=1, divide=True))
+    for wait, processes in ((3600.0, 1), (0.0, 2)):
+        monkeypatch.setattr(parallel, "WARM_AFTER_S", wait)
+        st = parallel.Stats()
+        assert _json(parallel.explore(sc, "split", jobs=2, divide=True, stats=st)) == one
+        assert st.parts > 1 and len({w.split(":")[1] for w in st.workers}) == processes
+
+
+def test_a_job_keeps_its_runner_key_through_pickling_for_every_shipped_scenario() -> None:
+    """A worker keeps its runner for the parts whose job has its key. The key is computed where the job is
+    made and shipped with it: a hash of a worker's unpickled copy differed from the coordinator's for some
+    scenarios (a pickle's bytes depend on which of its objects are one object), and the forked worker then
+    built a second runner instead of keeping its copy of the root's."""
+    import pickle
+
+    for name in scenario.shipped_names():
+        job = parallel.Job(scenario.load(name), "split")
+        assert pickle.loads(pickle.dumps(job)).key == job.key, name
+    a, b = (parallel.Job(scenario.load("two-workers"), mode) for mode in ("split", "atomic"))
+    assert a.key != b.key
+
+
+def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> None:
+    """Stop signals that come while the console script imports the CLI (made slow here, so they surely
+    do): the first ends it with 130 and "interrupted", and the ones after, however many, change nothing.
+    Before, the exit went through the interpreter's shutdown, which puts the default handlers back, and a
+    second Ctrl-C then killed the process (status -2; seen with a double Ctrl-C on a loaded machine)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    slow = ("import sys, time\n"
+            "class Slow:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'emqlab.cli':\n"
+            "            print('importing', flush=True)\n"
+            "            time.sleep(30)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Slow())\n"
+            "from emqlab._entry import entry\n"
+            "entry()\n")
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", slow, "simulate"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
+        while proc.poll() is None:  # a flood of them, 2 ms apart, until it has exited
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                break
+            time.sleep(0.002)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130 and err == b"interrupted\n", (proc.returncode, err.decode())
 
 
 STOPS = [("INT", 1.6, 1), ("INT", 2.4, 1), ("INT", 1.0, 2), ("INT", 0.4, 2), ("TERM", 1.6, 1), ("HUP", 1.6, 1)]
