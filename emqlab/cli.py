@@ -63,12 +63,13 @@ class _Seed(click.ParamType):
     name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            n = int(str(value).strip(), 10)
-        except ValueError:
-            self.fail(f"{value!r} is not an integer.", param, ctx)
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        else:
+            try:
+                n = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{value!r} is not an integer.", param, ctx)
         if not SEED_RANGE[0] <= n <= SEED_RANGE[1]:
             self.fail(f"{value} is not a 64-bit signed integer (-2**63 to 2**63-1).", param, ctx)
         return n

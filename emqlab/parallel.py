@@ -29,10 +29,11 @@ Trace` with ``through``.)
 timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and the
 report — runs executed included — is the same.
 
-**Where the parts run** (:class:`_Dispatch`). ``--jobs N`` is this process and a pool of N − 1 workers
-(started in the background as the first hand-on nears). Parts go to free workers oldest first (the
-shallowest, likely the largest); this process searches the root part, then runs queued parts too, newest
-first, feeding the workers between its runs. A pool worker's own hand-ons come back when its part ends.
+**Where the parts run** (:class:`_Dispatch`). ``--jobs N`` is this process and a pool of N − 1 workers,
+started once the search has run :data:`WARM_AFTER_S` (a shorter search runs every part here). Parts go to
+free workers oldest first (the shallowest, likely the largest); this process searches the root part, then
+runs queued parts too, newest first, feeding the workers between its runs. A pool worker's own hand-ons
+come back as it hands them on (a Dask worker's, when its part ends).
 
 **Sampled strategies** (random, PCT) are split by seed, a *swarm*: chunk ``i`` runs :data:`SWARM_CHUNK` runs
 with seed ``seed + i``, exactly as ``explore(..., runs=SWARM_CHUNK, seed=seed + i)`` in one process would.
@@ -124,7 +125,7 @@ class Job:
     #: once, where the job is made, and shipped with it: a pickle's bytes depend on which of its objects
     #: are one object (a string shared by two fields, say), and an unpickled copy shares differently, so the
     #: hash of a worker's copy need not be the coordinator's (the forked worker's runner was then built
-    #: again instead of kept)
+    #: again instead of kept). A job with other fields is a new Job, not a dataclasses.replace of this one
     key: str = ""
 
     def __post_init__(self) -> None:
@@ -899,8 +900,8 @@ HEAR_EVERY = 0.005
 
 class _Dispatch:
     """The subtrees handed on: queued as they come, sent to the executor's workers as they have room (a
-    local pool of ``jobs - 1`` workers, started in the background when the first hand-on nears, so the
-    search here goes on meanwhile), their own hand-ons queued when they come back, and the parts collected.
+    local pool of ``jobs - 1`` workers, started once the search here has run :data:`WARM_AFTER_S`; any
+    other executor at the first hand-on), their own hand-ons queued when they come back, and the parts collected.
     This process is a worker too: once its own search is done it runs queued parts while the others run
     theirs, the newest first (the deepest, so it is soon free to send work on). With one job every part
     runs here. Which parts there are depends on the run counts alone, so the report is the same either way."""

@@ -15,8 +15,8 @@ class ScheduleError(ValueError):
 
 
 def _quoted(text: str, limit: int = 32) -> str:
-    """``text`` quoted for an error line, its middle left out past ``limit`` characters (the line then still
-    fits 100 columns, unless the actors are many; the part number in the message says where the fault is)."""
+    """``text`` quoted for an error line, its middle left out past ``limit`` characters, so the line stays
+    near 100 columns however long the input (the part number in the message says where the fault is)."""
     r = repr(text)
     if len(r) <= limit:
         return r
@@ -63,17 +63,18 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
     for n, part in enumerate(body.split("."), start=1):
         m = _PART.match(part)
         if not m:
-            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {part!r} is not ACTOR or ACTOR*COUNT")
+            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {_quoted(part, 24)} is not ACTOR or "
+                                "ACTOR*COUNT")
         actor, digits = m.group(1), m.group(2) or "1"
         count = int(digits) if len(digits) <= 7 else MAX_SCHEDULE_STEPS + 1
         if count < 1:
-            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {part!r} repeats {count} times")
+            raise ScheduleError(f"bad schedule {_quoted(text)}: part {n} {_quoted(part, 24)} repeats {count} times")
         if len(out) + count > MAX_SCHEDULE_STEPS:
             raise ScheduleError(f"bad schedule {_quoted(text)}: more than {MAX_SCHEDULE_STEPS} steps")
         if by_upper is not None:
             if actor.upper() not in by_upper:
                 raise ScheduleError(
-                    f"bad schedule {_quoted(text)}: part {n}: unknown actor {actor!r} "
+                    f"bad schedule {_quoted(text)}: part {n}: unknown actor {_quoted(actor, 24)} "
                     f"(actors: {', '.join(actor_ids or [])})")
             actor = by_upper[actor.upper()]
         out.extend([actor] * count)
