@@ -266,6 +266,21 @@ main.help = inspect.cleandoc(main.help or "") + "\n\n\b\nExit codes (emqlab.verd
     f"  {c.value:>3}  {c.name.lower()}" for c in ExitCode)
 
 
+_MODE_GIVEN = "emqlab.mode_given"
+
+
+def _require_mode(sc: Any, mode: str) -> None:
+    """A usage error unless scenario ``sc`` defines ``mode`` (simulate and replay alike: a scenario's modes
+    are the ones its expectations are written for)."""
+    if mode in sc.modes:
+        return
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and not ctx.meta.get(_MODE_GIVEN, True):
+        _fail(f"scenario {sc.name} has no mode {mode} (the default); give one of its modes: "
+              f"{', '.join('--' + m for m in sc.modes)}")
+    _fail(f"scenario {sc.name} has no mode {mode}; its modes: {', '.join(sc.modes)}")
+
+
 def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The four finish-mode flags; the command receives ``mode``. Two of them at once is a usage error
     (checked on the parsed options, so it holds in-process too: click's CliRunner, a notebook)."""
@@ -278,6 +293,9 @@ def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:
         if len(given) > 1:
             _fail(f"choose one finish mode, not {' and '.join(given)}")
         kwargs["mode"] = given[0][2:] if given else "split"
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.meta[_MODE_GIVEN] = bool(given)
         return f(*args, **kwargs)
 
     g: Callable[..., Any] = wrapper
@@ -396,7 +414,7 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
 @click.option("--runs", type=click.IntRange(1, MAX_RUNS), default=200, show_default=True,
               help="Runs for the random and pct strategies.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed for random and pct: any 64-bit signed integer.")
+              help="Seed for random and pct: a 64-bit signed integer (the runs use it and the seeds after it).")
 @click.option("--depth", type=click.IntRange(1, MAX_DEPTH), default=2, show_default=True,
               help="PCT bug depth (number of priority-change points + 1).")
 @click.option("--preemptions", type=click.IntRange(0, MAX_PREEMPTIONS), default=None,
@@ -446,8 +464,8 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
 
     explicit = {p for p in ("runs", "seed", "depth") if ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE}
     if strategy == "exhaustive" and explicit:
-        _fail(f"--{', --'.join(sorted(explicit))} only apply to --strategy random or pct (exhaustive runs every"
-              " interleaving)")
+        _fail(f"--{', --'.join(sorted(explicit))} only appl{'y' if len(explicit) > 1 else 'ies'} to --strategy"
+              " random or pct (exhaustive runs every interleaving)")
     if strategy != "exhaustive" and (preemptions is not None or no_reduce):
         _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
     if strategy != "exhaustive":
@@ -455,12 +473,12 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
 
         last = seed + math.ceil(runs / SWARM_CHUNK) - 1  # chunk i is replayed with --seed seed+i: one
         if last > SEED_RANGE[1]:
-            _fail(f"--seed {seed} with --runs {runs}: the last chunk's seed would be {last}, past "
-                  f"{SEED_RANGE[1]}; take a smaller seed")
+            chunks = last - seed + 1
+            _fail(f"--runs {runs} takes {chunks} seeds from --seed on (one per {SWARM_CHUNK} runs): the largest"
+                  f" --seed for it is {SEED_RANGE[1] - chunks + 1}")
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
-        if mode not in sc.modes:
-            _fail(f"scenario {sc.name} has no mode {mode}; its modes: {', '.join(sc.modes)}")
+        _require_mode(sc, mode)
         from . import parallel
 
         def run(progress: Callable[[int, int | None], None] | None) -> Any:
@@ -650,6 +668,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
+        _require_mode(sc, mode)
         try:
             rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
         except ScheduleError as e:
@@ -1266,6 +1285,8 @@ def student(source: str, out: str, otter: bool) -> None:
 
 #: stop signals received so far (Ctrl-C, SIGTERM, SIGHUP)
 _stops = 0
+#: the first stop signal (it decides the exit status and what is said)
+_stop_signal: int | None = None
 
 
 def _terminate(signum: int, _frame: object) -> None:
@@ -1274,28 +1295,36 @@ def _terminate(signum: int, _frame: object) -> None:
     managers, so a live run deletes its keys on each. The second is ignored: the terminal signals the whole
     process group, users press Ctrl-C twice, and the clean-up the first started must finish. The third
     exits at once, cleaning nothing (what a live run left, `emqlab clean` deletes once its lease ends)."""
-    global _stops
+    global _stops, _stop_signal
     _stops += 1
     if _stops == 1:
+        _stop_signal = signum
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise SystemExit(128 + signum)
     if _stops >= 3:
-        os.write(2, b"stopped without cleaning up: `emqlab clean --redis URL` deletes what a live run left\n")
+        os.write(2, b"stopped at once, without cleaning up (on a live server, `emqlab clean --redis URL` deletes"
+                    b" what the run left)\n")
         os._exit(128 + signum)
 
 
 def entry() -> None:
     """The console script: :func:`main` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
     (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly."""
-    from ._entry import handle_stops, hold_stops
+    from ._entry import handle_stops, ignore_stops
 
     handle_stops(_terminate)
     try:
         main()
     except SystemExit:
         if _stops:  # a stop signal ends it, the clean-up done: a later one must not kill it on the way out
-            hold_stops()
+            ignore_stops()
+            if _stop_signal is not None and _stop_signal in (getattr(signal, "SIGTERM", None),
+                                                             getattr(signal, "SIGHUP", None)):
+                try:  # (Ctrl-C's "interrupted" is said where the KeyboardInterrupt is caught)
+                    err_console.print(f"[bold red]stopped by {signal.Signals(_stop_signal).name}[/]")
+                except OSError:  # (SIGHUP: the terminal may be gone)
+                    pass
         raise
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -371,7 +371,7 @@ class Runner:
             left = ", ".join(self.enabled) or "none"
             took = self.actor_steps.get(actor)
             raise ScheduleError(f"actor {actor} has no step left at step {self.index + 1} (it took all its"
-                                f" {took} steps; actors with steps left: {left})")
+                                f" {took} step{'' if took == 1 else 's'}; actors with steps left: {left})")
         self.enabled_at.append(self.enabled)
         self.choices.append(actor)
         self.index += 1

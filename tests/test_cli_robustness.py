@@ -46,8 +46,13 @@ def test_a_long_bad_schedule_is_shortened_in_its_one_line_error() -> None:
 
 
 def test_a_mode_the_scenario_lacks_is_one_line_that_names_its_modes() -> None:
-    out = _one_line_error(["simulate", "-s", "noscript-no-fallback", "--transaction"])
-    assert "has no mode transaction; its modes: atomic, finish-then-fetch" in out and len(out) <= 101
+    """simulate and replay alike (replay ran a mode the scenario does not define); when the mode was left
+    out, the line says split is the default and which flags to give instead."""
+    for cmd in (["simulate"], ["replay", "v1:W1"]):
+        out = _one_line_error([*cmd, "-s", "noscript-no-fallback", "--transaction"])
+        assert "has no mode transaction; its modes: atomic, finish-then-fetch" in out and len(out) <= 101
+        out = _one_line_error([*cmd, "-s", "stale-sweep"])
+        assert "has no mode split (the default); give one of its modes: --atomic" in out
 
 
 def test_only_ascii_digits_and_letters_in_schedules() -> None:
@@ -162,7 +167,9 @@ def test_sigterm_on_a_live_run_deletes_its_keys(tmp_path: Path) -> None:
 
 
 def test_options_that_do_not_apply_are_refused() -> None:
-    assert "only apply to --strategy random or pct" in _one_line_error(["simulate", "--runs", "5"])
+    assert "--runs only applies to --strategy random or pct" in _one_line_error(["simulate", "--runs", "5"])
+    assert "--runs, --seed only apply to --strategy random" in _one_line_error(
+        ["simulate", "--runs", "5", "--seed", "3"])
     assert "only apply to --strategy exhaustive" in _one_line_error(
         ["simulate", "--strategy", "pct", "--preemptions", "1"])
 

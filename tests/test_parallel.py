@@ -141,7 +141,8 @@ def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds
                                      "chunks_run": 2}
     res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "30", "--seed",
                                     str(2**63 - 1)])
-    assert res.exit_code == 2 and "the last chunk's seed would be 9223372036854775808" in res.output
+    assert res.exit_code == 2 and "--runs 30 takes 2 seeds from --seed on (one per 25 runs): the largest --seed" \
+        " for it is 9223372036854775806" in res.output
     a = explore(sc, "split", strategy="random", runs=25, seed=3)
     b = explore(sc, "split", strategy="random", runs=5, seed=4)
     assert swarm.explored == 30
@@ -170,7 +171,7 @@ def test_a_seed_is_any_64_bit_signed_integer_and_the_help_splits_no_number() -> 
             res = CliRunner().invoke(main, [cmd, "--seed", bad])
             assert res.exit_code == 2 and says in res.output, (cmd, bad, res.output)
         text = CliRunner().invoke(main, [cmd, "--help"], terminal_width=80).output
-        assert "any 64-bit signed" in " ".join(text.split()) and "922337" not in text
+        assert "64-bit signed integer" in " ".join(text.split()) and "922337" not in text
     res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "1", "--seed",
                                     str(-(2**63)), "--json"])
     assert res.exit_code in (0, 1) and json.loads(res.output)["params"]["swarm"]["seeds"]["from"] == -(2**63)
@@ -391,6 +392,62 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
             time.sleep(0.002)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 130 and err == b"interrupted\n", (proc.returncode, err.decode())
+
+
+def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -> None:
+    """A Ctrl-C while the CLI is imported whose SystemExit something inside the import swallows (a bare
+    except, say): the command still ends with 130 and "interrupted" instead of running on to exit 0 (seen
+    when the signal landed inside importlib's compiling of a module)."""
+    import os
+    import signal
+    import subprocess
+
+    swallow = ("import sys, time\n"
+               "class Swallow:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name == 'emqlab.cli':\n"
+               "            print('importing', flush=True)\n"
+               "            try:\n"
+               "                time.sleep(30)\n"
+               "            except BaseException:\n"
+               "                pass\n"
+               "        return None\n"
+               "sys.meta_path.insert(0, Swallow())\n"
+               "from emqlab._entry import entry\n"
+               "entry()\n")
+    proc = subprocess.Popen([sys.executable, "-c", swallow, "simulate", "--split"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err, out) == (130, b"interrupted\n", b"")
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM", "HUP"])
+def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status(sig: str) -> None:
+    """Stop signals every 10 ms from mid-run until the command has exited: the first decides the status
+    (130, 143, 129) and what is said, the rest change nothing. Before, the ones that came during the
+    interpreter's shutdown (the default handlers back, a thread left that did not block them) killed the
+    process by the signal: status -2, -15, -1."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    signum = getattr(signal, f"SIG{sig}")
+    proc = subprocess.Popen([sys.executable, "-c", "from emqlab._entry import entry; entry()", "simulate",
+                             "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(1.0)
+    while proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    out, err = proc.communicate(timeout=60)
+    said = {"INT": b"interrupted", "TERM": b"stopped by SIGTERM", "HUP": b"stopped by SIGHUP"}[sig]
+    assert proc.returncode == 128 + signum and said in err and b"Traceback" not in err, (proc.returncode, err)
 
 
 STOPS = [("INT", 1.6, 1), ("INT", 2.4, 1), ("INT", 1.0, 2), ("INT", 0.4, 2), ("TERM", 1.6, 1), ("HUP", 1.6, 1)]
