@@ -50,9 +50,15 @@ def ignore_stops() -> None:
     handled when its handler becomes SIG_IGN makes Python print an OSError ("ignored due to race
     condition"), so the handlers run first, while this thread holds new ones back."""
     hold_stops()
-    for sig in STOP_SIGNALS:  # (a Python call: signals caught before the hold are handled at this point)
+    _handled()
+    for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, signal.SIG_IGN)
+
+
+def _handled() -> None:
+    """Nothing: calling it runs the Python handlers of the signals caught so far (CPython runs pending
+    handlers as a Python function starts)."""
 
 
 def entry() -> None:

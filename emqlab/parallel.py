@@ -929,7 +929,7 @@ class _Dispatch:
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
         #: a local pool, started only once the search has run :data:`WARM_AFTER_S` (until then, and if the
         #: search ends sooner, every part handed on runs here); any other executor at the first hand-on
-        self._local = local
+        self._own_pool = local
         self._warm_at = time.perf_counter() + WARM_AFTER_S
         #: every part runs here (one job)
         self.inline = local and n <= 1
@@ -1007,7 +1007,7 @@ class _Dispatch:
             if self._error is not None:
                 raise self._error
         if self._pool is None:
-            if not self._local or time.perf_counter() >= self._warm_at:
+            if not self._own_pool or time.perf_counter() >= self._warm_at:
                 self._start()
             return
         self._hear()
