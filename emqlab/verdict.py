@@ -70,7 +70,9 @@ _MEANINGS: dict[ExitCode, str] = {
     ExitCode.INTERNAL: "internal error: an unexpected exception (a bug in emqlab); one line, the traceback "
                        "with `--debug` or `EMQLAB_DEBUG=1`",
     ExitCode.INTERRUPTED: "interrupted by Ctrl-C (128 + SIGINT); SIGTERM and SIGHUP exit 128 + the signal "
-                          "number, after the run's keys are deleted",
+                          "number (143, 129) and say `stopped by SIGTERM` / `stopped by SIGHUP`, after the run's "
+                          "keys are deleted. The first stop signal decides the status; a second one is ignored "
+                          "while the clean-up runs, and a third ends the command at once without cleaning up",
 }
 
 
