@@ -1319,8 +1319,7 @@ def entry() -> None:
     except SystemExit:
         if _stops:  # a stop signal ends it, the clean-up done: a later one must not kill it on the way out
             ignore_stops()
-            if _stop_signal is not None and _stop_signal in (getattr(signal, "SIGTERM", None),
-                                                             getattr(signal, "SIGHUP", None)):
+            if _stop_signal is not None and _stop_signal != signal.SIGINT:  # SIGTERM, SIGHUP
                 try:  # (Ctrl-C's "interrupted" is said where the KeyboardInterrupt is caught)
                     err_console.print(f"[bold red]stopped by {signal.Signals(_stop_signal).name}[/]")
                 except OSError:  # (SIGHUP: the terminal may be gone)

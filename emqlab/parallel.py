@@ -61,7 +61,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._entry import STOP_SIGNALS
+from ._entry import STOP_SIGNALS, stops_held
 from .backends import BackendError, ServerFault, is_fake
 from .explore import INFRASTRUCTURE, Abort, Branch, Explorer, Report, multinomial, shrink
 from .footprints import Footprint
@@ -587,32 +587,21 @@ def _start_forkserver() -> None:
     inherit the mask and unblock the signals first thing (:func:`_pool_init`)."""
     from multiprocessing import forkserver
 
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:
+    with stops_held():
         forkserver.ensure_running()
-        return
-    old = mask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        forkserver.ensure_running()
-    finally:
-        mask(signal.SIG_SETMASK, old)
 
 
 def _resource_tracker() -> None:
     """Start multiprocessing's resource tracker now, with SIGHUP held back, so that it inherits it blocked:
     it ignores SIGINT and SIGTERM itself but not SIGHUP, and a closed terminal signals the whole group
     (the tracker gone, the pool's clean-up prints tracebacks about leaked semaphores)."""
-    mask = getattr(signal, "pthread_sigmask", None)
     hup = getattr(signal, "SIGHUP", None)
-    if mask is None or hup is None or threading.current_thread() is not threading.main_thread():
+    if hup is None or threading.current_thread() is not threading.main_thread():
         return
     from multiprocessing import resource_tracker
 
-    mask(signal.SIG_BLOCK, {hup})
-    try:
+    with stops_held({hup}):
         resource_tracker.ensure_running()
-    finally:
-        mask(signal.SIG_UNBLOCK, {hup})
 
 
 class InlineExecutor(cf.Executor):
@@ -1214,15 +1203,11 @@ def _wait(fs: set[cf.Future[Any]], timeout: float | None) -> tuple[set[cf.Future
     pool's own thread, cancelling, would then wait for them for ever. Waits at most :data:`WAIT_SLICE` at a
     time, so a signal is taken within that."""
     slice_ = WAIT_SLICE if timeout is None else min(timeout, WAIT_SLICE)
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         done, pending = cf.wait(fs, timeout=slice_, return_when=cf.FIRST_COMPLETED)
         return set(done), set(pending)
-    mask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
+    with stops_held():  # (a signal that came meanwhile is taken as it ends, outside the locks)
         done, pending = cf.wait(fs, timeout=slice_, return_when=cf.FIRST_COMPLETED)
-    finally:
-        mask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a signal that came meanwhile is taken here, outside the locks
     return set(done), set(pending)
 
 
