@@ -18,6 +18,8 @@ from click.testing import CliRunner
 from emqlab import grading as G
 from emqlab.cli import main
 
+from .test_golden import golden
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
 NOTEBOOKS = {a.id: SOURCES / a.notebook for a in G.ASSIGNMENTS.values()}
@@ -84,6 +86,11 @@ def test_solution_gets_full_marks(aid: str) -> None:
     assert not report.errors, report.errors
     # isolated: the notebook runs in its own process and the grader recomputes every timed run itself
     assert elapsed < 60, f"grading took {elapsed:.1f} s"
+    # the grader's whole JSON (its feedback texts included) is held fixed: tests/test_golden.py
+    d = report.to_dict()
+    d.pop("elapsed_s")
+    d["notebook"] = Path(d["notebook"]).name
+    golden(f"grades/{aid}.json", d)
 
 
 @pytest.mark.parametrize("aid", list(NOTEBOOKS))
