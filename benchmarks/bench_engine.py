@@ -16,8 +16,8 @@ from pathlib import Path
 
 from _tables import append_table
 
-from emqlab import scenario
-from emqlab.explore import explore
+from emqlab.engine import scenario
+from emqlab.explore.search import explore
 
 CASES = [
     ("stalled-finish", "split", None),

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from _tables import append_table
 
-from emqlab import scenario
-from emqlab.backends import BackendError, connect
-from emqlab.explore import explore
+from emqlab.backend.connect import BackendError, connect
+from emqlab.engine import scenario
+from emqlab.explore.search import explore
 
 CASES = [
     ("stalled-finish", "split", None),   # 2 actors: W1 split finish + S1 sweep

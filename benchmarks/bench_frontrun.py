@@ -231,7 +231,7 @@ def _frontrun_child(specs: list[dict[str, Any]]) -> None:
     import frontrun
     import redis
 
-    from emqlab.keys import QueueKeys
+    from emqlab.protocol.keys import QueueKeys
 
     def run_once(backend: str, variant: str, options: dict[str, Any], url: str) -> dict[str, Any]:
         k = QueueKeys(f"frbench-{uuid.uuid4().hex[:10]}")
@@ -363,8 +363,8 @@ _WINDOW = re.compile(r"after (?P<actor>\S+) cleared the lock \(step (?P<k>\d+), 
 
 
 def run_emqlab(backend: str, variant: str, mode: str, repeat: int, url: str) -> Case:
-    from emqlab.api import explore_actors
-    from emqlab.backends import connect
+    from emqlab.backend.connect import connect
+    from emqlab.check.api import explore_actors
 
     fn = finish_split if variant == "split" else finish_atomic
 

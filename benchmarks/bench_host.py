@@ -15,10 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from emqlab.backends import BackendError, Namespace, command_executor, connect, unique_queue
-from emqlab.keys import QueueKeys
-from emqlab.luahost import LuaHost
-from emqlab.registry import Script, ScriptSet
+from emqlab.backend.connect import BackendError, Namespace, command_executor, connect, unique_queue
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.host import LuaHost
+from emqlab.scripting.registry import Script, ScriptSet
 
 TEN_COMMANDS = b"""
 redis.call('SET', KEYS[1], ARGV[1])

@@ -54,9 +54,10 @@ THREE = HERE / "scenarios" / "three-split-workers.yaml"
 
 
 def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
-    from emqlab import parallel, scenario
-    from emqlab.backends import connect
-    from emqlab.explore import explore
+    from emqlab.backend.connect import connect
+    from emqlab.engine import scenario
+    from emqlab.explore import parallel
+    from emqlab.explore.search import explore
 
     t0 = time.perf_counter()
     connect(None).close()  # fakeredis's import (numpy's among it): once per process, before any side's clock

@@ -98,7 +98,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     if SCENARIOS_MARK in markdown:
         markdown = markdown.replace(SCENARIOS_MARK, scenario_catalogue())
     if ACL_MARK in markdown:
-        from emqlab import acl
+        from emqlab.scripting import acl
 
         markdown = markdown.replace(ACL_MARK, acl.markdown())
     return markdown
@@ -110,7 +110,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
 def cli_reference() -> str:
     import click
 
-    from emqlab.cli import main
+    from emqlab.ui.cli import main
 
     root = click.Context(main, info_name="emqlab", terminal_width=100, max_content_width=100)
     parts = ["## emqlab", "", "```text", main.get_help(root).rstrip(), "```", ""]
@@ -194,7 +194,7 @@ def _state(sc: Any) -> str:
 
 
 def scenario_catalogue() -> str:
-    from emqlab.scenario import shipped
+    from emqlab.engine.scenario import shipped
 
     lib = shipped()
     out = ["| scenario | headline anomaly (split) | atomic | source |", "|---|---|---|---|"]
@@ -317,12 +317,12 @@ def _make() -> dict[str, bytes]:
     import matplotlib
 
     matplotlib.use("Agg")
-    from emqlab import plots
-    from emqlab.backends import connect
-    from emqlab.explore import explore
-    from emqlab.scenario import load
-    from emqlab.schedule import Runner
-    from emqlab.timing import MODES, PRESETS, TimingConfig, sweep_rtt
+    from emqlab.backend.connect import connect
+    from emqlab.engine.scenario import load
+    from emqlab.explore.checked import Runner
+    from emqlab.explore.search import explore
+    from emqlab.timing.model import MODES, PRESETS, TimingConfig, sweep_rtt
+    from emqlab.ui import plots
 
     out: dict[str, bytes] = {}
     conn = connect()

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from emqlab.checking import check_scripts
-from emqlab.registry import ScriptSet, default_scripts
-from emqlab.scenario import shipped
+from emqlab.check.lua import check_scripts
+from emqlab.engine.scenario import shipped
+from emqlab.scripting.registry import ScriptSet, default_scripts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "check.md"
 BEGIN, END = "<!-- emqlab:check:begin -->", "<!-- emqlab:check:end -->"

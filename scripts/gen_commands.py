@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate ``emqlab/commands.json``, the Redis command table, from a live server's ``COMMAND INFO``.
+"""Regenerate ``emqlab/protocol/commands.json``, the Redis command table, from a live server's ``COMMAND INFO``.
 
 Usage::
 
@@ -40,7 +40,7 @@ import redis
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 FORMAT = 1
 REGENERATE = "python scripts/gen_commands.py [REDIS_URL]"
-OUTPUT = Path(__file__).resolve().parent.parent / "emqlab" / "commands.json"
+OUTPUT = Path(__file__).resolve().parent.parent / "emqlab" / "protocol" / "commands.json"
 
 
 def _text(v: Any) -> str:

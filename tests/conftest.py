@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from emqlab.backends import BackendError, Namespace, connect, live_url, unique_queue
-from emqlab.keys import QueueKeys
+from emqlab.backend.connect import BackendError, Namespace, connect, live_url, unique_queue
+from emqlab.protocol.keys import QueueKeys
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["fake", "live"]
@@ -167,7 +167,7 @@ def foreign_keys_untouched() -> Iterator[None]:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from emqlab.backends import _redact, url_secrets
+    from emqlab.backend.connect import _redact, url_secrets
 
     admin = "" if admin_url() == live_url() else f", admin {_redact(admin_url(), url_secrets(admin_url()))}"
     live = _redact(live_url(), url_secrets(live_url()))

@@ -155,7 +155,7 @@ def one_argument(r: redis.Redis) -> None:  # wrong signature
 def readd_in_a_transaction(r: redis.Redis, q: Any) -> None:
     """Job 1 added again under its id, the add script's EVALSHA sent inside MULTI … EXEC with a GET beside
     it (one round trip, two commands): the step that creates the hash is a batch."""
-    from emqlab.scripts import add_job_call
+    from emqlab.scripting.calls import add_job_call
 
     call = add_job_call(q.keys, "again", {}, job_id="1", timestamp=q.now())
     add = r.register_script(q.scripts[call.name].text)

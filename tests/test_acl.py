@@ -8,11 +8,12 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from emqlab import acl, scenario
-from emqlab.backends import connect
-from emqlab.cli import main
-from emqlab.explore import explore
-from emqlab.timing import TimingConfig, simulate
+from emqlab.backend.connect import connect
+from emqlab.engine import scenario
+from emqlab.explore.search import explore
+from emqlab.scripting import acl
+from emqlab.timing.model import TimingConfig, simulate
+from emqlab.ui.cli import main
 from tests.conftest import own_redis_server
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from emqlab.explore import explore
-from emqlab.runner import Runner
-from emqlab.scenario import ScenarioError, load, loads, shipped_path
+from emqlab.engine.runner import Runner
+from emqlab.engine.scenario import ScenarioError, load, loads, shipped_path
+from emqlab.explore.search import explore
 
 VARIANT = "variants/no-active-check"
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from emqlab.anomalies import check
-from emqlab.api import scenario
-from emqlab.backends import connect
-from emqlab.effects import HashCreated, HashDeleted, LockChanged, Placed, Removed
-from emqlab.history import Execution, FinalState, History, Step
-from emqlab.outcome import Outcome
-from emqlab.schedule import Runner
+from emqlab.analysis.anomalies import check
+from emqlab.backend.connect import connect
+from emqlab.check.api import scenario
+from emqlab.engine.effects import HashCreated, HashDeleted, LockChanged, Placed, Removed
+from emqlab.engine.history import Execution, FinalState, History, Step
+from emqlab.explore.checked import Runner
+from emqlab.protocol.outcome import Outcome
 
 OK = Outcome(0)
 WTA = "work-thrown-away"

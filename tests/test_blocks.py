@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from emqlab import blocks
-from emqlab.api import explore_actors, scenario
-from emqlab.backends import connect
-from emqlab.history import History
-from emqlab.luahost import LuaHost
-from emqlab.schedule import Runner
+from emqlab.backend.connect import connect
+from emqlab.check.api import explore_actors, scenario
+from emqlab.engine import pyblocks as blocks
+from emqlab.engine.history import History
+from emqlab.explore.checked import Runner
+from emqlab.scripting.host import LuaHost
 
 #: a worker that holds job 1 (its lock is the one ``locks:`` gives it)
 HOLDS = {"kind": "worker", "holds": "1", "fetch_next": False}
@@ -149,7 +149,7 @@ def test_a_blind_renewal_recreates_a_lock_that_is_gone() -> None:
 
 
 def test_renew_needs_a_token() -> None:
-    from emqlab.pyactors import ActorError
+    from emqlab.engine.pyactors import ActorError
 
     with pytest.raises(ActorError, match="with.token"), ran({"R1": block("renew")}, state={"active": ["1"]}):
         pass

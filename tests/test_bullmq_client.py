@@ -25,11 +25,11 @@ import bullmq  # a test dependency: emqlab[test] pins bullmq==3.4.4
 import pytest
 import redis
 
-from emqlab import scripts as S
-from emqlab.backends import Namespace, live_url, unique_queue
-from emqlab.keys import QueueKeys
-from emqlab.registry import default_scripts
-from emqlab.scripts import FinishOpts
+from emqlab.backend.connect import Namespace, live_url, unique_queue
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting import calls as S
+from emqlab.scripting.calls import FinishOpts
+from emqlab.scripting.registry import default_scripts
 from tests.conftest import live_conn
 
 pytestmark = pytest.mark.live

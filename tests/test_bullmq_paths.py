@@ -14,9 +14,9 @@ import msgpack
 import pytest
 import redis
 
-from emqlab.backends import live_url, unique_queue
-from emqlab.luahost import LuaHost
-from emqlab.registry import ScriptSet
+from emqlab.backend.connect import live_url, unique_queue
+from emqlab.scripting.host import LuaHost
+from emqlab.scripting.registry import ScriptSet
 from tests.conftest import NODE_RELEASES, bullmq_node_release, live_conn
 
 pytestmark = pytest.mark.live

@@ -8,10 +8,10 @@ import msgpack
 import pytest
 import redis
 
-from emqlab.backends import command_executor
-from emqlab.luahost import LuaHost
-from emqlab.registry import ScriptSet
-from emqlab.state import diff, snapshot, write_state
+from emqlab.backend.connect import command_executor
+from emqlab.backend.state import diff, snapshot, write_state
+from emqlab.scripting.host import LuaHost
+from emqlab.scripting.registry import ScriptSet
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_bullmq_set_is_loaded_with_its_version(bullmq: ScriptSet) -> None:
 def _both_ways(conn: redis.Redis, qkeys, script, state, keys, args):  # type: ignore[no-untyped-def]
     """Run ``script`` once by EVALSHA and once through the host, from the same ``state``; return both
     (reply, snapshot) pairs."""
-    from emqlab.backends import Namespace
+    from emqlab.backend.connect import Namespace
 
     ns = Namespace(conn, qkeys)
     results = []

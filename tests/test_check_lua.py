@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from emqlab import scenario
-from emqlab.checking import check_scripts
-from emqlab.cli import main
-from emqlab.explore import explore
-from emqlab.registry import ScriptError, ScriptSet, default_scripts, lua_dir
+from emqlab.check.lua import check_scripts
+from emqlab.engine import scenario
+from emqlab.explore.search import explore
+from emqlab.scripting.registry import ScriptError, ScriptSet, default_scripts, lua_dir
+from emqlab.ui.cli import main
 
 VARIANT = lua_dir() / "variants" / "no-active-check"
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 # imported here so that pytester's in-process runs (which drop the modules they import afterwards) share
 # one copy of emqlab's modules and their classes
 import emqlab.anomalies  # noqa: F401
@@ -15,6 +13,7 @@ import emqlab.api  # noqa: F401
 import emqlab.pyactors  # noqa: F401
 import emqlab.pytest_plugin  # noqa: F401
 import emqlab.schedule  # noqa: F401
+import pytest
 
 pytest_plugins = ["pytester"]
 
@@ -30,7 +29,7 @@ def run_inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyt
     """The user's test run with only emqlab's plugin (as the entry point loads it): the other installed
     plugins' start-up would dominate the time."""
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
-    return pytester.runpytest_inprocess("-p", "emqlab.pytest_plugin", "-p", "no:cacheprovider", "-q")
+    return pytester.runpytest_inprocess("-p", "emqlab.check.pytest_plugin", "-p", "no:cacheprovider", "-q")
 
 
 def test_the_doc_has_the_max_stalled_count_test() -> None:

@@ -15,7 +15,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from emqlab.backends import (
+from emqlab.backend.connect import (
     RUN_INDEX,
     SAFETY_TTL_FLOOR_MS,
     SAFETY_TTL_MS,
@@ -28,9 +28,9 @@ from emqlab.backends import (
     scan_keys,
     unique_queue,
 )
-from emqlab.cli import main
-from emqlab.keys import QueueKeys
-from emqlab.runner import LOCK_MS
+from emqlab.engine.runner import LOCK_MS
+from emqlab.protocol.keys import QueueKeys
+from emqlab.ui.cli import main
 from tests.conftest import live_conn
 
 pytestmark = pytest.mark.live

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from emqlab import grading
-from emqlab.backends import BackendError, connect
-from emqlab.cli import main
-from emqlab.schedule import ScheduleError, parse_schedule
-from emqlab.verdict import ExitCode, markdown_table
+from emqlab.backend.connect import BackendError, connect
+from emqlab.explore.checked import ScheduleError, parse_schedule
+from emqlab.protocol.verdict import ExitCode, markdown_table
+from emqlab.teaching import grading
+from emqlab.ui.cli import main
 from tests.conftest import backend_conn
 
 
@@ -250,7 +250,7 @@ def test_expect_none_with_a_kind_is_a_usage_error() -> None:
 
 
 def test_an_internal_error_is_one_line_unless_debug(monkeypatch: pytest.MonkeyPatch) -> None:
-    import emqlab.cli as cli
+    import emqlab.ui.cli as cli
 
     def boom(*_a: object, **_k: object) -> None:
         raise KeyError("a bug")

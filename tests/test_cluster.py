@@ -21,9 +21,20 @@ from click.testing import CliRunner
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from emqlab import scenario
-from emqlab.anomalies import checker
-from emqlab.backends import (
+from emqlab.analysis.anomalies import checker
+from emqlab.backend.cluster import (
+    ClusterClient,
+    ClusterError,
+    cluster_url,
+    docs_block,
+    hash_tag,
+    is_cluster,
+    lesson_scenario,
+    lesson_transcript,
+    run_lesson,
+    slot_of,
+)
+from emqlab.backend.connect import (
     RUN_INDEX,
     BackendError,
     BadURL,
@@ -39,25 +50,14 @@ from emqlab.backends import (
     session_client,
     unique_queue,
 )
-from emqlab.cli import main
-from emqlab.cluster import (
-    ClusterClient,
-    ClusterError,
-    cluster_url,
-    docs_block,
-    hash_tag,
-    is_cluster,
-    lesson_scenario,
-    lesson_transcript,
-    run_lesson,
-    slot_of,
-)
-from emqlab.explore import explore
-from emqlab.keys import QUEUE_KEY_NAMES, QueueKeys, without_hash_tag
-from emqlab.registry import default_scripts
-from emqlab.runner import Runner
-from emqlab.schedule import parse_schedule
-from emqlab.state import snapshot, write_state
+from emqlab.backend.state import snapshot, write_state
+from emqlab.engine import scenario
+from emqlab.engine.runner import Runner
+from emqlab.explore.checked import parse_schedule
+from emqlab.explore.search import explore
+from emqlab.protocol.keys import QUEUE_KEY_NAMES, QueueKeys, without_hash_tag
+from emqlab.scripting.registry import default_scripts
+from emqlab.ui.cli import main
 from tests.conftest import IN_CI
 
 pytestmark = pytest.mark.cluster

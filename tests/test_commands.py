@@ -1,6 +1,6 @@
 """emqlab.commands, the Redis command table: unit tests on hand-built commands, and (marked ``live``) the key
 positions and read/write split checked against the server's ``COMMAND GETKEYS`` / ``COMMAND GETKEYSANDFLAGS``,
-and the committed ``emqlab/commands.json`` checked against what ``scripts/gen_commands.py`` produces now."""
+and the committed ``emqlab/protocol/commands.json`` checked against what ``scripts/gen_commands.py`` produces now."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import redis
 
-from emqlab import commands as cmds
-from emqlab.commands import KeyAccess, command_keys, is_read_only, key_access, table_version
+from emqlab.protocol import commands as cmds
+from emqlab.protocol.commands import KeyAccess, command_keys, is_read_only, key_access, table_version
 from tests.conftest import live_conn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def keys(line: str) -> tuple[bytes, ...]:
 
 
 def test_table_header_and_size() -> None:
-    data = json.loads(files("emqlab").joinpath("commands.json").read_text("utf-8"))
+    data = json.loads(files("emqlab.protocol").joinpath("commands.json").read_text("utf-8"))
     assert data["header"]["redis_version"] == table_version()
     assert "gen_commands.py" in data["header"]["regenerate"]
     names = data["commands"]
@@ -58,7 +58,7 @@ def test_package_data_lists_the_table() -> None:
     text = (ROOT / "pyproject.toml").read_text("utf-8")
     section = text.split("[tool.setuptools.package-data]", 1)[1]
     listed = re.search(r"^emqlab\s*=\s*\[(.*?)\]", section, re.M | re.S)
-    assert listed is not None and '"commands.json"' in listed.group(1)
+    assert listed is not None and '"protocol/commands.json"' in listed.group(1)
 
 
 def test_every_spec_is_understood() -> None:

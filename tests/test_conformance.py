@@ -36,11 +36,11 @@ import redis
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from emqlab.backends import Namespace
-from emqlab.keys import QueueKeys
-from emqlab.registry import ScriptSet, default_scripts
-from emqlab.scripts import STALLED_LIMIT_REASON
-from emqlab.state import diff, snapshot, write_state
+from emqlab.backend.connect import Namespace
+from emqlab.backend.state import diff, snapshot, write_state
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.calls import STALLED_LIMIT_REASON
+from emqlab.scripting.registry import ScriptSet, default_scripts
 
 T0 = 1_700_000_000_000  # the calls' "now" (ms); a multiple of 4096 is not needed, scores are computed
 MINUTE = 60_000

@@ -8,14 +8,14 @@ import re
 import pytest
 import redis
 
-from emqlab import scenario
-from emqlab.anomalies import CHECKS, KINDS, CheckInputMissing, check
-from emqlab.effects import HashCreated, HashDeleted, LockChanged, Marked, Placed, Removed, parse
-from emqlab.explore import Explorer
-from emqlab.history import Execution, FinalState, History, Step
-from emqlab.outcome import Outcome, Result
-from emqlab.scenario import ANOMALY_KINDS
-from emqlab.schedule import Runner, parse_schedule
+from emqlab.analysis.anomalies import CHECKS, KINDS, CheckInputMissing, check
+from emqlab.engine import scenario
+from emqlab.engine.effects import HashCreated, HashDeleted, LockChanged, Marked, Placed, Removed, parse
+from emqlab.engine.history import Execution, FinalState, History, Step
+from emqlab.engine.scenario import ANOMALY_KINDS
+from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.search import Explorer
+from emqlab.protocol.outcome import Outcome, Result
 
 
 def _replay(conn: redis.Redis, name: str, schedule: str, mode: str = "split", **kw: object) -> History:
@@ -66,7 +66,7 @@ def test_one_lpush_is_one_effect_and_each_copy_names_its_own_step(conn: redis.Re
 
 
 def test_a_write_that_changed_nothing_is_not_called_a_read() -> None:
-    from emqlab.backends import connect
+    from emqlab.backend.connect import connect
 
     for sc in scenario.shipped():
         if "split" not in sc.modes:
@@ -81,7 +81,7 @@ def test_a_write_that_changed_nothing_is_not_called_a_read() -> None:
 
 
 def test_a_finish_that_fetched_is_never_called_refused() -> None:
-    from emqlab.backends import connect
+    from emqlab.backend.connect import connect
 
     for name in ("fetch-loop", "two-workers", "delayed-promotion"):
         sc = scenario.load(name)
@@ -286,7 +286,7 @@ def test_history_json_v1_reads_back_typed(conn: redis.Redis) -> None:
 
 
 def test_lua_heap_and_connections_stay_flat_across_explorations() -> None:
-    from emqlab.backends import connect
+    from emqlab.backend.connect import connect
 
     sc = scenario.load("two-workers")
     conn = connect()
@@ -343,7 +343,7 @@ def test_pct_never_preempts_more_than_depth_minus_one_and_its_depth_check_is_exa
 
 
 def test_pct_warns_that_delayed_promotions_double_placement_needs_depth_three() -> None:
-    from emqlab.explore import explore
+    from emqlab.explore.search import explore
 
     shallow = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=2)
     deep = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=3)
@@ -369,8 +369,8 @@ def test_the_timed_model_and_the_grader_run_on_the_shared_actor_blocks() -> None
     """The timed worker's steps are the blocks' steps: fetch (moveToActive), finish (moveToFinished),
     sweep (moveStalledJobsToWait) and lapse ops, with the blocks' typed results; the grader's student
     finish runs through scripted_finish (one script run, its commands numbered as one run)."""
-    from emqlab import grading
-    from emqlab.timing import TimingConfig, simulate
+    from emqlab.teaching import grading
+    from emqlab.timing.model import TimingConfig, simulate
 
     res = simulate("split", TimingConfig(jobs=6, workers=2, seed=4), keep_history=True)
     h = res.history

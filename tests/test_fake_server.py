@@ -32,9 +32,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from emqlab.backends import _HARDEN_FAKE_LUA, Namespace, connect, live_url, unique_queue
-from emqlab.fakeserver import EmbeddedRedis, fake_server, info_text, new_server
-from emqlab.keys import QueueKeys
+from emqlab.backend.connect import _HARDEN_FAKE_LUA, Namespace, connect, live_url, unique_queue
+from emqlab.backend.fakeserver import EmbeddedRedis, fake_server, info_text, new_server
+from emqlab.protocol.keys import QueueKeys
 from tests.conftest import live_conn
 
 ROOT = Path(__file__).resolve().parent.parent

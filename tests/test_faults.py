@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from emqlab import scenario
-from emqlab.backends import BackendError, connect
-from emqlab.explore import explore
-from emqlab.history import History
-from emqlab.outcome import Outcome
-from emqlab.schedule import Runner, parse_schedule
+from emqlab.backend.connect import BackendError, connect
+from emqlab.engine import scenario
+from emqlab.engine.history import History
+from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.search import explore
+from emqlab.protocol.outcome import Outcome
 from tests.conftest import live_conn
 
 
@@ -170,7 +170,7 @@ actors:
 
 
 def test_a_restart_loses_the_run_and_drops_every_connection() -> None:
-    from emqlab.scenario import loads
+    from emqlab.engine.scenario import loads
 
     sc = loads(RESTART, "restart.yaml")
     rep = explore(sc, "atomic")
@@ -187,7 +187,7 @@ def test_a_restart_loses_the_run_and_drops_every_connection() -> None:
 
 
 def test_a_restart_is_refused_on_a_server_emqlab_did_not_start() -> None:
-    from emqlab.scenario import loads
+    from emqlab.engine.scenario import loads
 
     live_conn()
     with pytest.raises(BackendError, match="emqlab never restarts"):

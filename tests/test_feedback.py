@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from emqlab import grading as G
+from emqlab.teaching import grading as G
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
@@ -33,7 +33,7 @@ def _delete_lock(alone: Any) -> Any:
 
 
 def _count(scenario: Any, mode: str) -> int:
-    from emqlab.explore import explore
+    from emqlab.explore.search import explore
 
     return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
 

@@ -24,13 +24,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emqlab import grading
-from emqlab.backends import BackendError, connect, url_secrets
-from emqlab.cli import main
-from emqlab.runner import Runner
-from emqlab.scenario import ScenarioError, loads, shipped_names, shipped_path
-from emqlab.schedule import ScheduleError, parse_schedule
-from emqlab.verdict import ExitCode
+from emqlab.backend.connect import BackendError, connect, url_secrets
+from emqlab.engine.runner import Runner
+from emqlab.engine.scenario import ScenarioError, loads, shipped_names, shipped_path
+from emqlab.explore.checked import ScheduleError, parse_schedule
+from emqlab.protocol.verdict import ExitCode
+from emqlab.teaching import grading
+from emqlab.ui.cli import main
 
 
 def fuzz(examples: int) -> settings:

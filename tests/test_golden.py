@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from emqlab.backends import connect
-from emqlab.cli import main
-from emqlab.explore import Report, explore
-from emqlab.scenario import load, shipped_names
-from emqlab.timing import MODES as TIMED_MODES
-from emqlab.timing import TimingConfig, sweep_rtt
+from emqlab.backend.connect import connect
+from emqlab.engine.scenario import load, shipped_names
+from emqlab.explore.search import Report, explore
+from emqlab.timing.model import MODES as TIMED_MODES
+from emqlab.timing.model import TimingConfig, sweep_rtt
+from emqlab.ui.cli import main
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("EMQLAB_UPDATE_GOLDEN") == "1"

@@ -34,10 +34,10 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emqlab.backends import command_executor, connect, live_url, unique_queue
-from emqlab.commands import _table
-from emqlab.luahost import STATUS_REPLY_COMMANDS, LuaHost, LuaScriptError
-from emqlab.registry import ScriptSet, flatten
+from emqlab.backend.connect import command_executor, connect, live_url, unique_queue
+from emqlab.protocol.commands import _table
+from emqlab.scripting.host import STATUS_REPLY_COMMANDS, LuaHost, LuaScriptError
+from emqlab.scripting.registry import ScriptSet, flatten
 from tests.conftest import NODE_RELEASES, bullmq_node_release, live_conn, own_redis_server
 
 pytestmark = pytest.mark.live
@@ -956,6 +956,6 @@ def test_intended_fakeredis_hscan_order(host: LuaHost) -> None:
 
 
 def connect_raw(conn: redis.Redis) -> redis.Redis:
-    from emqlab.backends import raw_client
+    from emqlab.backend.connect import raw_client
 
     return raw_client(conn)

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import redis
 
-from emqlab.backends import Executor, Namespace, _FakeDirect, command_executor, connect, unique_queue
-from emqlab.keys import QueueKeys
-from emqlab.luahost import LuaHost, ScriptRun
-from emqlab.registry import default_scripts
-from emqlab.scripts import FinishOpts, move_to_finished_call
+from emqlab.backend.connect import Executor, Namespace, _FakeDirect, command_executor, connect, unique_queue
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.calls import FinishOpts, move_to_finished_call
+from emqlab.scripting.host import LuaHost, ScriptRun
+from emqlab.scripting.registry import default_scripts
 from tests.conftest import live_conn
 
 TS = 1_700_000_000_000

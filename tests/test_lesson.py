@@ -15,10 +15,10 @@ from typing import Any
 
 import redis
 
-from emqlab import scripts as S
-from emqlab.backends import Namespace, command_executor
-from emqlab.keys import QueueKeys
-from emqlab.luahost import LuaHost
+from emqlab.backend.connect import Namespace, command_executor
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting import calls as S
+from emqlab.scripting.host import LuaHost
 
 TS = 1_700_000_000_000
 TOKEN = "worker-1"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from emqlab.schedules import parse_schedule
+from emqlab.protocol.schedules import parse_schedule
 from emqlab.teaching.levels import Game, LevelError, load_level, parse_level, play, shipped_levels, solve
 
 LEVELS = shipped_levels()
@@ -72,7 +72,7 @@ def shown(text: str) -> str:
 
 @pytest.mark.parametrize("level", [lv for lv in LEVELS if lv.solvable], ids=[lv.name for lv in LEVELS if lv.solvable])
 def test_each_level_is_won_in_the_widget(level) -> None:  # type: ignore[no-untyped-def]
-    from emqlab.widgets import SchedulerStepper
+    from emqlab.ui.widgets import SchedulerStepper
 
     st = SchedulerStepper(level=level)
     try:
@@ -96,7 +96,7 @@ def test_each_level_is_won_in_the_widget(level) -> None:  # type: ignore[no-unty
 
 
 def test_the_unsolvable_level_says_so_in_the_widget() -> None:
-    from emqlab.widgets import SchedulerStepper
+    from emqlab.ui.widgets import SchedulerStepper
 
     (level,) = [lv for lv in LEVELS if not lv.solvable]
     st = SchedulerStepper(level=level)
@@ -115,7 +115,7 @@ def test_the_unsolvable_level_says_so_in_the_widget() -> None:
 
 
 def test_a_level_lost_in_the_widget_says_how_to_go_on() -> None:
-    from emqlab.widgets import SchedulerStepper
+    from emqlab.ui.widgets import SchedulerStepper
 
     st = SchedulerStepper(level="two-places")
     try:

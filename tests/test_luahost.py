@@ -9,9 +9,9 @@ import secrets
 import pytest
 import redis
 
-from emqlab.backends import command_executor, connect, is_fake, raw_client, unique_queue
-from emqlab.luahost import LuaHost, LuaScriptError
-from emqlab.registry import KeyCountMismatch, Script, ScriptSet
+from emqlab.backend.connect import command_executor, connect, is_fake, raw_client, unique_queue
+from emqlab.scripting.host import LuaHost, LuaScriptError
+from emqlab.scripting.registry import KeyCountMismatch, Script, ScriptSet
 from tests.conftest import live_conn
 
 # name -> (script, keys suffixes). Keys are made unique per test under the test's own queue base.

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from emqlab import grading
+from emqlab.teaching import grading
 from emqlab.teaching.otter import check, export
 
 
@@ -45,8 +45,8 @@ def test_export_layout(aid: str, tmp_path: Path) -> None:
 
 
 def _count(scenario: object, mode: str) -> int:
-    from emqlab.backends import connect
-    from emqlab.explore import explore
+    from emqlab.backend.connect import connect
+    from emqlab.explore.search import explore
 
     return sum(explore(scenario, mode, conn=connect()).runs_with.values())  # type: ignore[arg-type]
 

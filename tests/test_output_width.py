@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from emqlab import explore as explore_module
-from emqlab import grading as G
-from emqlab import parallel
-from emqlab import scenario as scenario_module
-from emqlab.backends import connect
-from emqlab.cli import main
-from emqlab.history import History, Step, elide_words, line_breaks, render_reply, wrap
-from emqlab.scenario import shipped
-from emqlab.schedule import ScheduleError
+from emqlab.backend.connect import connect
+from emqlab.engine import scenario as scenario_module
+from emqlab.engine.history import History, Step, elide_words, line_breaks, render_reply, wrap
+from emqlab.engine.scenario import shipped
+from emqlab.explore import parallel
+from emqlab.explore import search as explore_module
+from emqlab.explore.checked import ScheduleError
+from emqlab.teaching import grading as G
+from emqlab.ui.cli import main
 
 WIDTH = 100
 MODES = ("atomic", "split", "finish-then-fetch", "transaction")
@@ -332,7 +332,7 @@ def test_the_stand_in_prints_what_the_real_exploration_does() -> None:
 
 def test_a_narrower_terminal_is_followed(stand_in: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a terminal narrower than 100 columns the output fits the terminal (colours and all)."""
-    from emqlab import cli
+    from emqlab.ui import cli
 
     monkeypatch.setattr(cli.console, "_force_terminal", True)
     monkeypatch.setattr(cli.console, "_width", 80)

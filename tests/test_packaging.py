@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from emqlab import registry
-from emqlab.registry import ScriptError, ScriptSet, lua_dir
+from emqlab.scripting import registry
+from emqlab.scripting.registry import ScriptError, ScriptSet, lua_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def _pyproject() -> dict:
 
 def _fake_module(monkeypatch: pytest.MonkeyPatch, package: Path) -> None:
     package.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setattr(registry, "__file__", str(package / "registry.py"))
+    monkeypatch.setattr(registry, "__file__", str(package / "scripting" / "registry.py"))
     monkeypatch.delenv("EMQLAB_LUA_DIR", raising=False)
 
 

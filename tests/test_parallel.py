@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from emqlab import parallel, scenario
-from emqlab.backends import Namespace
-from emqlab.cli import main
-from emqlab.explore import Explorer, Trace, explore
-from emqlab.verdict import judge
+from emqlab.backend.connect import Namespace
+from emqlab.engine import scenario
+from emqlab.explore import parallel
+from emqlab.explore.search import Explorer, Trace, explore
+from emqlab.protocol.verdict import judge
+from emqlab.ui.cli import main
 from tests.conftest import IN_CI, live_conn
 from tests.test_reduction import sample_trace
 
@@ -373,12 +374,12 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
     slow = ("import sys, time\n"
             "class Slow:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'emqlab.cli':\n"
+            "        if name == 'emqlab.ui.cli':\n"
             "            print('importing', flush=True)\n"
             "            time.sleep(30)\n"
             "        return None\n"
             "sys.meta_path.insert(0, Slow())\n"
-            "from emqlab._entry import entry\n"
+            "from emqlab.ui.entry import entry\n"
             "entry()\n")
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", slow, "simulate"], stdout=subprocess.PIPE,
@@ -405,7 +406,7 @@ def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -
     swallow = ("import sys, time\n"
                "class Swallow:\n"
                "    def find_spec(self, name, path=None, target=None):\n"
-               "        if name == 'emqlab.cli':\n"
+               "        if name == 'emqlab.ui.cli':\n"
                "            print('importing', flush=True)\n"
                "            try:\n"
                "                time.sleep(30)\n"
@@ -413,7 +414,7 @@ def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -
                "                pass\n"
                "        return None\n"
                "sys.meta_path.insert(0, Swallow())\n"
-               "from emqlab._entry import entry\n"
+               "from emqlab.ui.entry import entry\n"
                "entry()\n")
     proc = subprocess.Popen([sys.executable, "-c", swallow, "simulate", "--split"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -435,7 +436,7 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
     import time
 
     signum = getattr(signal, f"SIG{sig}")
-    proc = subprocess.Popen([sys.executable, "-c", "from emqlab._entry import entry; entry()", "simulate",
+    proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
                              "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     time.sleep(1.0)
@@ -473,7 +474,7 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
 
     signum = getattr(signal, f"SIG{sig}")
     with own_redis_server() as url:
-        proc = subprocess.Popen([sys.executable, "-c", "from emqlab._entry import entry; entry()",  # the script
+        proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()",  # the script
                                  "simulate", "--split", "-s", "two-workers", "--jobs", "2", "--redis", url],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         time.sleep(after)
@@ -494,7 +495,7 @@ def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: p
     undivided one and says nothing was lost; the refusal is kept in the stats."""
     import threading
 
-    from emqlab.backends import ServerFault
+    from emqlab.backend.connect import ServerFault
 
     claim = Namespace.claim
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from emqlab import scenario
-from emqlab.anomalies import check
-from emqlab.effects import ExtraPlace, HashCreated, Placed, Removed, parse
-from emqlab.explore import explore
-from emqlab.history import FinalState, History, Step
-from emqlab.schedule import Runner, parse_schedule
+from emqlab.analysis.anomalies import check
+from emqlab.engine import scenario
+from emqlab.engine.effects import ExtraPlace, HashCreated, Placed, Removed, parse
+from emqlab.engine.history import FinalState, History, Step
+from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.search import explore
 
 NAME = "empty-then-delete"
 

@@ -12,10 +12,10 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from emqlab import plots  # noqa: E402
-from emqlab.explore import explore  # noqa: E402
-from emqlab.scenario import load  # noqa: E402
-from emqlab.timing import MODES, TimingConfig, simulate, sweep_rtt  # noqa: E402
+from emqlab.engine.scenario import load  # noqa: E402
+from emqlab.explore.search import explore  # noqa: E402
+from emqlab.timing.model import MODES, TimingConfig, simulate, sweep_rtt  # noqa: E402
+from emqlab.ui import plots  # noqa: E402
 
 
 def _png_ok(fig: Figure) -> bytes:
@@ -62,7 +62,7 @@ def test_timeline_of_the_witness(reports) -> None:  # type: ignore[no-untyped-de
 
 
 def _atomic_history():  # type: ignore[no-untyped-def]
-    from emqlab.schedule import Runner
+    from emqlab.explore.checked import Runner
 
     with Runner(load("stalled-finish"), "atomic") as r:
         return r.run()

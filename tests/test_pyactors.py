@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from emqlab.api import explore_actors, scenario
-from emqlab.backends import connect
-from emqlab.explore import explore
-from emqlab.pyactors import ActorError, refusal
-from emqlab.scenario import ScenarioError, loads
+from emqlab.backend.connect import connect
+from emqlab.check.api import explore_actors, scenario
+from emqlab.engine.pyactors import ActorError, refusal
+from emqlab.engine.scenario import ScenarioError, loads
+from emqlab.explore.search import explore
 from tests import pyactors_toys as toys
 from tests.conftest import live_conn
 
@@ -188,7 +188,7 @@ def test_a_scenario_file_names_a_python_actor(tmp_path: Path) -> None:
           - {id: W1, python: "my_worker:finish"}
           - {id: S1, kind: sweep}
         """))
-    from emqlab.scenario import load
+    from emqlab.engine.scenario import load
 
     rep = explore(load(path), "split")
     assert rep.anomaly_kinds == ["double-placement"]

@@ -14,9 +14,9 @@ import msgpack
 import pytest
 import redis
 
-from emqlab import scripts as S
-from emqlab.keys import QueueKeys
-from emqlab.scripts import FinishError, FinishOpts
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting import calls as S
+from emqlab.scripting.calls import FinishError, FinishOpts
 
 TS = 1_700_000_000_000  # a fixed "now" in ms
 MINUTE = 60_000

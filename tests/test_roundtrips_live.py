@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import redis
 
-from emqlab.backends import SAFETY_TTL_MS, live_url
-from emqlab.registry import default_scripts
-from emqlab.timing import TimedRun, TimingConfig
+from emqlab.backend.connect import SAFETY_TTL_MS, live_url
+from emqlab.scripting.registry import default_scripts
+from emqlab.timing.model import TimedRun, TimingConfig
 
 from .conftest import live_conn
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from emqlab import grading as G
-from emqlab.cli import main
+from emqlab.teaching import grading as G
 from emqlab.teaching import sandbox as S
 from emqlab.teaching.classroom import exit_code, grade_folder, write_csv
+from emqlab.ui.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
@@ -80,7 +80,7 @@ def test_monkeypatching_the_graders_changes_nothing() -> None:
     assert "too early" in cell_feedback(report, "a1_schedule")  # graded on its merits
     # the grader's own objects were never reachable
     assert [c.grader for a in G.ASSIGNMENTS.values() for c in a.cells] == before
-    assert G.grade_notebook.__module__ == "emqlab.grading"
+    assert G.grade_notebook.__module__ == "emqlab.teaching.grading"
 
 
 HARD_CODED = 'def schedule_for(alone):\n    return "v1:W1*9.S1"\n'

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from emqlab.cli import main
-from emqlab.scenario import ScenarioError, load, loads
+from emqlab.engine.scenario import ScenarioError, load, loads
+from emqlab.ui.cli import main
 
 VALID = """\
 # line 1: a valid scenario that each case breaks in one place
@@ -232,7 +232,7 @@ def test_cli_error_is_one_line(tmp_path: Path) -> None:
 
 
 def test_every_shipped_scenario_loads() -> None:
-    from emqlab.scenario import shipped
+    from emqlab.engine.scenario import shipped
 
     assert len(shipped()) >= 14
 

@@ -24,11 +24,11 @@ from types import ModuleType
 
 import pytest
 
-from emqlab.backends import connect
-from emqlab.explore import Report, explore
-from emqlab.keys import QueueKeys
-from emqlab.scenario import ANOMALY_KINDS, MODES, load, shipped_names
-from emqlab.schedule import Runner
+from emqlab.backend.connect import connect
+from emqlab.engine.scenario import ANOMALY_KINDS, MODES, load, shipped_names
+from emqlab.explore.checked import Runner
+from emqlab.explore.search import Report, explore
+from emqlab.protocol.keys import QueueKeys
 
 from .conftest import live_conn
 
@@ -229,7 +229,7 @@ def test_docs_catalogue_lists_every_scenario_and_source() -> None:
 
 
 def test_docs_cli_reference_has_every_command() -> None:
-    from emqlab.cli import main
+    from emqlab.ui.cli import main
 
     page = _hooks().cli_reference()
     for name in main.commands:
@@ -253,10 +253,10 @@ def test_scenarios_check_in_two_processes_prints_what_one_does(monkeypatch: pyte
     """``emqlab scenarios --check --jobs 2``: each case explored whole in a worker, printed in library order:
     the same lines as one process gives (on a few of the library's scenarios: the whole check is what
     test_scenario_outcome_matches_expect does, case by case)."""
+    import emqlab.scenario
     from click.testing import CliRunner
 
-    import emqlab.scenario
-    from emqlab.cli import main
+    from emqlab.ui.cli import main
 
     few = [load(n) for n in ("stalled-finish", "cancel-active", "lease-lapse", "empty-then-delete")]
     monkeypatch.setattr(emqlab.scenario, "shipped", lambda: few)

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner, Result
 
-from emqlab.backends import BackendError, _redact, connect, live_url, url_secrets
-from emqlab.cli import main
-from emqlab.verdict import ExitCode
+from emqlab.backend.connect import BackendError, _redact, connect, live_url, url_secrets
+from emqlab.protocol.verdict import ExitCode
+from emqlab.ui.cli import main
 from tests.conftest import live_conn
 
 SECRET = "S3cr3t-pw-XYZZY"
@@ -161,7 +161,7 @@ def test_failures_after_connecting_mask_the_password(monkeypatch: pytest.MonkeyP
     def boom(*_a: object, **_k: object) -> None:
         raise RuntimeError(f"unexpected, while talking to {url} with {SECRET}")
 
-    monkeypatch.setattr(importlib.import_module("emqlab.cli"), "_load", boom)
+    monkeypatch.setattr(importlib.import_module("emqlab.ui.cli"), "_load", boom)
     for env in ({}, {"EMQLAB_DEBUG": "1"}):
         res = _run(["simulate", "--split", "--redis", url], env=env)
         assert res.exit_code == ExitCode.INTERNAL, res.output

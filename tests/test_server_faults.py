@@ -22,13 +22,13 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from emqlab import scenario
-from emqlab.backends import FaultScope, ServerFault, connect, server_fault
-from emqlab.cli import main
-from emqlab.explore import Abort, Explorer, Report, explore
-from emqlab.registry import ScriptSet, default_scripts
-from emqlab.schedule import Runner, parse_schedule
-from emqlab.verdict import ExitCode, judge
+from emqlab.backend.connect import FaultScope, ServerFault, connect, server_fault
+from emqlab.engine import scenario
+from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.search import Abort, Explorer, Report, explore
+from emqlab.protocol.verdict import ExitCode, judge
+from emqlab.scripting.registry import ScriptSet, default_scripts
+from emqlab.ui.cli import main
 from tests.conftest import own_redis_server
 
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
@@ -178,7 +178,7 @@ def test_a_run_a_passing_server_error_cut_short_is_run_again_and_counts_as_any_o
     """A run-scoped fault that does not recur (every other ZADD to completed gets OOM): each run that meets
     it is run again from its start and completes, so the claims are the healthy ones and nothing is
     aborted; a fault that does recur is retried RUN_RETRIES times, then the run is aborted."""
-    from emqlab.explore import RUN_RETRIES
+    from emqlab.explore.search import RUN_RETRIES
 
     sc = scenario.load("stalled-finish")
     healthy, _every = _explore(sc, "split", reduce=reduce)
@@ -320,7 +320,7 @@ def test_out_of_memory_mid_exploration_aborts_those_runs_and_the_cli_exits_3(
     """maxmemory + noeviction on a server the test starts: the runs in which a write follows the sweep are
     aborted with OOM, the one in which the sweep comes last completes, exactly as on fakeredis (without
     retries: how much memory the server counts moves a little with time, so a retry may complete)."""
-    from emqlab import explore as explore_module
+    from emqlab.explore import search as explore_module
 
     sc = scenario.load("stalled-finish")
     scripts = default_scripts().overlay(ballast)
@@ -424,7 +424,7 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
     """The merge of a divided exploration replays each witness; when the server fails that replay, the
     report has no history for it but keeps its schedule: the text prints its replay command, the JSON marks
     it not replayed, and the verdict does not point at a witness above that is not there."""
-    from emqlab import parallel
+    from emqlab.explore import parallel
 
     real_merge = parallel._merge
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from emqlab.backends import ServerFault, connect
-from emqlab.scenario import load
-from emqlab.schedule import Runner
+from emqlab.backend.connect import ServerFault, connect
+from emqlab.engine.scenario import load
+from emqlab.explore.checked import Runner
 from tests.conftest import free_port, start_redis_server
 
 

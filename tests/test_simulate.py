@@ -9,14 +9,14 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from emqlab import scenario
-from emqlab.anomalies import check
-from emqlab.backends import KeysExist, Namespace, connect
-from emqlab.cli import main
-from emqlab.explore import Explorer, explore, multinomial
-from emqlab.history import History
-from emqlab.keys import QueueKeys
-from emqlab.schedule import Runner, ScheduleError, format_schedule, parse_schedule
+from emqlab.analysis.anomalies import check
+from emqlab.backend.connect import KeysExist, Namespace, connect
+from emqlab.engine import scenario
+from emqlab.engine.history import History
+from emqlab.explore.checked import Runner, ScheduleError, format_schedule, parse_schedule
+from emqlab.explore.search import Explorer, explore, multinomial
+from emqlab.protocol.keys import QueueKeys
+from emqlab.ui.cli import main
 from tests.conftest import admin_conn, backend_conn
 
 
@@ -345,7 +345,7 @@ def test_a_client_of_your_own_explores_as_connect_does(options: dict[str, object
     speaks RESP3 (HGETALL answers a dict), another decodes replies to str. The engine adopts it
     (backends.adopt: the same server and database over RESP2, bytes) and claims what connect() gives; your
     client is left as it was, and the run's keys are gone."""
-    from emqlab.backends import live_url
+    from emqlab.backend.connect import live_url
 
     url = live_url()
     backend_conn("live")  # skips (fails in CI) without a server

@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from emqlab import scripts as api
-from emqlab.backends import command_executor, connect
-from emqlab.keys import QueueKeys
-from emqlab.luahost import LuaHost
-from emqlab.timing import (
+from emqlab.backend.connect import command_executor, connect
+from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting import calls as api
+from emqlab.scripting.host import LuaHost
+from emqlab.timing.model import (
     ALL_MODES,
     MODES,
     PRESETS,
@@ -290,7 +290,7 @@ def test_cli_sweep_rtt(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
     from click.testing import CliRunner
 
-    from emqlab.cli import main
+    from emqlab.ui.cli import main
 
     png, csv_path = tmp_path / "rtt.png", tmp_path / "rtt.csv"
     args = ["sweep-rtt", "--rtt", "1,75", "--jobs", "10", "--workers", "2"]
@@ -315,7 +315,7 @@ def test_a_sweep_in_two_processes_is_the_sweep_in_one() -> None:
 
     from click.testing import CliRunner
 
-    from emqlab.cli import main
+    from emqlab.ui.cli import main
 
     args = ["sweep-rtt", "--rtt", "1,75", "--jobs", "8", "--workers", "2", "--modes", "split,atomic", "--json"]
     got = {}

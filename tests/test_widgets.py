@@ -10,9 +10,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from emqlab import plots  # noqa: E402
-from emqlab.timing import MODES, TimingConfig, sweep_rtt  # noqa: E402
-from emqlab.widgets import RoundTripSlider, SchedulerStepper  # noqa: E402
+from emqlab.timing.model import MODES, TimingConfig, sweep_rtt  # noqa: E402
+from emqlab.ui import plots  # noqa: E402
+from emqlab.ui.widgets import RoundTripSlider, SchedulerStepper  # noqa: E402
 
 CONFIG = TimingConfig(jobs=16, workers=4)
 
@@ -287,7 +287,7 @@ def test_explain_commands() -> None:
 def test_a_split_run_knows_the_line_of_its_pending_call() -> None:
     """The Lua host's accessor the stepper highlights with: the script's lines on the Lua stack when the
     pending ``redis.call`` was made, innermost first."""
-    from emqlab.luahost import LuaHost
+    from emqlab.scripting.host import LuaHost
 
     src = b"""local function get(k)
   return redis.call('GET', k)

@@ -130,15 +130,14 @@ def _limit(spec: dict[str, Any]) -> None:
 
 
 def _preload() -> None:
-    import emqlab.backends
-    import emqlab.explore
-    import emqlab.grading
-    import emqlab.luahost
-    import emqlab.scenario
-    import emqlab.schedule
+    import emqlab.backend.connect
+    import emqlab.engine.scenario
+    import emqlab.explore.checked
+    import emqlab.scripting.host
+    import emqlab.teaching.grading
     import emqlab.timing  # noqa: F401
 
-    emqlab.backends.connect()  # the fake server's first use loads its modules
+    emqlab.backend.connect.connect()  # the fake server's first use loads its modules
 
 
 def _disarm() -> None:
@@ -167,7 +166,7 @@ def main(channel_fd: int) -> None:
         _preload()
     except Exception:  # noqa: BLE001 - the grader reports the missing answers
         pass
-    from emqlab.grading import CellTimeout, _time_limit, probe_arguments
+    from emqlab.teaching.grading import CellTimeout, _time_limit, probe_arguments
     from emqlab.teaching.sandbox import WIRE_VERSION, encode
 
     cell_timeout = int(spec["cell_timeout_s"])

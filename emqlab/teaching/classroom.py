@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..grading import ASSIGNMENTS, EXIT_BELOW_FULL, EXIT_CANNOT_GRADE, EXIT_FULL_MARKS, GradingError, grade_notebook
+from emqlab.teaching.grading import (
+    ASSIGNMENTS,
+    EXIT_BELOW_FULL,
+    EXIT_CANNOT_GRADE,
+    EXIT_FULL_MARKS,
+    GradingError,
+    grade_notebook,
+)
 
 
 @dataclass

@@ -88,7 +88,7 @@ def _text(data: dict[str, Any], key: str, where: str, required: bool = True) -> 
 
 
 def parse_level(text: str, where: str) -> Level:
-    from ..scenario import ANOMALY_KINDS, shipped_names
+    from emqlab.engine.scenario import ANOMALY_KINDS, shipped_names
 
     try:
         data = yaml.safe_load(text)
@@ -130,8 +130,8 @@ def parse_level(text: str, where: str) -> Level:
     if solution:
         if not solvable:
             raise LevelError(f"{where}: solution: an unsolvable level has none")
-        from ..scenario import load
-        from ..schedules import ScheduleError, parse_schedule
+        from emqlab.engine.scenario import load
+        from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
         try:
             parse_schedule(str(solution), [a.id for a in load(scenario).actors])
@@ -165,9 +165,9 @@ def load_level(which: str) -> Level:
 def solve(level: Level) -> tuple[int, str | None]:
     """The level's run explored, every interleaving (up to the explorer's sound reductions): (how many runs,
     the schedule of a run that wins, or None when none does)."""
-    from ..explore import Explorer, explore
-    from ..scenario import load
-    from ..schedule import Runner
+    from emqlab.engine.scenario import load
+    from emqlab.explore.checked import Runner
+    from emqlab.explore.search import Explorer, explore
 
     sc = load(level.scenario)
     if not level.goal.placements:  # an anomaly goal: the explorer's witnesses answer it
@@ -457,7 +457,7 @@ def position(runner: Any, actor: str) -> dict[str, Any] | None:
     THROTTLE, CHECK, MARK in the sweep), ``step`` (``W1: release the lock.``), ``inside`` (the included
     function the call is in), ``access`` (``reads`` / ``writes``) and ``explain`` (the command in
     words). ``None`` when the actor is done."""
-    from ..commands import is_read_only
+    from emqlab.protocol.commands import is_read_only
 
     op = runner.pending.get(actor)
     if op is None:
@@ -545,7 +545,7 @@ TERMS: dict[str, str] = {
 
 
 def _job_key(k: str) -> str | None:
-    from ..keys import QUEUE_KEY_NAMES
+    from emqlab.protocol.keys import QUEUE_KEY_NAMES
 
     if k in QUEUE_KEY_NAMES or ":" in k or not k or k.startswith("<"):
         return None
@@ -686,7 +686,7 @@ def legend(runner: Any = None) -> dict[str, Any]:
     """The legend: ``fields`` (the job fields in words), ``terms`` (tokens, stall marks) and ``returns``
     (script → its header's RETURNS rows, (reply, meaning)), for the scripts a worker and a sweep run;
     ``codes`` maps moveToFinished's negative codes to their meaning."""
-    from ..registry import default_scripts
+    from emqlab.scripting.registry import default_scripts
 
     scripts = runner.scripts if runner is not None else default_scripts()
     returns: dict[str, list[tuple[str, str]]] = {}
@@ -723,7 +723,7 @@ class Game:
     """One level in play: step an actor, undo, restart, finish the run; the verdict when it is done."""
 
     def __init__(self, level: Level) -> None:
-        from ..scenario import load
+        from emqlab.engine.scenario import load
 
         self.level = level
         self.scenario = load(level.scenario)
@@ -733,7 +733,7 @@ class Game:
         self._fresh()
 
     def _fresh(self) -> None:
-        from ..schedule import Runner
+        from emqlab.explore.checked import Runner
 
         if self.runner is not None:
             self.runner.close()

@@ -21,7 +21,7 @@ import pprint
 from pathlib import Path
 from typing import Any
 
-from .. import grading
+from emqlab.teaching import grading
 
 TESTS = "tests"
 

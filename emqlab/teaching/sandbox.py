@@ -251,7 +251,7 @@ def source_notebook(notebook_name: str) -> Path | None:
 
 @lru_cache(maxsize=8)
 def _release(path: str, mtime: float) -> dict[str, Any]:
-    from ..grading import read_notebook, student_version
+    from emqlab.teaching.grading import read_notebook, student_version
 
     return student_version(read_notebook(path))
 
@@ -262,7 +262,7 @@ def release_version(notebook_name: str) -> dict[str, Any] | None:
 
 
 def _source_version(notebook_name: str) -> dict[str, Any] | None:
-    from ..grading import read_notebook
+    from emqlab.teaching.grading import read_notebook
 
     p = source_notebook(notebook_name)
     return read_notebook(p) if p is not None else None
@@ -273,7 +273,7 @@ def cells_to_run(nb: Mapping[str, Any], release: Mapping[str, Any] | None,
     """The code cells the child runs, and notes for the report. Test cells never run. With the release
     version, each locked cell runs as released (an edit is noted and ignored, a missing one put back), each
     answer cell and each cell the student added runs as submitted."""
-    from ..grading import _python_of, _source, grade_id, is_grade, is_solution
+    from emqlab.teaching.grading import _python_of, _source, grade_id, is_grade, is_solution
 
     notes: list[str] = []
     canon: dict[str, tuple[int, Mapping[str, Any]]] = {}
@@ -378,7 +378,7 @@ def run_isolated(cells: Sequence[CellToRun], names: Sequence[str], probes: Mappi
                  meanwhile: Callable[[], Any] | None = None) -> IsolatedRun:
     """Run ``cells`` in a fresh, limited interpreter and bring back the values of ``names``. ``meanwhile``
     runs here while the child works (the grader's own reference runs, which need no answers)."""
-    from ..grading import CellError
+    from emqlab.teaching.grading import CellError
 
     started = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="emqlab-grade-")
@@ -573,7 +573,7 @@ def unsaved_hint(path: str | None) -> str:
 
 def _warm(aid: str) -> None:
     """The graders' reference runs that do not depend on the answers (cached in :mod:`emqlab.grading`)."""
-    from .. import grading as G
+    from emqlab.teaching import grading as G
 
     if aid == "a1-double-placement":
         for case, mode in G.A1_COUNT_PROBES:
@@ -591,7 +591,7 @@ def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Any, limits: Li
                    *, file: str | None = None) -> Any:
     """Grade ``nb`` (an assignment's submission) with its code run by :func:`run_isolated`; the graders run
     here, on the answers that came back. Returns a :class:`emqlab.grading.GradeReport`."""
-    from .. import grading as G
+    from emqlab.teaching import grading as G
 
     started = time.perf_counter()
     release = release_version(assignment.notebook)

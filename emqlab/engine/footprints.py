@@ -1,0 +1,202 @@
+"""Footprints: the keys a step read and wrote, observed as it ran, and when two steps conflict.
+
+Keys are classified relative to the queue's base (:func:`classify`): queue keys (``("q", "wait")``), job
+hashes (``("job", "1")``), locks (``("lock", "1")``) and a job's other keys (``("jobsub", "1:logs")``).
+A footprint holds three sets:
+
+* ``reads``: keys whose value the step may have looked at;
+* ``writes``: keys it may have changed;
+* ``appends``: keys it only appended to as a log that no script reads back — the ``events`` stream. Two
+  appends commute (the stream's entry order is not part of the compared state); an append conflicts
+  with a read or a write of the same key.
+
+Two steps *conflict* (are dependent) when one writes a key the other reads, writes or appends to, or one
+appends to a key the other reads. Steps of one actor are always dependent (program order).
+
+Where the footprint comes from:
+
+* a command of a split script, a clock event, a ``pre`` clock effect: the Redis command table
+  (:mod:`emqlab.commands`, generated from the server's key specifications) applied to the concrete
+  arguments;
+* an atomic step run through the Lua host (fakeredis, the default): every ``redis.call`` the script made,
+  each through the command table — observed, exact for this run;
+* an ``EVALSHA`` sent to a server (a live Redis, or fakeredis's own EVALSHA): the server does not tell, so
+  the script's declared prior (:data:`SCRIPT_PRIORS`) plus its KEYS is used; a test runs every script over
+  the shipped scenarios' states and asserts that what it observes is inside the prior. A script with no
+  prior (another script set) touches everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from emqlab.protocol.commands import KeyAccess, key_access
+from emqlab.protocol.keys import QUEUE_KEY_NAMES
+
+Key = tuple[str, str]  # (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs")
+ANY: Key = ("*", "*")
+
+_QUEUE_HEADS = frozenset(n.split(":", 1)[0] for n in QUEUE_KEY_NAMES)
+#: keys only ever appended to by the scripts and never read by them
+LOG_KEYS = frozenset({("q", "events")})
+
+
+def classify(rel: str) -> Key:
+    """``wait`` and ``metrics:completed`` → queue keys; ``1`` → a job hash; ``1:lock`` → a lock; ``1:logs``
+    → a job's other keys. ``rel`` is relative to the queue's base; a key outside it is ``("other", key)``."""
+    head, sep, tail = rel.partition(":")
+    if head in _QUEUE_HEADS:
+        return ("q", rel)
+    if not sep:
+        return ("job", rel)
+    return ("lock", head) if tail == "lock" else ("jobsub", rel)
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """The keys a step read, wrote and appended to (see the module docstring)."""
+
+    reads: frozenset[Key] = frozenset()
+    writes: frozenset[Key] = frozenset()
+    appends: frozenset[Key] = frozenset()
+
+    @classmethod
+    def everything(cls) -> Footprint:
+        return cls(frozenset([ANY]), frozenset([ANY]))
+
+    def __or__(self, other: Footprint) -> Footprint:
+        return Footprint(self.reads | other.reads, self.writes | other.writes, self.appends | other.appends)
+
+    def conflicts(self, other: Footprint) -> bool:
+        """True when the two steps do not commute (see the module docstring)."""
+        if _meets(self.writes, other.reads | other.writes | other.appends):
+            return True
+        if _meets(other.writes, self.reads | self.appends):
+            return True
+        return _meets(self.appends, other.reads) or _meets(other.appends, self.reads)
+
+    def within(self, prior: Footprint) -> list[str]:
+        """What this (observed) footprint does outside ``prior``: ``["reads ('q', 'active')", …]``."""
+        out = []
+        for name, mine, theirs in (("reads", self.reads, prior.reads | prior.writes),
+                                   ("writes", self.writes, prior.writes),
+                                   ("appends", self.appends, prior.writes | prior.appends)):
+            for k in sorted(mine):
+                if not any(_match(k, p) for p in theirs):
+                    out.append(f"{name} {k}")
+        return out
+
+    def __str__(self) -> str:
+        def show(ks: frozenset[Key]) -> str:
+            return ",".join(n if kind != "lock" else f"{n}:lock" for kind, n in sorted(ks)) or "-"
+        return f"r[{show(self.reads)}] w[{show(self.writes)}]" + (f" a[{show(self.appends)}]" if self.appends else "")
+
+
+def _match(a: Key, b: Key) -> bool:
+    if a == ANY or b == ANY:
+        return True
+    return a[0] == b[0] and (a[1] == b[1] or a[1] == "*" or b[1] == "*")
+
+
+def _meets(xs: Iterable[Key], ys: frozenset[Key]) -> bool:
+    for x in xs:
+        if x in ys:
+            return True
+        for y in ys:
+            if _match(x, y):
+                return True
+    return False
+
+
+def of_command(command: Sequence[bytes], base: str) -> Footprint:
+    """The footprint of one concrete command, from the command table (everything for an unknown one)."""
+    return of_access(key_access(command), base)
+
+
+def of_access(access: KeyAccess | None, base: str) -> Footprint:
+    """The footprint of a command whose :class:`emqlab.commands.KeyAccess` is ``access`` (``None``: an
+    unknown command, which touches everything)."""
+    if access is None:
+        return Footprint.everything()
+    b = base.encode()
+
+    def rel(k: bytes) -> Key:
+        if not k.startswith(b):
+            return ("other", k.decode("utf-8", "replace"))
+        return classify(k[len(b):].decode("utf-8", "replace"))
+
+    writes = {rel(k) for k in access.writes}
+    reads = {rel(k) for k in access.reads}
+    if access.writes_any:
+        writes.add(ANY)
+    if access.reads_any:
+        reads.add(ANY)
+    appends = {k for k in writes if k in LOG_KEYS}
+    return Footprint(frozenset(reads - appends), frozenset(writes - appends), frozenset(appends))
+
+
+def of_commands(commands: Iterable[Sequence[bytes]], base: str) -> Footprint:
+    """The union of the commands' footprints (an atomic script's, from every ``redis.call`` it made)."""
+    out = Footprint()
+    for c in commands:
+        out = out | of_command(c, base)
+    return out
+
+
+# -- declared priors --------------------------------------------------------------------------------------
+
+_LOG: list[Key] = [("q", "events")]
+_R = list[Key]
+
+#: What each of emqlab's scripts may read and write beyond its KEYS, as keys relative to the queue's base;
+#: ``"*"`` as a name matches any job id. Used only where an atomic step cannot be observed (EVALSHA on a
+#: server); ``tests/test_footprints.py`` keeps it a superset of what the scripts do.
+SCRIPT_PRIORS: dict[str, tuple[_R, _R]] = {
+    "moveToFinished": (
+        [("q", "meta"), ("q", "paused"), ("job", "*"), ("lock", "*")],
+        [("q", "wait"), ("q", "active"), ("q", "prioritized"), ("q", "stalled"), ("q", "limiter"),
+         ("q", "delayed"), ("q", "paused"), ("q", "pc"), ("q", "completed"), ("q", "failed"), ("q", "marker"),
+         ("q", "metrics:completed"), ("q", "metrics:failed"), ("job", "*"), ("lock", "*"), ("jobsub", "*"),
+         ("q", "meta")],
+    ),
+    "moveStalledJobsToWait": (
+        [("lock", "*"), ("q", "meta"), ("q", "paused"), ("job", "*")],
+        [("q", "stalled"), ("q", "stalled-check"), ("q", "wait"), ("q", "paused"), ("q", "active"),
+         ("q", "marker"), ("job", "*"), ("q", "meta")],
+    ),
+    "moveToActive": (
+        [("q", "paused"), ("q", "meta")],
+        [("q", "wait"), ("q", "active"), ("q", "prioritized"), ("q", "pc"), ("q", "delayed"), ("q", "marker"),
+         ("q", "limiter"), ("q", "paused"), ("job", "*"), ("lock", "*"), ("q", "meta")],
+    ),
+    "addStandardJob": ([("q", "paused"), ("q", "active"), ("q", "meta")],
+                       [("q", "id"), ("q", "wait"), ("q", "paused"), ("q", "marker"), ("job", "*"),
+                        ("q", "completed"), ("q", "meta")]),
+    "addDelayedJob": ([("q", "meta")], [("q", "id"), ("q", "delayed"), ("q", "marker"), ("job", "*"),
+                                        ("q", "completed"), ("q", "meta")]),
+    "addPrioritizedJob": ([("q", "paused"), ("q", "active"), ("q", "meta")],
+                          [("q", "id"), ("q", "prioritized"), ("q", "pc"), ("q", "marker"), ("job", "*"),
+                           ("q", "completed"), ("q", "meta")]),
+    "extendLock": ([], []),
+    "releaseLock": ([], []),
+}
+
+
+def prior(name: str, keys: Sequence[str | bytes], base: str) -> Footprint:
+    """The declared footprint of script ``name`` called with ``keys``: its prior plus every KEY read and
+    written (the event stream appended); everything for a script with no prior."""
+    fp = SCRIPT_PRIORS.get(name)
+    if fp is None:
+        return Footprint.everything()
+    ks = set()
+    for k in keys:
+        t = k.decode("utf-8", "replace") if isinstance(k, bytes) else k
+        ks.add(classify(t[len(base):]) if t.startswith(base) else ("other", t))
+    reads = set(fp[0]) | ks
+    writes = (set(fp[1]) | ks) - LOG_KEYS
+    appends = (set(fp[1]) | ks) & LOG_KEYS
+    return Footprint(frozenset(reads - appends), frozenset(writes), frozenset(appends | set(_LOG)))
+
+
+__all__ = ["ANY", "Footprint", "Key", "SCRIPT_PRIORS", "classify", "of_command", "of_commands", "prior"]
