@@ -45,6 +45,7 @@ SCENARIOS_MARK = "<!-- emqlab:scenarios -->"
 ACL_MARK = "<!-- emqlab:acl -->"
 SWEEP_COMMAND_MARK = "<!-- emqlab:sweep-command -->"
 RTT_DATA_MARK = "<!-- emqlab:rtt-data -->"
+LAYERS_MARK = "<!-- emqlab:layers -->"
 OPTIONAL_PAGES = [("Round trips", "round-trips.md", "Concepts")]
 ROOT = Path(__file__).resolve().parents[1]
 #: The docs' sweep over RTT (every finish mode at each RTT; TimingConfig's defaults otherwise). Small, because
@@ -101,6 +102,8 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         from emqlab.scripting import acl
 
         markdown = markdown.replace(ACL_MARK, acl.markdown())
+    if LAYERS_MARK in markdown:
+        markdown = markdown.replace(LAYERS_MARK, layers_table())
     return markdown
 
 
@@ -346,4 +349,62 @@ def _make() -> dict[str, bytes]:
     data = {"command": sweep_command(), "modes": list(sweep.modes), "rtts": list(sweep.rtts),
             "presets": dict(PRESETS), "config": sweep.config, "rows": sweep.rows()}
     out["assets/rtt-sweep.json"] = json.dumps(data, indent=1, sort_keys=True).encode()
+    out["figures/architecture-layers.svg"] = plots.to_svg(layers_figure()).encode()
     return out
+
+
+# -- the architecture page: the layers of emqlab/ ---------------------------------------------------------
+
+
+def layer_modules() -> dict[str, list[str]]:
+    """Folder of ``emqlab/`` → its modules (file names without ``.py``; ``__init__`` and private ones left out),
+    in :data:`emqlab.layers.LAYERS` order."""
+    from emqlab.layers import LAYERS
+
+    pkg = ROOT / "emqlab"
+    return {folder: sorted(p.stem for p in (pkg / folder).glob("*.py") if not p.stem.startswith("_"))
+            + sorted(f"{p.name}/" for p in (pkg / folder).iterdir() if (p / "__init__.py").is_file())
+            for _, folder, _ in LAYERS}
+
+
+def layers_table() -> str:
+    """The layers as a Markdown table, top layer first (what a reader meets first is the face)."""
+    from emqlab.layers import LAYERS
+
+    mods = layer_modules()
+    rows = ["| rank | folder | holds | modules |", "|---:|---|---|---|"]
+    for rank, folder, holds in reversed(LAYERS):
+        rows.append(f"| {rank} | `emqlab/{folder}/` | {holds} | {', '.join(f'`{m}`' for m in mods[folder])} |")
+    return "\n".join(rows)
+
+
+def layers_figure() -> Any:
+    """The layers as stacked bands, bottom to top, each with its modules; imports point down."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    from emqlab.layers import LAYERS
+
+    mods = layer_modules()
+    ranks = sorted({r for r, _, _ in LAYERS})
+    fig, ax = plt.subplots(figsize=(10, 0.62 * len(ranks) + 0.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.2, len(ranks) + 0.1)
+    ax.axis("off")
+    for rank in ranks:
+        row = [(f, h) for r, f, h in LAYERS if r == rank]
+        width = 9.0 / len(row)
+        for i, (folder, _) in enumerate(row):
+            x, y = 0.9 + i * width, rank + 0.06
+            ax.add_patch(FancyBboxPatch((x + 0.04, y), width - 0.08, 0.82, boxstyle="round,pad=0.0,rounding_size=0.08",
+                                        facecolor=plt.cm.Purples(0.15 + 0.07 * rank), edgecolor="#5b3f8c", lw=1))
+            ax.text(x + 0.15, y + 0.58, f"{folder}/", fontsize=10, fontweight="bold", va="center")
+            names = ", ".join(mods[folder])
+            line = names if len(names) * 0.075 < width - 0.3 else names[: int((width - 0.3) / 0.075) - 1] + "…"
+            ax.text(x + 0.15, y + 0.25, line, fontsize=7.5, va="center", color="#333333")
+    ax.add_patch(FancyArrowPatch((0.45, len(ranks) - 0.1), (0.45, 0.1), arrowstyle="-|>", mutation_scale=14,
+                                 color="#5b3f8c", lw=1.5))
+    ax.text(0.3, len(ranks) / 2, "imports go down", rotation=90, va="center", ha="center", fontsize=9,
+            color="#5b3f8c")
+    fig.tight_layout()
+    return fig

@@ -1,6 +1,6 @@
 """The package's layers: each folder of ``emqlab/`` imports only the folders below it, and no set of modules
 imports itself round — counting every import, at the top of a module, inside a function or under
-``TYPE_CHECKING``. ``docs/architecture.md`` draws the layers; :data:`LAYERS` is their one home.
+``TYPE_CHECKING``. :data:`emqlab.layers.LAYERS` is the layers' one home; ``docs/architecture.md`` draws them.
 
 Also here: every old module path of the flat package (:data:`emqlab._moved.MOVED`, the paths the docs,
 notebooks and assignments use) imports and is the very module that now holds its code, and no module of
@@ -16,17 +16,11 @@ from pathlib import Path
 import pytest
 
 from emqlab._moved import MOVED
+from emqlab.layers import RANK
 
 PACKAGE = Path(__file__).resolve().parents[1] / "emqlab"
 
-#: bottom to top; a module may import from its own layer and the layers before it. ``timing`` and ``check``
-#: share a rank: neither imports the other.
-LAYERS: list[tuple[str, ...]] = [("protocol",), ("scripting",), ("backend",), ("engine",), ("analysis",),
-                                 ("explore",), ("timing", "check"), ("teaching",), ("ui",)]
-RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 
-#: the package's root modules and the layer they count as
-ROOT_MODULES = {"emqlab": -1, "emqlab._moved": -1}
 
 #: modules over the size limit while the layered-package work splits them (each entry is a promise to cut)
 MAX_LINES = 700
@@ -98,10 +92,10 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _rank(module: str) -> int:
-    if module in ROOT_MODULES:
-        return ROOT_MODULES[module]
+    if MODULES[module].parent == PACKAGE:
+        return -1  # a root module (emqlab.layers, emqlab._moved, …): below every layer, imports none of them
     layer = module.split(".")[1]
-    assert layer in RANK, f"{module}: emqlab/{layer}/ is in no layer of LAYERS"
+    assert layer in RANK, f"{module}: emqlab/{layer}/ is in no layer of emqlab.layers.LAYERS"
     return RANK[layer]
 
 
@@ -113,7 +107,7 @@ def test_every_import_goes_down_the_layers() -> None:
             if t == "emqlab":  # the package's own __init__ (the version, the finder) is below everything
                 continue
             if _rank(t) > _rank(m) or (_rank(t) == _rank(m) and m.split(".")[1:2] != t.split(".")[1:2]
-                                       and m not in ROOT_MODULES):
+                                       and _rank(m) >= 0):
                 if (m, t) not in KNOWN:
                     upward.append(f"{m} -> {t}")
     assert not upward, "imports that reach up a layer (or across timing/check):\n" + "\n".join(upward)
