@@ -21,6 +21,7 @@ import _thread
 import contextlib
 import json
 import math
+import signal
 import socket
 import threading
 import time
@@ -845,6 +846,18 @@ def test_endless_loop_is_stopped_by_the_budget() -> None:
     assert host.run(connect(), "local x = 0 for i = 1, 1000 do x = x + i end return x", []) == 500500
 
 
+@pytest.fixture
+def default_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler for the test, whatever an earlier test in this process left (a no-op
+    clean-up handler would swallow the interrupt, and a looping script would never end)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.usefixtures("default_ctrl_c")
 def test_ctrl_c_interrupts_a_looping_script() -> None:
     host = LuaHost(max_instructions=0)
     timer = threading.Timer(0.3, _thread.interrupt_main)
