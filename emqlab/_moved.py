@@ -1,7 +1,8 @@
 """The one home of emqlab's old module paths: each name a notebook, a document or a user's code may import
 from the flat package of before (``emqlab.backends``, ``emqlab.grading``, …) and the module of the layered
 package that now holds its code. ``import emqlab.backends`` gives that very module object (the same object,
-so an attribute set on one is set on the other), through a finder installed by ``emqlab/__init__.py``.
+so an attribute set on one is set on the other), through a finder installed by ``emqlab/__init__.py``;
+``python -m <old path>`` runs the new module's code as before.
 
 Two of the old names are packages now and need no entry: ``emqlab.explore`` and ``emqlab.timing`` re-export
 their documented names.
@@ -12,8 +13,9 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
-from types import ModuleType
+from types import CodeType, ModuleType
 
 #: old module path -> the module that holds its code now
 MOVED: dict[str, str] = {
@@ -64,6 +66,13 @@ class _Alias(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:  # the target ran its own code when it was imported
         pass
 
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The target's code, for ``python -m <old path>`` (runpy runs it as ``__main__``)."""
+        spec = importlib.util.find_spec(self.target)
+        loader = spec.loader if spec is not None else None
+        get_code = getattr(loader, "get_code", None)
+        return get_code(self.target) if get_code is not None else None
+
 
 class MovedFinder(importlib.abc.MetaPathFinder):
     """Finds the old paths of :data:`MOVED` (and nothing else)."""
@@ -73,7 +82,8 @@ class MovedFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(fullname)
         if new is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+        found = importlib.util.find_spec(new)  # (its origin: runpy gives ``python -m <old path>`` a __file__)
+        return importlib.machinery.ModuleSpec(fullname, _Alias(new), origin=found.origin if found else None)
 
 
 def install() -> None:

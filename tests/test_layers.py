@@ -92,6 +92,8 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _rank(module: str) -> int:
+    if module == "emqlab.__main__":  # ``python -m emqlab``: the console script, above every layer
+        return max(RANK.values()) + 1
     if MODULES[module].parent == PACKAGE:
         return -1  # a root module (emqlab.layers, emqlab._moved, …): below every layer, imports none of them
     layer = module.split(".")[1]
@@ -157,6 +159,19 @@ def test_known_exceptions_still_exist() -> None:
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_old_module_paths_are_the_new_modules(old: str) -> None:
     assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+
+
+def test_python_m_runs_the_console_script_and_old_paths() -> None:
+    """``python -m emqlab`` is the console script, and ``python -m <old path>`` runs the new module as before
+    (``python -m emqlab.cluster`` is documented)."""
+    import subprocess
+    import sys
+
+    for args, want in ((["-m", "emqlab", "--version"], "emqlab, version"),
+                       (["-m", "emqlab.cli", "--version"], "emqlab, version"),
+                       (["-m", "emqlab.cluster", "--help"], "python -m emqlab.cluster")):
+        res = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and want in res.stdout, (args, res.stdout, res.stderr)
 
 
 def test_documented_packages_keep_their_names() -> None:

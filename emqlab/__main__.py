@@ -1,0 +1,5 @@
+"""``python -m emqlab``: the console script ``emqlab``."""
+
+from emqlab.ui.entry import entry
+
+entry()
