@@ -92,7 +92,7 @@ def test_rate_vs_rtt(sweep) -> None:  # type: ignore[no-untyped-def]
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     assert list(lines["split"].get_ydata()) == split["per_1000"]
     _png_ok(fig)
-    marker = fig.emqlab_artists["marker"]
+    marker = plots.artists(fig)["marker"]
     assert plots.update_rate(fig, data, marker=75.0) is fig
     assert list(marker.get_xdata()) == [75.0, 75.0]  # the same artist, moved
     _png_ok(fig)
@@ -224,9 +224,9 @@ def test_zero_throughput_is_not_drawn_as_a_small_number() -> None:
     data = {"rtts": [1.0, 75.0], "modes": {"transaction": {"round_trips_per_job": [4.0, 10.0],
                                                            "jobs_per_s": [50.0, 0.0]}}}
     fig = plots.plot_cost(data)
-    line = fig.emqlab_artists["transaction:tput"]
+    line = plots.artists(fig)["transaction:tput"]
     assert line.get_ydata()[0] == 50.0 and math.isnan(line.get_ydata()[1])
-    assert list(fig.emqlab_artists["zeros:transaction:tput"].get_xdata()) == [75.0]
+    assert list(plots.artists(fig)["zeros:transaction:tput"].get_xdata()) == [75.0]
     _png_ok(fig)
 
 

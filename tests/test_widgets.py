@@ -73,8 +73,8 @@ def test_slider_value_moves_the_marker_and_updates_the_pictures(slider: RoundTri
     fig = slider.rate_figure
     slider.rtt.value = 75.0
     assert slider.rate_figure is fig  # the same figure, updated in place
-    assert list(fig.emqlab_artists["marker"].get_xdata()) == [75.0, 75.0]
-    assert list(fig.emqlab_artists["current:per_1000"].get_xdata()) == [75.0]
+    assert list(plots.artists(fig)["marker"].get_xdata()) == [75.0, 75.0]
+    assert list(plots.artists(fig)["current:per_1000"].get_xdata()) == [75.0]
     assert bytes(slider.rate_image.value) != before
     # the plotted series are the sweep's
     assert slider.data["cost"]["modes"]["finish-then-fetch"]["round_trips_per_job"] == [2.0, 2.0, 2.0]

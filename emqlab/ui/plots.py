@@ -26,10 +26,21 @@ from __future__ import annotations
 
 import io
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
+
+#: figure -> its named artists (curves, markers), which the update_* functions change in place; weak, so a
+#: figure closed and dropped takes its entry with it
+_ARTISTS: weakref.WeakKeyDictionary[Figure, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def artists(fig: Figure) -> dict[str, Any]:
+    """The named artists of a figure from :func:`plot_rate` or :func:`plot_cost` (``"marker"``,
+    ``"<mode>:observed"``, ``"<mode>:tput"``, ``"current:<key>"``, …); ``{}`` for any other figure."""
+    return _ARTISTS.get(fig, {})
 
 MODE_COLORS = {"atomic": "#1b7837", "finish-then-fetch": "#2166ac", "split": "#b2182b",
                "split-then-fetch": "#e08214", "transaction": "#762a83"}
@@ -423,7 +434,7 @@ def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     _over_1000_note(ax, data)
     _legend(ax, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    fig.emqlab_artists = artists  # type: ignore[attr-defined]
+    _ARTISTS[fig] = artists
     return fig
 
 
@@ -438,7 +449,7 @@ def _over_1000_note(ax: Any, rate: dict[str, Any]) -> None:
 def update_rate(fig: Figure, data: dict[str, Any], marker: float | None = None) -> Figure:
     """Update ``fig`` (from :func:`plot_rate`) in place: new y values and the marker; redraws when the set
     of modes or RTTs changed."""
-    artists = getattr(fig, "emqlab_artists", None)
+    artists = _ARTISTS.get(fig)
     if not artists or any(f"{m}:observed" not in artists for m in data["modes"]) or \
             any(len(a.get_xdata()) != len(data["rtts"]) for k, a in _series(artists)):
         return plot_rate(data, marker, fig)
@@ -471,8 +482,8 @@ def mark_current(fig: Figure, current: dict[str, Any], key: str, axis: int = 0) 
     or :func:`plot_cost`): ``current`` is ``{"rtt": ms, "mode": "split-then-fetch", key: value}``. Its colour
     is the mode's, and an axes that has a legend gets an entry for it ("this setting: split-then-fetch") — a
     mode the sweep has no curve for (a widget's fourth corner) would otherwise be a coloured mark nobody can
-    read. Stored as ``fig.emqlab_artists["current:<key>"]``; returns the marker's line."""
-    artists = fig.emqlab_artists  # type: ignore[attr-defined]
+    read. Stored as ``artists(fig)["current:<key>"]``; returns the marker's line."""
+    artists = _ARTISTS[fig]
     name = f"current:{key}"
     value = float(current[key])
     floor = 0.0 if key == "per_1000" else 1e-3
@@ -535,7 +546,7 @@ def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     artists["marker:rt"] = left.axvline(x0, color="black", linewidth=1, alpha=0.6 if marker else 0.0)
     artists["marker:tput"] = right.axvline(x0, color="black", linewidth=1, alpha=0.6 if marker else 0.0)
     fig.tight_layout()
-    fig.emqlab_artists = artists  # type: ignore[attr-defined]
+    _ARTISTS[fig] = artists
     return fig
 
 
@@ -551,7 +562,7 @@ def _round_trip_ticks(ax: Any, data: dict[str, Any]) -> None:
 
 def update_cost(fig: Figure, data: dict[str, Any], marker: float | None = None) -> Figure:
     """Update ``fig`` (from :func:`plot_cost`) in place."""
-    artists = getattr(fig, "emqlab_artists", None)
+    artists = _ARTISTS.get(fig)
     if not artists or any(f"{m}:rt" not in artists for m in data["modes"]) or \
             any(len(a.get_xdata()) != len(data["rtts"]) for k, a in _series(artists)):
         return plot_cost(data, marker, fig)
