@@ -24,58 +24,26 @@ plot                 data
 
 from __future__ import annotations
 
-import io
 import math
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
 
-#: figure -> its named artists (curves, markers), which the update_* functions change in place; weak, so a
-#: figure closed and dropped takes its entry with it
-_ARTISTS: weakref.WeakKeyDictionary[Figure, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def artists(fig: Figure) -> dict[str, Any]:
-    """The named artists of a figure from :func:`plot_rate` or :func:`plot_cost` (``"marker"``,
-    ``"<mode>:observed"``, ``"<mode>:tput"``, ``"current:<key>"``, …); ``{}`` for any other figure."""
-    return _ARTISTS.get(fig, {})
-
-MODE_COLORS = {"atomic": "#1b7837", "finish-then-fetch": "#2166ac", "split": "#b2182b",
-               "split-then-fetch": "#e08214", "transaction": "#762a83"}
-KIND_COLORS = {"command": "#bdbdbd", "script": "#4393c3", "clock": "#f4a582", "fault": "#000000"}
-ANOMALY_COLORS = {"double-placement": "#d6604d", "lost-job": "#8073ac", "stolen-lock": "#e08214",
-                  "duplicate-execution": "#b2182b", "metrics-drift": "#35978f", "attempts-overrun": "#762a83"}
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def to_png(fig: Figure, dpi: int = 80) -> bytes:
-    """The figure as PNG bytes (starts with :data:`PNG_SIGNATURE`)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
-
-
-def to_svg(fig: Figure) -> str:
-    """The figure as SVG text, byte-for-byte the same for the same figure (no date, fixed element ids):
-    what the docs build writes into the site."""
-    import matplotlib
-
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": "emqlab", "svg.fonttype": "path"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
-
-
-def save(fig: Figure, path: str) -> None:
-    """Write the figure to ``path``; the format follows the suffix (``.png``, ``.svg``, ``.pdf``)."""
-    fig.savefig(path, bbox_inches="tight")
-
-
-def _color(mapping: dict[str, str], key: str, default: str = "#777777") -> str:
-    return mapping.get(key, default)
-
+from emqlab.ui.figure import (
+    _ARTISTS,
+    ANOMALY_COLORS,
+    KIND_COLORS,
+    MIN_FONT,
+    MODE_COLORS,
+    PNG_SIGNATURE,
+    artists,
+    color_of,
+    fresh,
+    save,
+    to_png,
+    to_svg,
+)
 
 # -- (1) timeline ---------------------------------------------------------------------------------------------
 
@@ -156,8 +124,6 @@ def plot_timeline(data: dict[str, Any], fig: Figure | None = None) -> Figure:
 
 #: The most steps :func:`plot_timeline` draws as rows (one labelled row per step).
 ROWS_MAX = 80
-#: The smallest font size (points) any plot uses: 10 px at the notebooks' 90 dpi.
-MIN_FONT = 8.0
 _LABEL_FONT = 8.5
 _KIND_NAMES = {"command": "one command (split script)", "script": "one whole script (EVALSHA)",
                "clock": "clock event", "fault": "fault"}
@@ -191,7 +157,7 @@ def _legend_handles(data: dict[str, Any]) -> list[Any]:
         if a["window"] is not None and a["kind"] not in seen:
             seen.append(a["kind"])
     for kind in seen:
-        handles.append(Patch(facecolor=_color(ANOMALY_COLORS, kind), alpha=0.3, label=f"{kind}: its window"))
+        handles.append(Patch(facecolor=color_of(ANOMALY_COLORS, kind), alpha=0.3, label=f"{kind}: its window"))
     if seen:
         handles.append(Line2D([], [], marker="*", color="#444444", linestyle="none", markersize=10,
                               label="a step that causes it"))
@@ -209,7 +175,7 @@ def _timeline_rows(data: dict[str, Any], fig: Figure | None) -> Figure:
     col_in = 2.9
     width = min(12.0, 1.2 + col_in * len(lanes))
     height = 1.3 + 0.25 * max(1, len(steps)) + legend_in
-    fig, ax = _fresh(fig, width, height)
+    fig, ax = fresh(fig, width, height)
     x_of = {a: i for i, a in enumerate(lanes)}
     causes = _causes(data)
     box_w, box_h = 0.92, 0.82
@@ -218,18 +184,18 @@ def _timeline_rows(data: dict[str, Any], fig: Figure | None) -> Figure:
         x, y = x_of.get(s["actor"], 0), s["x"]
         cause = causes.get(s["index"])
         ax.add_patch(Rectangle((x - box_w / 2, y - box_h / 2), box_w, box_h,
-                               facecolor=_color(KIND_COLORS, s["kind"]),
-                               edgecolor=_color(ANOMALY_COLORS, cause) if cause else "white",
+                               facecolor=color_of(KIND_COLORS, s["kind"]),
+                               edgecolor=color_of(ANOMALY_COLORS, cause) if cause else "white",
                                linewidth=2.0 if cause else 0.5, zorder=2, gid=f"step-{s['index']}"))
         ax.text(x, y, _elide(s["label"], box_pt, _LABEL_FONT), ha="center", va="center", fontsize=_LABEL_FONT,
                 color=_TEXT_ON.get(s["kind"], "black"), zorder=3, clip_on=True)
         if cause:
-            ax.plot([x + 0.5], [y], marker="*", color=_color(ANOMALY_COLORS, cause), markersize=10, zorder=4,
+            ax.plot([x + 0.5], [y], marker="*", color=color_of(ANOMALY_COLORS, cause), markersize=10, zorder=4,
                     clip_on=False)
     for a in data["anomalies"]:
         if a["window"] is not None:
             lo, hi = a["window"]
-            ax.axhspan(lo - 0.5, hi + 0.5, color=_color(ANOMALY_COLORS, a["kind"]), alpha=0.15, zorder=0)
+            ax.axhspan(lo - 0.5, hi + 0.5, color=color_of(ANOMALY_COLORS, a["kind"]), alpha=0.15, zorder=0)
     n = max((s["x"] for s in steps), default=1.0)
     ax.set_xlim(-0.55, len(lanes) - 0.45)
     ax.set_ylim(n + 0.6, 0.4)  # step 1 at the top
@@ -253,22 +219,12 @@ def _timeline_rows(data: dict[str, Any], fig: Figure | None) -> Figure:
     return fig
 
 
-def _fresh(fig: Figure | None, width: float, height: float) -> tuple[Figure, Any]:
-    """``fig`` (or a new figure) cleared and sized ``width`` × ``height`` inches, with one axes."""
-    if fig is None:
-        fig = Figure(figsize=(width, height))
-    else:
-        fig.set_size_inches(width, height)
-    fig.clear()
-    return fig, fig.add_subplot(1, 1, 1)
-
-
 def _timeline_lanes(data: dict[str, Any], fig: Figure | None) -> Figure:
     lanes = data["lanes"]
     handles = _legend_handles(data)
     legend_in = 0.3 + 0.22 * -(-len(handles) // 3) if handles else 0.0
     width, height = 11.0, 1.6 + 0.6 * max(1, len(lanes)) + legend_in
-    fig, ax = _fresh(fig, width, height)
+    fig, ax = fresh(fig, width, height)
     y_of = {a: len(lanes) - 1 - i for i, a in enumerate(lanes)}
     steps = data["steps"]
     xs = [s["x"] for s in steps]
@@ -279,15 +235,15 @@ def _timeline_lanes(data: dict[str, Any], fig: Figure | None) -> Figure:
         if not mine:
             continue
         ax.broken_barh([(s["x"] - box / 2, box) for s in mine], (y_of[actor] - 0.3, 0.6),
-                       facecolors=[_color(KIND_COLORS, s["kind"]) for s in mine],
-                       edgecolors=[_color(ANOMALY_COLORS, causes[s["index"]]) if s["index"] in causes else "white"
+                       facecolors=[color_of(KIND_COLORS, s["kind"]) for s in mine],
+                       edgecolors=[color_of(ANOMALY_COLORS, causes[s["index"]]) if s["index"] in causes else "white"
                                    for s in mine],
                        linewidths=[2.0 if s["index"] in causes else 0.3 for s in mine])
     for a in data["anomalies"]:
         if a["window"] is None:
             continue
         lo, hi = a["window"]
-        color = _color(ANOMALY_COLORS, a["kind"])
+        color = color_of(ANOMALY_COLORS, a["kind"])
         ax.axvspan(lo - box / 2, hi + box / 2, color=color, alpha=0.15, zorder=0)
         for i in a["steps"]:
             s = next(s for s in steps if s["index"] == i)
@@ -416,7 +372,7 @@ def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     ax = fig.add_subplot(1, 1, 1)
     artists: dict[str, Any] = {}
     for mode, m in data["modes"].items():
-        color = _color(MODE_COLORS, mode)
+        color = color_of(MODE_COLORS, mode)
         (artists[f"{mode}:observed"],) = ax.plot(data["rtts"], m["per_1000"], marker="o", color=color, label=mode)
         if any(v > 0 for v in m["expected"]):
             (artists[f"{mode}:expected"],) = ax.plot(data["rtts"], m["expected"], linestyle="--", color=color,
@@ -488,7 +444,7 @@ def mark_current(fig: Figure, current: dict[str, Any], key: str, axis: int = 0) 
     value = float(current[key])
     floor = 0.0 if key == "per_1000" else 1e-3
     y = value if value > 0 else floor
-    color = _color(MODE_COLORS, current["mode"], "black")
+    color = color_of(MODE_COLORS, current["mode"], "black")
     ax = fig.axes[axis]
     label = f"this setting: {current['mode']}"
     if name in artists:
@@ -519,13 +475,13 @@ def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     right = fig.add_subplot(1, 2, 2)
     artists: dict[str, Any] = {}
     for mode, m in data["modes"].items():
-        color = _color(MODE_COLORS, mode)
+        color = color_of(MODE_COLORS, mode)
         (artists[f"{mode}:rt"],) = left.plot(data["rtts"], _log_values(m["round_trips_per_job"]), marker="o",
                                              color=color, label=mode)
         (artists[f"{mode}:tput"],) = right.plot(data["rtts"], _log_values(m["jobs_per_s"]), marker="o",
                                                 color=color, label=mode)
     for mode, m in data["modes"].items():  # after every line: the legend lists the 0 mark last
-        zeros = _mark_zeros(right, data["rtts"], m["jobs_per_s"], _color(MODE_COLORS, mode))
+        zeros = _mark_zeros(right, data["rtts"], m["jobs_per_s"], color_of(MODE_COLORS, mode))
         if zeros is not None:
             artists[f"zeros:{mode}:tput"] = zeros
     for ax in (left, right):
@@ -587,7 +543,7 @@ def plot_sweep(sweep: Any, marker: float | None = None) -> Figure:
     axes = [fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
     zeros = False
     for mode, m in rate["modes"].items():
-        color = _color(MODE_COLORS, mode)
+        color = color_of(MODE_COLORS, mode)
         axes[0].plot(rate["rtts"], m["per_1000"], marker="o", color=color, label=mode)
         if any(v > 0 for v in m["expected"]):
             axes[0].plot(rate["rtts"], m["expected"], linestyle="--", color=color, alpha=0.7,
@@ -596,7 +552,7 @@ def plot_sweep(sweep: Any, marker: float | None = None) -> Figure:
         axes[1].plot(cost["rtts"], _log_values(c["round_trips_per_job"]), marker="o", color=color, label=mode)
         axes[2].plot(cost["rtts"], _log_values(c["jobs_per_s"]), marker="o", color=color, label=mode)
     for mode, c in cost["modes"].items():
-        if _mark_zeros(axes[2], cost["rtts"], c["jobs_per_s"], _color(MODE_COLORS, mode)) is not None:
+        if _mark_zeros(axes[2], cost["rtts"], c["jobs_per_s"], color_of(MODE_COLORS, mode)) is not None:
             zeros = True
     axes[0].set_yscale("symlog", linthresh=1.0)
     axes[0].set_ylim(bottom=0)
@@ -669,7 +625,7 @@ def plot_interleavings(data: dict[str, Any], fig: Figure | None = None) -> Figur
     ax = fig.add_subplot(1, 1, 1)
     series = ["raw", "explored", *data["kinds"]]
     names = ["interleavings", "runs (one per trace)", *[f"interleavings with {k}" for k in data["kinds"]]]
-    colors = ["#969696", "#4393c3", *[_color(ANOMALY_COLORS, k) for k in data["kinds"]]]
+    colors = ["#969696", "#4393c3", *[color_of(ANOMALY_COLORS, k) for k in data["kinds"]]]
     n = len(series)
     width = 0.8 / max(1, n)
     base = 0.7
@@ -704,6 +660,7 @@ def update_interleavings(fig: Figure, data: dict[str, Any]) -> Figure:
     return plot_interleavings(data, fig)
 
 
-__all__ = ["MIN_FONT", "PNG_SIGNATURE", "ROWS_MAX", "cost_data", "interleaving_data", "mark_current", "plot_cost",
-           "plot_interleavings", "plot_rate", "plot_sweep", "plot_timeline", "rate_data", "save", "timeline_data",
-           "to_png", "to_svg", "update_cost", "update_interleavings", "update_rate", "update_timeline"]
+__all__ = ["ANOMALY_COLORS", "KIND_COLORS", "MIN_FONT", "MODE_COLORS", "PNG_SIGNATURE", "ROWS_MAX", "artists",
+           "cost_data", "interleaving_data", "mark_current", "plot_cost", "plot_interleavings", "plot_rate",
+           "plot_sweep", "plot_timeline", "rate_data", "save", "timeline_data", "to_png", "to_svg", "update_cost",
+           "update_interleavings", "update_rate", "update_timeline"]
