@@ -16,6 +16,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -124,6 +125,21 @@ def qkeys(conn: redis.Redis, backend: str) -> Iterator[QueueKeys]:
         yield keys
     finally:
         ns.release()
+
+
+#: the stop signals whose handlers each test gets as the session began (the console script's handling changes
+#: them in process: a CLI command run in process, or a run's clean-up, may leave Ctrl-C ignored, and a later
+#: test's child process inherits an ignored signal)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def stop_signals_as_they_were() -> Iterator[None]:
+    before = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
