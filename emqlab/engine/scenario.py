@@ -21,6 +21,7 @@ import yaml
 
 from emqlab.engine.context import MODES  # one home for the finish modes
 from emqlab.engine.effects import ExtraPlace
+from emqlab.engine.pyref import resolve
 
 ANOMALY_KINDS = (
     "double-placement",
@@ -717,8 +718,6 @@ def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], 
         if spec.python is None:
             raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.python: missing (module:function, a"
                                 " function f(r, q) over a redis-py client)")
-        from emqlab.engine.pyactors import resolve
-
         try:
             resolve(spec.python, base_dir)
         except ValueError as e:
