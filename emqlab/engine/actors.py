@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from emqlab.engine.context import Fault
-from emqlab.engine.scenario import ActorSpec
+from emqlab.engine.specs import ActorSpec
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting import calls as api
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from emqlab.engine.effects import Effect, QueueView
     from emqlab.engine.history import Anomaly, History
-    from emqlab.engine.scenario import Scenario
+    from emqlab.engine.specs import Scenario
     from emqlab.protocol.keys import QueueKeys
     from emqlab.protocol.outcome import Outcome, Result
     from emqlab.scripting.host import ScriptRun

@@ -60,7 +60,7 @@ from emqlab.engine.pywire import SCRIPT_CALLS, refusal, sha1_hex
 
 if TYPE_CHECKING:  # pragma: no cover
     from emqlab.engine.context import ActorContext
-    from emqlab.engine.scenario import ActorSpec
+    from emqlab.engine.specs import ActorSpec
     from emqlab.protocol.keys import QueueKeys
 
 Command = tuple[bytes, ...]

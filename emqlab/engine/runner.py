@@ -46,8 +46,8 @@ from emqlab.engine.history import Execution, FinalState, History, Step, read_fin
 from emqlab.engine.live import Safety, Sessions, fault_of, kill_script, same_server, server_id, sorted_smembers
 from emqlab.engine.pywire import NOSCRIPT, PyWire, shown
 from emqlab.engine.recorder import EffectRecorder
-from emqlab.engine.scenario import FAULT_KINDS, Scenario
 from emqlab.engine.seed import LOCK_MS, T0, seed_commands
+from emqlab.engine.specs import FAULT_KINDS, Scenario
 from emqlab.protocol.commands import command_keys, is_read_only, key_access
 from emqlab.protocol.keys import PLACEMENTS, QueueKeys
 from emqlab.protocol.outcome import Outcome, Result

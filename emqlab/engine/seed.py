@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from emqlab.engine.scenario import Scenario
+from emqlab.engine.specs import Scenario
 from emqlab.protocol.keys import QueueKeys
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the virtual clock's origin (ms)

@@ -117,7 +117,7 @@ from emqlab.engine.actors import (
 from emqlab.engine.context import StepRecord
 from emqlab.engine.effects import LockChanged, Placed, Removed
 from emqlab.engine.history import History
-from emqlab.engine.scenario import ActorSpec, JobSpec, Scenario
+from emqlab.engine.specs import ActorSpec, JobSpec, Scenario
 from emqlab.explore.checked import T0, Runner
 from emqlab.protocol.outcome import Outcome
 from emqlab.scripting import calls as api
