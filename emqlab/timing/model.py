@@ -5,11 +5,12 @@ at what price?": N jobs go through W workers while the recovery sweep runs on it
 costs a round trip, and the run reports, per finish mode, anomalies per kind and per 1,000 jobs, round
 trips per job, and jobs per second of virtual time.
 
-It is a discrete-event simulation over the **same** engine: a :class:`~emqlab.schedule.Runner` with a
-``clock`` (virtual time) and timed actor generators passed as ``factories`` (worker, sweep, lease), stepped
-by :meth:`TimedRun.choose`, a chooser that picks the actor whose next command reaches the server first
-(ties: the actor listed first, so equal times stay deterministic, as in SimPy's event heap). The scripts
-are the real ones: EVALSHA on the backend, or split through the Lua host, one command per round trip.
+It is a discrete-event simulation over the **same** engine: the one :class:`~emqlab.runner.Runner`, with a
+``clock`` (virtual time), timed actor generators passed as ``factories`` (worker, sweep, lease) and the
+exposure measurement as an instrument, stepped by :meth:`TimedRun.choose`, a chooser that picks the actor
+whose next command reaches the server first (ties: the actor listed first, so equal times stay
+deterministic, as in SimPy's event heap). The scripts are the real ones: EVALSHA on the backend, or split
+through the Lua host, one command per round trip.
 
 The model
 ---------
@@ -102,6 +103,7 @@ from typing import Any
 
 import redis
 
+from emqlab.analysis.anomalies import checker
 from emqlab.engine.actors import (
     ActorGen,
     Op,
@@ -117,8 +119,9 @@ from emqlab.engine.actors import (
 from emqlab.engine.context import StepRecord
 from emqlab.engine.effects import LockChanged, Placed, Removed
 from emqlab.engine.history import History
+from emqlab.engine.runner import Runner
+from emqlab.engine.seed import T0
 from emqlab.engine.specs import ActorSpec, JobSpec, Scenario
-from emqlab.explore.checked import T0, Runner
 from emqlab.protocol.outcome import Outcome
 from emqlab.scripting import calls as api
 
@@ -319,31 +322,109 @@ def _sig(x: float) -> str:
 # -- the run ----------------------------------------------------------------------------------------------------
 
 
-class _TimedRunner(Runner):
-    """The engine's :class:`Runner` (on fakeredis: sorted ``SMEMBERS`` and atomic scripts run through the
-    Lua host inside one step — see :class:`emqlab.schedule.Runner`)."""
-
-    def __init__(self, *args: Any, local_scripts: bool = True, **kw: Any) -> None:
-        super().__init__(*args, local_scripts=local_scripts, **kw)
-
-
 class _Exposure:
     """The timed model's instrument: before a split finish's ``DEL <job>:lock`` it reads the lock's holder
     and the job's stalled mark, and after each step it measures the finish's exposed window and sweep
-    hits; when no effect recorder runs (the default: counting runs) it records the few effects the checks
-    need (lock clears, the sweep's and the finish's moves) itself."""
+    hits (into the :class:`TimedRun`'s counters); with ``annotate`` (no effect recorder runs: the default,
+    counting runs) it records the few effects the checks need (lock clears, the sweep's and the finish's
+    moves) itself."""
 
     records = "effects"
 
-    def __init__(self, run: TimedRun) -> None:
+    def __init__(self, run: TimedRun, annotate: bool) -> None:
         self.run = run
+        self.annotate = annotate
         self.observed: tuple[str | None, bool] | None = None
 
     def before_step(self, runner: Runner, actor: str, op: Op) -> None:
-        self.observed = self.run._before(actor, op)
+        """Reads before a split ``DEL <job>:lock``: the lock's holder and whether the job is marked."""
+        self.observed = self._observe(runner, op)
 
-    def after_step(self, runner: Runner, actor: str, op: Op, rec: StepRecord) -> None:
-        self.run._after(actor, op, rec, self.observed)
+    def _observe(self, runner: Runner, op: Op) -> tuple[str | None, bool] | None:
+        if op.kind != "command" or op.command is None or op.command[0].upper() != b"DEL":
+            return None
+        key = op.command[1]
+        if not key.endswith(b":lock"):
+            return None
+        if not self.run.observe:
+            return None, False
+        ex = runner.exec
+        holder = ex(b"GET", key)
+        job = runner.keys.relative(key)[: -len(":lock")]
+        marked = bool(ex(b"SISMEMBER", runner.keys.stalled.encode(), job.encode()))
+        return (holder.decode() if isinstance(holder, bytes) else None), marked
+
+    def after_step(self, runner: Runner, actor: str, op: Op, step: StepRecord) -> None:
+        """After each step: a finish's exposed window and the sweep's hits, and (``annotate``) the effects."""
+        run = self.run
+        annotate = self.annotate
+        if op.kind == "clock":
+            run.clock_events += 1
+            if annotate and step.reply == 1 and step.command is not None:  # the lapse deleted the lock
+                job = runner.keys.relative(step.command[3])[: -len(":lock")]
+                step.effects.append(LockChanged(job, step.command[4].decode(), None))
+            lease = run.leases.get(run._owner(actor))
+            if lease is not None and lease.expiry <= run.t:
+                del run.leases[run._owner(actor)]
+            return
+        # a finish's window: from its DEL of the lock to its next command
+        gap = next(((j, g) for j, g in run._open_gap.items() if g[0] == actor), None)
+        if gap is not None:
+            job, (_, opened, exposed) = gap
+            del run._open_gap[job]
+            width = run.t - opened
+            run.window_ms += width
+            if exposed:
+                run.expected_hits += min(1.0, width / run.spacing)
+        observed = self.observed
+        if observed is not None:
+            job = runner.keys.relative(op.command[1])[: -len(":lock")]  # type: ignore[index]
+            holder, marked = observed
+            lease = run.leases.get(actor)
+            since = lease.since if lease is not None and lease.job == job else run.t
+            # A sweep recovers only a job marked by the *previous* sweep: marked, and active for at least
+            # one sweep spacing before this window opened.
+            exposed = marked and run.t - since >= run.spacing
+            run.marked_finishes += marked
+            run._open_gap[job] = (actor, run.t, exposed)
+            run._finishing[job] = actor
+            if annotate and holder is not None:
+                step.effects.append(LockChanged(job, holder, None))
+        if op.kind == "script" and step.op == "moveStalledJobsToWait":
+            run.sweep_runs += 1
+            run.sweep_times.append(run.t)
+            for raw in step.reply if isinstance(step.reply, list) else []:
+                job = raw.decode() if isinstance(raw, bytes) else str(raw)
+                if job in run._finishing:
+                    run.gap_hits += 1
+                if annotate:
+                    step.effects += [Removed(job, "active"), Placed(job, "wait")]
+        elif annotate and op.kind == "script" and step.op == "moveToFinished":
+            if Outcome.of(step.reply).ok:
+                step.effects += [Removed(step.args[0], "active"), Placed(step.args[0], step.args[4])]
+        elif annotate and step.op == "EXEC" and isinstance(step.reply, list) and step.batch:
+            step.effects += self._exec_effects(runner, actor, step.batch, step.reply)
+        elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
+                and step.args[0] in ("completed", "failed") and step.reply == 1:  # 1 = newly added
+            step.effects.append(Placed(step.args[2], step.args[0]))
+
+    def _exec_effects(self, runner: Runner, actor: str, batch: Sequence[tuple[bytes, ...]],
+                      replies: list[Any]) -> list[Any]:
+        """The effects the checks need of a committed transaction, from its commands and their replies."""
+        k = runner.keys
+        out: list[Any] = []
+        places = {k.completed.encode(): "completed", k.failed.encode(): "failed", k.delayed.encode(): "delayed"}
+        for c, rr in zip(batch, replies, strict=False):
+            if c[0] == b"DEL" and c[1].endswith(b":lock") and rr == 1:
+                job = k.relative(c[1])[: -len(":lock")]
+                out.append(LockChanged(job, runner.current_token(actor, job), None))
+            elif c[0] == b"LREM" and c[1] == k.active.encode() and rr:
+                out.append(Removed(c[3].decode(), "active"))
+            elif c[0] == b"ZADD" and c[1] in places and rr == 1:
+                out.append(Placed(c[3].decode(), places[c[1]]))
+            elif c[0] == b"LPUSH" and c[1] == k.wait.encode():
+                out.append(Placed(c[2].decode(), "wait"))
+        return out
 
 
 @dataclass
@@ -412,12 +493,11 @@ class TimedRun:
         self._open_gap: dict[str, tuple[str, float, bool]] = {}  # job -> (worker, DEL time, marked)
         self._finishing: dict[str, str] = {}  # job -> worker, from its split DEL to the end of its finish
         self._started = time.perf_counter()
-        self._annotator = _Exposure(self)
-        self.runner = _TimedRunner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
-                                   local_scripts=local_scripts, instruments=[self._annotator],
-                                   factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
         # without an effect recorder of its own, the exposure instrument records the effects the checks need
-        self._annotate = not effects
+        self._annotator = _Exposure(self, annotate=not effects)
+        self.runner = Runner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
+                             local_scripts=local_scripts, instruments=[self._annotator], check=checker,
+                             factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
         for actor, op in self.runner.pending.items():
             self._schedule(actor, op, 0.0)
 
@@ -495,90 +575,6 @@ class TimedRun:
             self._schedule(actor, nxt, self.reply_at)
         elif actor in self.worker_ids:
             self.t_end = max(self.t_end, self.reply_at)
-
-    def _before(self, actor: str, op: Op) -> tuple[str | None, bool] | None:
-        """Reads before a split ``DEL <job>:lock``: the lock's holder and whether the job is marked."""
-        if op.kind != "command" or op.command is None or op.command[0].upper() != b"DEL":
-            return None
-        key = op.command[1]
-        if not key.endswith(b":lock"):
-            return None
-        if not self.observe:
-            return None, False
-        ex = self.runner.exec
-        holder = ex(b"GET", key)
-        job = self.runner.keys.relative(key)[: -len(":lock")]
-        marked = bool(ex(b"SISMEMBER", self.runner.keys.stalled.encode(), job.encode()))
-        return (holder.decode() if isinstance(holder, bytes) else None), marked
-
-    def _after(self, actor: str, op: Op, step: StepRecord, observed: tuple[str | None, bool] | None) -> None:
-        r = self.runner
-        annotate = self._annotate
-        if op.kind == "clock":
-            self.clock_events += 1
-            if annotate and step.reply == 1 and step.command is not None:  # the lapse deleted the lock
-                job = r.keys.relative(step.command[3])[: -len(":lock")]
-                step.effects.append(LockChanged(job, step.command[4].decode(), None))
-            lease = self.leases.get(self._owner(actor))
-            if lease is not None and lease.expiry <= self.t:
-                del self.leases[self._owner(actor)]
-            return
-        # a finish's window: from its DEL of the lock to its next command
-        gap = next(((j, g) for j, g in self._open_gap.items() if g[0] == actor), None)
-        if gap is not None:
-            job, (_, opened, exposed) = gap
-            del self._open_gap[job]
-            width = self.t - opened
-            self.window_ms += width
-            if exposed:
-                self.expected_hits += min(1.0, width / self.spacing)
-        if observed is not None:
-            job = r.keys.relative(op.command[1])[: -len(":lock")]  # type: ignore[index]
-            holder, marked = observed
-            lease = self.leases.get(actor)
-            since = lease.since if lease is not None and lease.job == job else self.t
-            # A sweep recovers only a job marked by the *previous* sweep: marked, and active for at least
-            # one sweep spacing before this window opened.
-            exposed = marked and self.t - since >= self.spacing
-            self.marked_finishes += marked
-            self._open_gap[job] = (actor, self.t, exposed)
-            self._finishing[job] = actor
-            if annotate and holder is not None:
-                step.effects.append(LockChanged(job, holder, None))
-        if op.kind == "script" and step.op == "moveStalledJobsToWait":
-            self.sweep_runs += 1
-            self.sweep_times.append(self.t)
-            for raw in step.reply if isinstance(step.reply, list) else []:
-                job = raw.decode() if isinstance(raw, bytes) else str(raw)
-                if job in self._finishing:
-                    self.gap_hits += 1
-                if annotate:
-                    step.effects += [Removed(job, "active"), Placed(job, "wait")]
-        elif annotate and op.kind == "script" and step.op == "moveToFinished":
-            if Outcome.of(step.reply).ok:
-                step.effects += [Removed(step.args[0], "active"), Placed(step.args[0], step.args[4])]
-        elif annotate and step.op == "EXEC" and isinstance(step.reply, list) and step.batch:
-            step.effects += self._exec_effects(actor, step.batch, step.reply)
-        elif annotate and op.kind == "command" and step.op == "ZADD" and len(step.args) == 3 \
-                and step.args[0] in ("completed", "failed") and step.reply == 1:  # 1 = newly added
-            step.effects.append(Placed(step.args[2], step.args[0]))
-
-    def _exec_effects(self, actor: str, batch: Sequence[tuple[bytes, ...]], replies: list[Any]) -> list[Any]:
-        """The effects the checks need of a committed transaction, from its commands and their replies."""
-        k = self.runner.keys
-        out: list[Any] = []
-        places = {k.completed.encode(): "completed", k.failed.encode(): "failed", k.delayed.encode(): "delayed"}
-        for c, rr in zip(batch, replies, strict=False):
-            if c[0] == b"DEL" and c[1].endswith(b":lock") and rr == 1:
-                job = k.relative(c[1])[: -len(":lock")]
-                out.append(LockChanged(job, self.runner.current_token(actor, job), None))
-            elif c[0] == b"LREM" and c[1] == k.active.encode() and rr:
-                out.append(Removed(c[3].decode(), "active"))
-            elif c[0] == b"ZADD" and c[1] in places and rr == 1:
-                out.append(Placed(c[3].decode(), places[c[1]]))
-            elif c[0] == b"LPUSH" and c[1] == k.wait.encode():
-                out.append(Placed(c[2].decode(), "wait"))
-        return out
 
     # -- bookkeeping the generators call -------------------------------------------------------------
     @property
