@@ -194,6 +194,9 @@ class PyWire:
         return reply, fp, op.command, None
 
     def command(self, conn: str, cmd: Command) -> tuple[Any, Footprint]:
+        """One command of a Python actor on its connection ``conn``: the reply (an error reply as a value)
+        and the footprint. The run's script cache answers SCRIPT LOAD / EXISTS and EVAL / EVALSHA; a
+        command inside MULTI is queued (its footprint counts at EXEC)."""
         base = self.base
         name = cmd[0].upper()
         if name == b"SCRIPT":
