@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from emqlab.backend.connect import connect, describe
-from emqlab.timing.model import DEFAULT_RTTS, MODES, Sweep, TimingConfig, sweep_rtt
+from emqlab.timing import DEFAULT_RTTS, MODES, Sweep, TimingConfig, sweep_rtt
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "round-trips.md"
 BEGIN, END = "<!-- emqlab:measured:begin -->", "<!-- emqlab:measured:end -->"

@@ -324,7 +324,7 @@ def _make() -> dict[str, bytes]:
     from emqlab.engine.scenario import load
     from emqlab.explore.checked import Runner
     from emqlab.explore.search import explore
-    from emqlab.timing.model import MODES, PRESETS, TimingConfig, sweep_rtt
+    from emqlab.timing import MODES, PRESETS, TimingConfig, sweep_rtt
     from emqlab.ui import plots
 
     out: dict[str, bytes] = {}

@@ -12,7 +12,7 @@ from emqlab.backend.connect import connect
 from emqlab.engine import scenario
 from emqlab.explore.search import explore
 from emqlab.scripting import acl
-from emqlab.timing.model import TimingConfig, simulate
+from emqlab.timing import TimingConfig, simulate
 from emqlab.ui.cli import main
 from tests.conftest import own_redis_server
 

@@ -370,7 +370,8 @@ def test_the_timed_model_and_the_grader_run_on_the_shared_actor_blocks() -> None
     sweep (moveStalledJobsToWait) and lapse ops, with the blocks' typed results; the grader's student
     finish runs through scripted_finish (one script run, its commands numbered as one run)."""
     from emqlab.teaching import grading
-    from emqlab.timing.model import TimingConfig, simulate
+    from emqlab.timing.model import TimingConfig
+    from emqlab.timing.run import simulate
 
     res = simulate("split", TimingConfig(jobs=6, workers=2, seed=4), keep_history=True)
     h = res.history

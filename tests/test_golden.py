@@ -26,8 +26,8 @@ import pytest
 from emqlab.backend.connect import connect
 from emqlab.engine.scenario import load, shipped_names
 from emqlab.explore.search import Report, explore
+from emqlab.timing import TimingConfig, sweep_rtt
 from emqlab.timing.model import MODES as TIMED_MODES
-from emqlab.timing.model import TimingConfig, sweep_rtt
 
 GOLDEN = Path(__file__).parent / "golden"
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import redis
 
 from emqlab.backend.connect import SAFETY_TTL_MS, live_url
 from emqlab.scripting.registry import default_scripts
-from emqlab.timing.model import TimedRun, TimingConfig
+from emqlab.timing import TimedRun, TimingConfig
 
 from .conftest import live_conn
 

@@ -11,18 +11,9 @@ from emqlab.backend.connect import command_executor, connect
 from emqlab.protocol.keys import QueueKeys
 from emqlab.scripting import calls as api
 from emqlab.scripting.host import LuaHost
-from emqlab.timing.model import (
-    ALL_MODES,
-    MODES,
-    PRESETS,
-    TimedRun,
-    TimingConfig,
-    mode_of,
-    model_round_trips,
-    parts_of,
-    simulate,
-    sweep_rtt,
-)
+from emqlab.timing.model import ALL_MODES, MODES, PRESETS, TimingConfig, mode_of, model_round_trips, parts_of
+from emqlab.timing.run import TimedRun, simulate
+from emqlab.timing.sweep import sweep_rtt
 
 SMALL = TimingConfig(jobs=24, workers=4)
 TS = 1_767_225_600_000

@@ -10,7 +10,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from emqlab.timing.model import MODES, TimingConfig, sweep_rtt  # noqa: E402
+from emqlab.timing import MODES, TimingConfig, sweep_rtt  # noqa: E402
 from emqlab.ui import plots  # noqa: E402
 from emqlab.ui.widgets import RoundTripSlider, SchedulerStepper  # noqa: E402
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from emqlab.engine.context import Fault
-from emqlab.engine.scenario import ActorSpec
+from emqlab.engine.specs import ActorSpec
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting import calls as api
 
@@ -543,13 +543,8 @@ def restart(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     ctx.note(spec.id, Result("restart"))
 
 
-def _python(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
-    """A Python actor: a function over a redis-py client (:mod:`emqlab.pyactors`)."""
-    from emqlab.engine.pyactors import python_actor
-
-    return python_actor(ctx, spec)
-
-
+#: actor kind -> its generator function; :mod:`emqlab.pyactors` adds the ``python`` kind when it is imported
+#: (the Runner imports it), so this module does not depend on the Python-actor driver
 FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "worker": worker,
     "sweep": sweep,
@@ -560,5 +555,4 @@ FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "disconnect": disconnect,
     "script-flush": script_flush,
     "restart": restart,
-    "python": _python,
 }

@@ -5,9 +5,11 @@
   typed results, and a client-side script run for a split step.
 * :class:`Instrument` — an observer of the run with optional hooks (in the manner of trio's
   ``Instrument``): ``before_step`` / ``after_step`` around each step, ``after_run`` when the history is
-  made. Effect recording (:class:`emqlab.runner.EffectRecorder`) and the timed model's exposure
+  made. Effect recording (:class:`emqlab.engine.recorder.EffectRecorder`) and the timed model's exposure
   measurement are instruments.
+  :class:`RunView` is what an instrument may read of the run.
 * :data:`Check` — the anomaly check the Runner is given (it imports no analysis itself).
+* :class:`OwnScripts` — the actor context of an actor with a script set of its own.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from emqlab.engine.effects import Effect
+    from emqlab.engine.effects import Effect, QueueView
     from emqlab.engine.history import Anomaly, History
-    from emqlab.engine.scenario import Scenario
+    from emqlab.engine.specs import Scenario
     from emqlab.protocol.keys import QueueKeys
     from emqlab.protocol.outcome import Outcome, Result
     from emqlab.scripting.host import ScriptRun
@@ -107,6 +109,25 @@ class ActorContext(Protocol):
         ...
 
 
+class OwnScripts:
+    """The actor context of an actor with a ``script:`` of its own: the run's context ``runner``, but with
+    that actor's script set ``scripts`` for the scripts it runs split (its atomic steps are looked up by
+    actor in the Runner)."""
+
+    def __init__(self, runner: ActorContext, scripts: ScriptSet) -> None:
+        self._runner = runner
+        self.scripts = scripts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+        return self._runner.split(self.scripts[script].text if isinstance(script, str) else script, keys, args)
+
+    def script_text(self, name: str) -> bytes:
+        return self.scripts[name].text
+
+
 @dataclass
 class StepRecord:
     """A step while instruments look at it (it is frozen into a :class:`emqlab.history.Step` afterwards):
@@ -126,6 +147,20 @@ class StepRecord:
     batch: Sequence[tuple[bytes, ...]] | None = None
 
 
+class RunView(Protocol):
+    """What an instrument may read of the run it observes (the Runner implements it)."""
+
+    keys: QueueKeys
+    scenario: Scenario
+    job_ids: list[str]
+    #: ``exec(*command) -> reply``: a command on the run's backend
+    exec: Callable[..., Any]
+
+    def initial_view(self) -> QueueView:
+        """The queue's view in the initial state."""
+        ...
+
+
 class Instrument(Protocol):
     """An observer of a run. Every method is optional; the Runner calls the ones an instrument has."""
 
@@ -137,4 +172,5 @@ Check = Callable[["History", "Scenario"], "tuple[Sequence[Anomaly], Sequence[str
 """An anomaly check: ``check(history, scenario) -> (findings, kinds it could not check)``."""
 
 
-__all__ = ["ActorContext", "Check", "Fault", "FaultKind", "Instrument", "MODES", "Mode", "StepRecord"]
+__all__ = ["ActorContext", "Check", "Fault", "FaultKind", "Instrument", "MODES", "Mode", "OwnScripts", "RunView",
+           "StepRecord"]

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from emqlab.engine import effects as fx
 from emqlab.engine.effects import Effect
+from emqlab.protocol.keys import QueueKeys
 from emqlab.protocol.outcome import Outcome, Result
+from emqlab.scripting.host import Status
 
 HISTORY_VERSION = 1
 
@@ -214,6 +216,7 @@ class FinalState:
                 tuple(sorted(self.locks.items())), jobs, tuple(sorted(self.metrics.items())),
                 tuple(sorted((j, tuple(sorted(p))) for j, p in self.others.items())))
 
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FinalState:
         return cls(placements=dict(d.get("placements", {})), locks=dict(d.get("locks", {})),
@@ -222,6 +225,57 @@ class FinalState:
 
 
 _FINAL_FIELDS = ("placements", "locks", "jobs", "metrics", "metrics_on")
+
+
+#: the job hash fields a final state keeps (the attempt and stall counters, deferred failures, results, times)
+_READ_FIELDS = ("atm", "ats", "stc", "defa", "returnvalue", "failedReason", "finishedOn", "processedOn")
+
+
+def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequence[str],
+                     places: Sequence[fx.ExtraPlace] = (), metrics_on: bool = False) -> FinalState:
+    """The queue's :class:`FinalState`, read through ``execute(*command)`` (the jobs ``job_ids`` under
+    ``keys``, the scenario's own ``places`` among the placements)."""
+    view = fx.read_view(execute, keys, job_ids, extra=places)
+    jobs: dict[str, dict[str, Any]] = {}
+    for jid in job_ids:
+        raw = execute(b"HGETALL", keys.job(jid).encode()) or []
+        fields = {raw[i].decode(): raw[i + 1].decode("utf-8", "replace") for i in range(0, len(raw) - 1, 2)}
+        jobs[jid] = {k: fields[k] for k in _READ_FIELDS if k in fields}
+        jobs[jid]["exists"] = bool(raw)
+        if raw:
+            jobs[jid]["payload"] = "data" in fields
+    metrics: dict[str, int | None] = {}
+    for target in ("completed", "failed"):
+        c = execute(b"HGET", keys.metrics(target).encode(), b"count")
+        metrics[target] = int(c) if c is not None else None
+    placed = view.placements()
+    ids = set(job_ids)
+    return FinalState(placements={j: placed.get(j, []) for j in job_ids},
+                      locks={j: t for j, t in view.locks.items() if t},
+                      jobs=jobs, metrics=metrics, metrics_on=metrics_on,
+                      others={j: p for j, p in sorted(placed.items()) if j not in ids})
+
+
+def step_reply(reply: Any) -> Any:
+    """A raw reply as a :class:`Step` keeps it: text decoded (bytes that are not UTF-8 as their repr), an
+    error as its message (with the code Redis would have sent), a list item by item, a crash's executions
+    as ``crashed holding 1, 2``."""
+    if isinstance(reply, bytes):
+        try:
+            return reply.decode()
+        except UnicodeDecodeError:
+            return repr(reply)
+    if isinstance(reply, Status):
+        return reply.value.decode()
+    if isinstance(reply, BaseException):
+        msg = str(reply).split(" script:")[0]
+        return msg if msg.split(" ", 1)[0].isupper() else f"ERR {msg}"
+    if isinstance(reply, list):
+        return [step_reply(x) for x in reply]
+    if isinstance(reply, tuple):  # a crash: the executions it cut short
+        return "crashed holding " + ", ".join(j for j, _ in reply) if reply else "crashed holding nothing"
+    return reply
+
 _TIME_FIELDS = frozenset({"finishedOn", "processedOn", "timestamp"})
 
 
@@ -512,4 +566,5 @@ def _step_lines(s: Step, tag: str, width: int | None, cw: int) -> list[str]:
 
 
 __all__ = ["DEFAULT_WIDTH", "Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "StepOutcome",
-           "elide_end", "elide_middle", "elide_words", "line_breaks", "render_reply", "wrap"]
+           "elide_end", "elide_middle", "elide_words", "line_breaks", "read_final_state", "render_reply", "step_reply",
+           "wrap"]

@@ -41,10 +41,7 @@ sleeps), so the actor's own policy is what a ``disconnect`` fault tests.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import inspect
-import sys
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +54,13 @@ import redis.connection
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from emqlab.protocol.commands import command_keys, key_access
+from emqlab.engine.actors import FACTORIES, ActorGen, Op, split_run
+from emqlab.engine.pyref import resolve
+from emqlab.engine.pywire import SCRIPT_CALLS, refusal, sha1_hex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from emqlab.engine.actors import ActorGen, Op
     from emqlab.engine.context import ActorContext
-    from emqlab.engine.scenario import ActorSpec
+    from emqlab.engine.specs import ActorSpec
     from emqlab.protocol.keys import QueueKeys
 
 Command = tuple[bytes, ...]
@@ -86,73 +84,6 @@ class Request:
 #: The Python actors whose code runs now (the innermost last): a redis-py connection that sends while
 #: this is not empty, and is not an actor's scheduled connection, is talking to Redis behind the scheduler.
 _RUNNING: list[_Driver] = []
-
-_KEYLESS_OK = frozenset({b"PING", b"ECHO", b"MULTI", b"EXEC", b"DISCARD", b"UNWATCH"})
-_SCRIPTING = frozenset({b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO"})
-_BLOCKING = {b"BLPOP": "LPOP", b"BRPOP": "RPOP", b"BLMOVE": "LMOVE", b"BRPOPLPUSH": "LMOVE", b"BLMPOP": "LMPOP",
-             b"BZPOPMIN": "ZPOPMIN", b"BZPOPMAX": "ZPOPMAX", b"BZMPOP": "ZMPOP", b"WAIT": None, b"WAITAOF": None}
-_KEYSPACE = frozenset({b"KEYS", b"SCAN", b"RANDOMKEY", b"DBSIZE", b"FLUSHDB", b"FLUSHALL", b"SWAPDB", b"MOVE",
-                       b"MIGRATE", b"COPY"})
-
-
-def refusal(command: Command, base: str) -> str | None:
-    """Why a Python actor may not send ``command`` on a run whose keys start with ``base`` (``None``: it
-    may). See the module docstring for the rules."""
-    name = command[0].upper()
-    shown = name.decode("utf-8", "replace")
-    if name in _BLOCKING:
-        instead = _BLOCKING[name]
-        hint = f" (use {instead}, its non-blocking form)" if instead else ""
-        return (f"{shown} blocks its connection until another client acts, but under the scheduler only one actor"
-                f" runs at a time, so it would wait forever{hint}")
-    if name in (b"XREAD", b"XREADGROUP") and any(a.upper() == b"BLOCK" for a in command[1:]):
-        return f"{shown} … BLOCK blocks its connection (under the scheduler it would wait forever): leave out BLOCK"
-    if name == b"TIME":
-        return "TIME reads the server's wall clock, which differs from run to run: use q.now() (virtual ms)"
-    if name in _KEYSPACE:
-        return (f"{shown} acts on the whole keyspace (on a live server, other users' keys): a Python actor may"
-                " touch only its run's keys")
-    if name == b"HELLO" and len(command) > 1 and command[1] != b"2":
-        return "HELLO with another protocol than 2: the scheduled client speaks RESP2"
-    if name == b"SCRIPT":
-        sub = command[1].upper() if len(command) > 1 else b""
-        if sub in (b"LOAD", b"EXISTS"):
-            return None
-        return (f"SCRIPT {sub.decode('utf-8', 'replace')} acts on the server's script cache for every client: a"
-                " Python actor may only SCRIPT LOAD and SCRIPT EXISTS (the script-flush fault empties the cache)")
-    if name in _KEYLESS_OK:
-        return None
-    if name == b"CLIENT" and len(command) > 1 and command[1].upper() in (b"SETNAME", b"GETNAME", b"ID"):
-        return None  # the connection's own name and id
-    if name == b"INFO":
-        return None  # read-only (clients read the server's version from it)
-    b = base.encode()
-    if name in _SCRIPTING:
-        try:
-            n = int(command[2])
-        except (IndexError, ValueError):
-            return None  # the server answers the syntax error
-        outside = [k for k in command[3:3 + n] if not k.startswith(b)]
-    else:
-        access = key_access(command)
-        keys = command_keys(command)
-        if access is None or keys is None:
-            return (f"{shown} is not a command of the table emqlab knows the keys of (or a server command):"
-                    " a Python actor may send only key commands on its run's keys")
-        if not keys:
-            return (f"{shown} is a server command without keys (it could change the server for every client):"
-                    " a Python actor may send only key commands on its run's keys")
-        outside = [k for k in keys if not k.startswith(b)]
-    if outside:
-        k = outside[0].decode("utf-8", "replace")
-        return (f"key {k!r} is outside this run's queue ({base}…): a Python actor may touch only its run's keys"
-                " (build them with q.keys), so a live server's other data is never touched")
-    return None
-
-
-def sha1_hex(source: bytes) -> bytes:
-    return hashlib.sha1(source).hexdigest().encode()
-
 
 # -- the handle ---------------------------------------------------------------------------------------------
 
@@ -636,8 +567,6 @@ class _Driver:
 
     def _serve(self, request: Request) -> Generator[Op, Any, list[Any]]:
         """Turn one request into steps: one step for the round trip, or a split script's steps."""
-        from emqlab.engine.actors import Op
-
         self.check(request)
         cmds = request.commands
         if len(cmds) == 1 and self._splits(cmds[0]):
@@ -666,7 +595,7 @@ class _Driver:
         """The script of the actor's script set that ``cmd`` (an EVALSHA by its SHA1, an EVAL by its
         source's) asks to run, by name; ``None`` for another command or a script outside the set."""
         name = cmd[0].upper()
-        if name not in _SCRIPTING or len(cmd) < 2:
+        if name not in SCRIPT_CALLS or len(cmd) < 2:
             return None
         sha = cmd[1].lower() if name.startswith(b"EVALSHA") else sha1_hex(cmd[1])
         if self._names is None:
@@ -675,7 +604,7 @@ class _Driver:
 
     def _splits(self, cmd: Command) -> bool:
         mode = self.spec.mode or self.ctx.mode
-        return mode == "split" and cmd[0].upper() in _SCRIPTING
+        return mode == "split" and cmd[0].upper() in SCRIPT_CALLS
 
     def _source(self, cmd: Command) -> bytes | None:
         name = cmd[0].upper()
@@ -684,8 +613,6 @@ class _Driver:
         return self.ctx.script_source(cmd[1].lower())
 
     def _split(self, cmd: Command, source: bytes) -> Generator[Op, Any, Any]:
-        from emqlab.engine.actors import split_run
-
         try:
             n = int(cmd[2])
         except (IndexError, ValueError):
@@ -723,54 +650,14 @@ def _user_frame(e: BaseException) -> str:
     return last
 
 
-# -- resolving ``python: module:function`` ---------------------------------------------------------------
-
-
-def resolve(target: Any, base_dir: str | Path | None = None) -> Callable[..., Any]:
-    """The function a ``python:`` actor names: a callable as is, or ``"module:function"`` (``module`` may
-    be dotted; it is imported with ``base_dir`` — the scenario file's folder — first on ``sys.path``).
-    Raises ``ValueError`` with the reason (not importable, no such function, not callable, wrong
-    signature)."""
-    if callable(target):
-        fn = target
-    else:
-        text = str(target)
-        mod_name, sep, attr = text.partition(":")
-        if not sep or not mod_name or not attr:
-            raise ValueError(f"expected 'module:function', got {text!r}")
-        added = False
-        if base_dir is not None and str(base_dir) not in sys.path:
-            sys.path.insert(0, str(base_dir))
-            added = True
-        try:
-            module = importlib.import_module(mod_name)
-        except Exception as e:  # noqa: BLE001 - any import failure is the user's, told in one line
-            raise ValueError(f"cannot import {mod_name!r}: {type(e).__name__}: {e}") from None
-        finally:
-            if added:
-                sys.path.remove(str(base_dir))
-        fn = module
-        for part in attr.split("."):
-            if not hasattr(fn, part):
-                raise ValueError(f"module {mod_name!r} has no {attr!r}")
-            fn = getattr(fn, part)
-        if not callable(fn):
-            raise ValueError(f"{text!r} is not a function")
-    try:
-        inspect.signature(fn).bind(None, None)
-    except TypeError:
-        raise ValueError(f"{getattr(fn, '__name__', fn)!r} must take two arguments (r, q): the client and the"
-                         " actor's handle") from None
-    except ValueError:  # a builtin without a signature
-        pass
-    return fn
-
-
 def python_actor(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     """The actor generator of a ``python`` actor (``spec.python``: a callable or ``"module:function"``)."""
     _install_guard()
     fn = resolve(spec.python, getattr(ctx.scenario, "base_dir", None))
     return _Driver(ctx, spec, fn).run()
+
+
+FACTORIES["python"] = python_actor  # the actor kind is this module's: the actors' table does not import it
 
 
 __all__ = ["ActorError", "ActorHandle", "Request", "ScheduledAsyncConnection", "ScheduledConnection",

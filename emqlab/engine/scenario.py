@@ -5,15 +5,18 @@ The loader checks every field and reports the first problem as one line naming t
 field: ``two-workers.yaml:14: actors[1].kind: unknown actor kind 'wroker' (one of: worker, sweep, lease,
 producer, canceller)``. The shipped scenarios live in ``emqlab/scenarios/*.yaml``; ``emqlab scenarios``
 lists them.
+
+This module is the home of loading (:func:`load`, :func:`loads`, the shipped library); the data it builds
+is :mod:`emqlab.engine.specs`, the YAML reading and the input limits :mod:`emqlab.engine.yamlnodes`, and a
+``python: module:function`` reference is checked through :mod:`emqlab.engine.pyref` (the same resolver the
+Python-actor driver runs), so a bad reference is reported here, with its file and line.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,364 +24,41 @@ import yaml
 
 from emqlab.engine.context import MODES  # one home for the finish modes
 from emqlab.engine.effects import ExtraPlace
-
-ANOMALY_KINDS = (
-    "double-placement",
-    "lost-job",
-    "stolen-lock",
-    "duplicate-execution",
-    "metrics-drift",
-    "attempts-overrun",
-    "orphan-data",
-    "phantom-job",
-    "stuck-active",
-    "work-thrown-away",
+from emqlab.engine.pyref import resolve
+from emqlab.engine.specs import (
+    ACTOR_KINDS,
+    ANOMALY_KINDS,
+    FAULT_KINDS,
+    ON_ERROR,
+    PLACEMENT_FIELDS,
+    ActorSpec,
+    Expectation,
+    JobSpec,
+    Scenario,
 )
-ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller", "crash", "disconnect", "script-flush", "restart",
-               "python")
-#: the actor kinds that are fault events (docs/concepts.md, "Faults")
-FAULT_KINDS = ("crash", "disconnect", "script-flush", "restart")
-#: what a worker does when a round trip fails (a lost connection, NOSCRIPT without a fallback)
-ON_ERROR = ("none", "retry", "refetch")
-PLACEMENT_FIELDS = ("wait", "active", "paused", "prioritized", "delayed", "completed", "failed", "stalled")
-
-
-class ScenarioError(ValueError):
-    """A scenario file is malformed; ``str(e)`` is one line: ``<file>:<line>: <field>: <problem>``."""
-
-
-# -- input limits (docs/scenarios.md, "Limits") --------------------------------------------------------------
-
-#: a scenario file is at most this many bytes
-MAX_FILE_BYTES = 1_000_000
-#: YAML nesting depth of the whole file, and of a job's ``data`` / a worker's ``value``
-MAX_YAML_DEPTH = 40
-MAX_DATA_DEPTH = 32
-#: integers in ``data`` / ``value``: exactly representable in a Lua number (a double)
-MAX_DATA_INT = 2**53
-#: milliseconds (delay, backoff): about 31 years
-MAX_MS = 10**12
-#: BullMQ's highest priority (2^21)
-MAX_PRIORITY = 2_097_152
-#: attempts, max_stalled
-MAX_ATTEMPTS = 1_000_000
-#: a worker's jobs, fetch_attempts, renewals; a sweep's runs (each is a step or more of every interleaving)
-MAX_REPEATS = 100
-MAX_PREEMPTIONS = 1_000
-#: |score| of delayed / prioritized / completed / failed entries
-MAX_SCORE = 1e15
-MAX_ACTORS = 50
-MAX_JOBS = 1_000
-JOB_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-KEEP_JOBS_KEYS = ("count", "age", "limit")
-
-
-class _Refused(yaml.YAMLError):
-    """The safe loader refused the input (an alias, too deep)."""
-
-    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.problem_mark = mark
-
-
-class _SafeLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader composing nodes with aliases refused (no alias bomb: the loader stops at the first
-    ``*alias``, before anything is expanded) and the nesting depth bounded (no RecursionError)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise _Refused(f"aliases (*{event.anchor}) are not supported in scenario files; write the value out",
-                           event.start_mark)
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise _Refused(f"nested more than {MAX_YAML_DEPTH} levels deep", self.peek_event().start_mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-@dataclass
-class JobSpec:
-    id: str
-    name: str = "job"
-    data: Any = field(default_factory=dict)
-    attempts: int = 0
-    backoff: int = 0
-    priority: int = 0
-    delay: int = 0
-    fields: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class ActorSpec:
-    id: str
-    kind: str
-    # worker
-    holds: str | None = None
-    jobs: int = 1
-    finish: str = "completed"
-    value: Any = "done"
-    mode: str | None = None
-    fetch_next: bool = True
-    fetch_attempts: int = 1
-    keep_jobs: Any = None
-    attempts: int | None = None
-    renewals: int = 0
-    #: after a failed round trip: give the job up (none), send the same call once more (retry), or give
-    #: the job up and fetch another (refetch)
-    on_error: str = "none"
-    #: NOSCRIPT from EVALSHA: load the script and run it (fallback, as redis-py and ioredis clients do) or
-    #: treat it as a failed round trip (fail)
-    noscript: str = "fallback"
-    #: transaction mode: the keys the finish WATCHes (lock, active, stalled)
-    watch: tuple[str, ...] = ("lock", "active", "stalled")
-    # sweep
-    max_stalled: int = 1
-    runs: int = 1
-    # lease / producer / canceller
-    job: str | None = None
-    of: str | None = None
-    # crash: the crashed process's lock lapses afterwards (its TTL runs out); it restarts as a new process
-    lapse: bool = True
-    restart: bool = False
-    # disconnect: the lost request reached the server and ran (only its reply was lost)
-    applied: bool = True
-    # python: the function (a callable, or "module:function" imported from the scenario file's folder)
-    python: Any = None
-    #: python: the jobs this actor adds during the run (declared under jobs:, not written initially)
-    adds: tuple[str, ...] = ()
-    #: python: the actor's parameters (``with:`` in the file; ``q.params`` in the function)
-    params: dict[str, Any] = field(default_factory=dict)
-    #: worker / sweep / canceller: a script file or folder (``<name>-<numkeys>.lua``, or a variant folder)
-    #: used by this actor in place of the run's script of that name; resolved to an absolute path
-    script: str | None = None
-    line: int = 0
-
-    @property
-    def added(self) -> tuple[str, ...]:
-        """The jobs this actor adds during the run (a producer's job, a Python actor's ``adds``)."""
-        if self.kind == "producer" and self.job is not None:
-            return (self.job,)
-        return self.adds
-
-    @property
-    def letter(self) -> str:
-        return self.id
-
-
-@dataclass
-class Expectation:
-    anomalies: list[str]
-    codes: dict[str, list[int]] = field(default_factory=dict)
-
-
-@dataclass
-class Scenario:
-    """A parsed scenario. ``state`` maps placement names to job ids (``delayed``/``prioritized`` map ids to
-    scores), ``locks`` maps job ids to the actor holding them."""
-
-    name: str
-    title: str
-    lesson: str
-    source: list[str]
-    anomaly: str
-    queue: str
-    jobs: dict[str, JobSpec]
-    state: dict[str, Any]
-    locks: dict[str, str]
-    meta: dict[str, str]
-    metrics: bool
-    actors: list[ActorSpec]
-    expect: dict[str, Expectation]
-    modes: list[str]
-    path: str = ""
-    #: the folder a ``python: module:function`` actor is imported from (the scenario file's)
-    base_dir: str | None = None
-    #: Lua sources the run's script cache holds from the start (besides emqlab's set), as if loaded
-    #: before the run: a Python actor's EVALSHA of them needs no NOSCRIPT / SCRIPT LOAD round trips
-    loaded_scripts: tuple[bytes, ...] = ()
-    #: default preemption bound for exhaustive exploration (None = unbounded)
-    preemptions: int | None = None
-    #: keys the checks treat as places a job can be in besides the queue's (``places:``)
-    places: tuple[ExtraPlace, ...] = ()
-
-    def actor(self, actor_id: str) -> ActorSpec:
-        for a in self.actors:
-            if a.id == actor_id:
-                return a
-        raise KeyError(actor_id)
-
+from emqlab.engine.yamlnodes import (
+    JOB_ID,
+    KEEP_JOBS_KEYS,
+    MAX_ACTORS,
+    MAX_ATTEMPTS,
+    MAX_DATA_DEPTH,
+    MAX_DATA_INT,
+    MAX_FILE_BYTES,
+    MAX_JOBS,
+    MAX_MS,
+    MAX_PREEMPTIONS,
+    MAX_PRIORITY,
+    MAX_REPEATS,
+    MAX_SCORE,
+    MAX_YAML_DEPTH,
+    Node,
+    Refused,
+    SafeLoader,
+    ScenarioError,
+    short,
+)
 
 # -- loading -------------------------------------------------------------------------------------------
-
-
-class _Node:
-    """A YAML node with its line, for error messages."""
-
-    def __init__(self, node: yaml.Node, path: str, where: str) -> None:
-        self.node = node
-        self.path = path
-        self.where = where
-
-    @property
-    def line(self) -> int:
-        return self.node.start_mark.line + 1
-
-    def fail(self, msg: str) -> ScenarioError:
-        field_ = f"{self.where}: " if self.where else ""
-        return ScenarioError(f"{self.path}:{self.line}: {field_}{msg}")
-
-    def mapping(self, allowed: tuple[str, ...] | None = None) -> dict[str, _Node]:
-        if not isinstance(self.node, yaml.MappingNode):
-            raise self.fail(f"expected a mapping, got {_kind(self.node)}")
-        out: dict[str, _Node] = {}
-        for k, v in self.node.value:
-            key = k.value if isinstance(k, yaml.ScalarNode) else None
-            if key is None:
-                raise _Node(k, self.path, self.where).fail("keys must be plain scalars")
-            sub = f"{self.where}.{key}" if self.where else key
-            if allowed is not None and key not in allowed:
-                raise _Node(k, self.path, sub).fail(f"unknown key (allowed: {', '.join(allowed)})")
-            if key in out:
-                raise _Node(k, self.path, sub).fail("duplicate key")
-            out[key] = _Node(v, self.path, sub)
-        return out
-
-    def sequence(self) -> list[_Node]:
-        if not isinstance(self.node, yaml.SequenceNode):
-            raise self.fail(f"expected a list, got {_kind(self.node)}")
-        return [_Node(v, self.path, f"{self.where}[{i}]") for i, v in enumerate(self.node.value)]
-
-    def scalar(self) -> Any:
-        if not isinstance(self.node, yaml.ScalarNode):
-            raise self.fail(f"expected a single value, got {_kind(self.node)}")
-        try:
-            return yaml.SafeLoader("").construct_object(self.node, deep=True)
-        except (yaml.YAMLError, ValueError, OverflowError) as e:  # an unknown !tag, a bad !!timestamp / !!binary
-            problem = " ".join(str(getattr(e, "problem", None) or e).split())
-            raise self.fail(f"cannot read the value {_short(self.node.value)}: {problem}") from None
-
-    def text(self) -> str:
-        v = self.scalar()
-        if isinstance(v, bool) or v is None or isinstance(v, list | dict):
-            raise self.fail(f"expected text, got {v!r}")
-        return str(v) if not isinstance(v, bytes) else self.node.value
-
-    def integer(self, minimum: int | None = None, maximum: int | None = None) -> int:
-        v = self.scalar()
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(f"expected an integer, got {_short(v)}")
-        if minimum is not None and v < minimum:
-            raise self.fail(f"must be >= {minimum}, got {_short(v)}")
-        if maximum is not None and v > maximum:
-            raise self.fail(f"must be <= {maximum:,}, got {_short(v)}")
-        return v
-
-    def number(self, limit: float = MAX_SCORE) -> float:
-        v = self.scalar()
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(f"expected a number, got {_short(v)}")
-        if isinstance(v, float) and not math.isfinite(v):
-            raise self.fail(f"expected a finite number, got {v}")
-        if abs(v) > limit:
-            raise self.fail(f"must be between -{limit:g} and {limit:g}, got {_short(v)}")
-        return float(v)
-
-    def json_value(self, depth: int = 0) -> Any:
-        """The node as JSON data: text, a finite number, true/false, null, a list or a mapping with text
-        keys — what a job's data and a worker's return value become. Dates, sets, binary and !tags are
-        refused, and so is nesting deeper than ``MAX_DATA_DEPTH``."""
-        node = self.node
-        if depth > MAX_DATA_DEPTH:
-            raise self.fail(f"nested more than {MAX_DATA_DEPTH} levels deep")
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != "tag:yaml.org,2002:seq":
-                raise self.fail(f"expected JSON data, got a {node.tag.rsplit(':', 1)[-1]}")
-            return [n.json_value(depth + 1) for n in self.sequence()]
-        if isinstance(node, yaml.MappingNode):
-            if node.tag != "tag:yaml.org,2002:map":
-                raise self.fail(f"expected JSON data, got a {node.tag.rsplit(':', 1)[-1]} (a list or a mapping "
-                                "with values fit)")
-            out: dict[str, Any] = {}
-            for key, value in self.mapping().items():
-                if key == "<<":
-                    raise self.fail("merge keys (<<) are not supported in scenario files")
-                out[key] = value.json_value(depth + 1)
-            return out
-        v = self.scalar()
-        if v is None or isinstance(v, bool | str):
-            return v
-        if isinstance(v, int):
-            if abs(v) > MAX_DATA_INT:
-                raise self.fail(f"integers in JSON data are limited to ±2^53, got {_short(v)}")
-            return v
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                raise self.fail(f"expected JSON data, got {v} (JSON has no infinity or NaN)")
-            return v
-        raise self.fail(f"expected JSON data (text, a number, true/false, null, a list or a mapping), got "
-                        f"a {type(v).__name__} {_short(self.node.value)} (quote it to make it text)")
-
-    def boolean(self) -> bool:
-        v = self.scalar()
-        if not isinstance(v, bool):
-            raise self.fail(f"expected true or false, got {v!r}")
-        return v
-
-    def choice(self, options: tuple[str, ...], what: str) -> str:
-        v = self.text()
-        if v not in options:
-            raise self.fail(f"unknown {what} {v!r} (one of: {', '.join(options)})")
-        return v
-
-    def any(self) -> Any:
-        return self.json_value()
-
-    def ids(self) -> list[str]:
-        return [n.text() for n in self.sequence()]
-
-    def job_id(self) -> str:
-        v = self.text()
-        if not JOB_ID.fullmatch(v):
-            raise self.fail(f"job ids are 1 to 64 letters, digits, '_', '.' or '-', got {_short(v)}")
-        return v
-
-    def keep_jobs(self) -> Any:
-        """BullMQ's removeOnComplete/removeOnFail: true/false, a count, or {count, age, limit}."""
-        if isinstance(self.node, yaml.MappingNode):
-            out = {}
-            for k, n in self.mapping(KEEP_JOBS_KEYS).items():
-                out[k] = n.integer(-1 if k == "count" else 0, MAX_ATTEMPTS if k != "age" else MAX_MS)
-            return out
-        if isinstance(self.node, yaml.SequenceNode):
-            raise self.fail("expected true, false, a count or {count, age, limit}, got a list")
-        v = self.scalar()
-        if v is None or isinstance(v, bool):
-            return v
-        if isinstance(v, int):
-            return self.integer(-1, MAX_ATTEMPTS)
-        raise self.fail(f"expected true, false, a count or {{count, age, limit}}, got {_short(v)}")
-
-
-def _short(v: Any, limit: int = 60) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _kind(node: yaml.Node) -> str:
-    if isinstance(node, yaml.MappingNode):
-        return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
-        return "a list"
-    return _short(node.value)
-
 
 TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "places", "actors", "expect",
             "modes", "preemptions")
@@ -434,8 +114,8 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if len(text) > MAX_FILE_BYTES:
         raise ScenarioError(f"{path}:1: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen lines)")
     try:
-        root = yaml.compose(text, Loader=_SafeLoader)
-    except _Refused as e:
+        root = yaml.compose(text, Loader=SafeLoader)
+    except Refused as e:
         mark = e.problem_mark
         raise ScenarioError(f"{path}:{mark.line + 1 if mark else 1}: {e.problem}") from None
     except yaml.YAMLError as e:
@@ -452,7 +132,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         raise ScenarioError(f"{path}:{line}: YAML syntax: {problem}") from None
     if root is None:
         raise ScenarioError(f"{path}:1: the file is empty")
-    top = _Node(root, path, "").mapping(TOP_KEYS)
+    top = Node(root, path, "").mapping(TOP_KEYS)
     for required in ("name", "actors"):
         if required not in top:
             raise ScenarioError(f"{path}:1: {required}: missing (required)")
@@ -464,7 +144,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
             raise top["jobs"].fail(f"at most {MAX_JOBS} jobs, got {len(job_nodes)}")
         for jid, node in job_nodes.items():
             if not JOB_ID.fullmatch(jid):
-                raise node.fail(f"job ids are 1 to 64 letters, digits, '_', '.' or '-', got {_short(jid)}")
+                raise node.fail(f"job ids are 1 to 64 letters, digits, '_', '.' or '-', got {short(jid)}")
             m = node.mapping(JOB_KEYS) if not isinstance(node.node, yaml.ScalarNode) or node.node.value else {}
             job = JobSpec(id=jid)
             if "name" in m:
@@ -618,7 +298,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     )
 
 
-def _places(node: _Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
+def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
     """``places:``: a list of ``{key, type, jobs, index, member}``, each a key (relative to the queue's base)
     the checks treat as a place a job can be in (:class:`emqlab.effects.ExtraPlace`)."""
     from emqlab.protocol.keys import QUEUE_KEY_NAMES
@@ -626,11 +306,11 @@ def _places(node: _Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
     out: list[ExtraPlace] = []
     seen: set[str] = set()
 
-    def key_of(n: _Node) -> str:
+    def key_of(n: Node) -> str:
         v = n.text()
         if not PLACE_KEY.fullmatch(v):
             raise n.fail(f"a key relative to the queue's base: 1 to 128 letters, digits, '_', '.', ':' or '-',"
-                         f" got {_short(v)}")
+                         f" got {short(v)}")
         if v in QUEUE_KEY_NAMES or v in jobs or v.endswith(":lock") or v.split(":")[0] in jobs:
             raise n.fail(f"{v!r} is a key of the queue or of a job; a place of the scenario's own needs a key"
                          " of its own (e.g. delayed:1000)")
@@ -647,7 +327,7 @@ def _places(node: _Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
         ids = m["jobs"].ids() if "jobs" in m else []
         for i, jid in enumerate(ids):
             if jid not in jobs:
-                raise _Node(m["jobs"].node.value[i], pn.path, f"{m['jobs'].where}[{i}]").fail(
+                raise Node(m["jobs"].node.value[i], pn.path, f"{m['jobs'].where}[{i}]").fail(
                     f"unknown job {jid!r} (declare it under jobs:)")
         index = key_of(m["index"]) if "index" in m else None
         if index is not None and (index == key or index in seen):
@@ -666,8 +346,8 @@ def _places(node: _Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
     return tuple(out)
 
 
-def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], base_dir: str | None = None) -> None:
-    setters: dict[str, Callable[[_Node], Any]] = {
+def _fill_actor(spec: ActorSpec, m: dict[str, Node], jobs: dict[str, JobSpec], base_dir: str | None = None) -> None:
+    setters: dict[str, Callable[[Node], Any]] = {
         "holds": lambda n: None if isinstance(n.node, yaml.ScalarNode) and n.scalar() is None else n.text(),
         "jobs": lambda n: n.integer(1, MAX_REPEATS),
         "finish": lambda n: n.choice(("completed", "failed"), "finish target"),
@@ -717,8 +397,6 @@ def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], 
         if spec.python is None:
             raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.python: missing (module:function, a"
                                 " function f(r, q) over a redis-py client)")
-        from emqlab.engine.pyactors import resolve
-
         try:
             resolve(spec.python, base_dir)
         except ValueError as e:
@@ -727,7 +405,7 @@ def _fill_actor(spec: ActorSpec, m: dict[str, _Node], jobs: dict[str, JobSpec], 
         raise ScenarioError(f"{m['id'].path}:{spec.line}: actors.{spec.id}.job: missing (required for a {spec.kind})")
 
 
-def _script_path(text: str, base_dir: str | None, node: _Node) -> str:
+def _script_path(text: str, base_dir: str | None, node: Node) -> str:
     """An actor's ``script:``: a path relative to the scenario file's folder, else to emqlab's script folder
     (``variants/no-active-check``); checked here (it must exist, be named ``<name>-<numkeys>.lua`` or be a
     variant folder, replace a script of emqlab's set with the same KEYS count, and compile)."""
@@ -765,3 +443,10 @@ def shipped_path(name: str) -> Path | None:
 def shipped() -> list[Scenario]:
     """Every shipped scenario, sorted by name."""
     return [load(n) for n in shipped_names()]
+
+
+__all__ = ["ACTOR_KINDS", "ACTOR_KEYS", "ANOMALY_KINDS", "FAULT_KINDS", "JOB_ID", "JOB_KEYS", "KEEP_JOBS_KEYS",
+           "MAX_ACTORS", "MAX_ATTEMPTS", "MAX_DATA_DEPTH", "MAX_DATA_INT", "MAX_FILE_BYTES", "MAX_JOBS", "MAX_MS",
+           "MAX_PREEMPTIONS", "MAX_PRIORITY", "MAX_REPEATS", "MAX_SCORE", "MAX_YAML_DEPTH", "MODES", "ON_ERROR",
+           "PLACEMENT_FIELDS", "PLACE_KEY", "PLACE_KEYS", "STATE_KEYS", "TOP_KEYS", "ActorSpec", "Expectation",
+           "JobSpec", "Scenario", "ScenarioError", "load", "loads", "shipped", "shipped_names", "shipped_path"]

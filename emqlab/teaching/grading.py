@@ -1144,7 +1144,7 @@ _A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
 
 @lru_cache(maxsize=8)
 def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
-    from emqlab.timing.model import simulate
+    from emqlab.timing import simulate
 
     r = simulate(mode, keep_history=False, **{**A3_RUN, "rtt_ms": rtt_ms, "seed": seed})
     return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)

@@ -9,17 +9,14 @@ from emqlab.timing.model import (
     DEFAULT_RTTS,
     MODES,
     PRESETS,
-    Sweep,
-    TimedResult,
-    TimedRun,
     TimingConfig,
     mode_of,
     model_round_trips,
     parts_of,
-    simulate,
-    sweep_rtt,
     timed_scenario,
 )
+from emqlab.timing.run import TimedResult, TimedRun, simulate
+from emqlab.timing.sweep import Sweep, sweep_rtt
 
 __all__ = ["ALL_MODES", "DEFAULT_RTTS", "MODES", "PRESETS", "Sweep", "TimedResult", "TimedRun", "TimingConfig",
            "mode_of", "model_round_trips", "parts_of", "simulate", "sweep_rtt", "timed_scenario"]

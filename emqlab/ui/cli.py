@@ -992,7 +992,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
       emqlab sweep-rtt --rtt 0.03,0.05,0.2,1,75,250 --out rtt.png --csv rtt.csv
       emqlab sweep-rtt --modes split --rtt 1 --jobs 1000 --json
     """
-    from emqlab.timing.model import ALL_MODES, sweep_rtt
+    from emqlab.timing import ALL_MODES, sweep_rtt
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     bad = [m for m in mode_list if m not in ALL_MODES]

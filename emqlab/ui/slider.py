@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
-from emqlab.timing.model import (
+from emqlab.timing import (
     DEFAULT_RTTS,
     MODES,
     PRESETS,

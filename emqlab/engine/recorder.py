@@ -1,0 +1,42 @@
+"""The home of the instrument that records effects: what each step did to the queue, as typed effects
+(:mod:`emqlab.effects`), read from the server after the step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emqlab.engine.effects import IntervalElapsed, QueueView, diff, read_view, touched_components
+
+if TYPE_CHECKING:  # pragma: no cover
+    from emqlab.engine.actors import Op
+    from emqlab.engine.context import RunView, StepRecord
+
+
+class EffectRecorder:
+    """The instrument that records effects: reads the queue's view after each step that can have changed
+    it (only the components a single command wrote; everything after a script) and appends the
+    difference to the step. Costs one to a few reads per step."""
+
+    records = "effects"
+
+    def __init__(self) -> None:
+        self.view: QueueView | None = None
+
+    def start(self, runner: RunView) -> None:
+        self.view = runner.initial_view()
+
+    def after_step(self, runner: RunView, actor: str, op: Op, rec: StepRecord) -> None:
+        if rec.read_only or self.view is None:
+            return
+        touched = None
+        if rec.command is not None and op.kind == "command":
+            touched = touched_components(rec.command, runner.keys, runner.job_ids, rec.written, runner.scenario.places)
+        after = read_view(runner.exec, runner.keys, runner.job_ids, self.view, touched, runner.scenario.places)
+        effects = list(diff(self.view, after))
+        if op.pre:
+            effects.insert(0, IntervalElapsed("stalled"))
+        rec.effects.extend(effects)
+        self.view = after
+
+
+__all__ = ["EffectRecorder"]
