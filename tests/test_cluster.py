@@ -26,12 +26,8 @@ from emqlab.backend.cluster import (
     ClusterClient,
     ClusterError,
     cluster_url,
-    docs_block,
     hash_tag,
     is_cluster,
-    lesson_scenario,
-    lesson_transcript,
-    run_lesson,
     slot_of,
 )
 from emqlab.backend.connect import (
@@ -57,6 +53,7 @@ from emqlab.explore.checked import parse_schedule
 from emqlab.explore.search import explore
 from emqlab.protocol.keys import QUEUE_KEY_NAMES, QueueKeys, without_hash_tag
 from emqlab.scripting.registry import default_scripts
+from emqlab.teaching.cluster_lesson import docs_block, lesson_scenario, lesson_transcript, run_lesson
 from emqlab.ui.cli import main
 from tests.conftest import IN_CI
 
