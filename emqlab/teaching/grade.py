@@ -167,7 +167,7 @@ def grade_cells(assignment: Assignment, run: NotebookRun) -> list[CellGrade]:
 
 
 def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None = None, isolated: bool = True,
-                   limits: Any = None) -> GradeReport:
+                   limits: Limits | None = None) -> GradeReport:
     """Grade a notebook (a path or a loaded notebook dict). Deterministic; raises :class:`GradingError` when
     the notebook is not an emqlab assignment.
 

@@ -347,7 +347,7 @@ class IsolatedRun:
     ended early if it did (``failure``, a sentence for the student)."""
 
     answers: dict[str, Any]
-    errors: list[Any]
+    errors: list[CellError]
     failure: str | None = None
     elapsed_s: float = 0.0
     returncode: int | None = None
@@ -443,7 +443,7 @@ def run_isolated(cells: Sequence[CellToRun], names: Sequence[str], probes: Mappi
         _kill_session(proc.pid)
         proc.wait()
         thread.join(timeout=10)
-        run = _parse(bytes(received), overflow[0], names, CellError)
+        run = _parse(bytes(received), overflow[0], names)
         run.returncode = proc.returncode
         run.output_tail = _tail(out_path)
         if timed_out:
@@ -518,7 +518,7 @@ def _early_end(code: int | None, run: IsolatedRun, limits: Limits) -> str:
             "to its end.")
 
 
-def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) -> IsolatedRun:
+def _parse(data: bytes, overflow: bool, names: Sequence[str]) -> IsolatedRun:
     run = IsolatedRun({}, [])
     tampered = ("Your notebook wrote to the grader's answer channel itself (data the runner does not write), "
                 "so none of its answers can be trusted: every answer counts as missing.")
@@ -537,7 +537,7 @@ def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) 
             if kind == "running" and isinstance(body, str) and len(body) < 300 and not run.done:
                 run.running = body
             elif kind == "answers" and i == len(lines) - 1 and isinstance(body, dict):
-                run.answers, run.errors = _answers(body, names, cell_error)
+                run.answers, run.errors = _answers(body, names)
                 run.done = True
             else:
                 raise TamperedError(kind)
@@ -546,7 +546,7 @@ def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) 
     return run
 
 
-def _answers(body: Mapping[str, Any], names: Sequence[str], cell_error: type) -> tuple[dict[str, Any], list[Any]]:
+def _answers(body: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], list[CellError]]:
     if set(body) != {"v", "values", "errors"} or body["v"] != WIRE_VERSION:
         raise TamperedError("answers")
     values, errors = body["values"], body["errors"]
@@ -558,7 +558,7 @@ def _answers(body: Mapping[str, Any], names: Sequence[str], cell_error: type) ->
         if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], int) and not isinstance(e[0], bool)
                 and (e[1] is None or isinstance(e[1], str)) and isinstance(e[2], str)):
             raise TamperedError("errors")
-        errs.append(cell_error(e[0], e[1][:100] if e[1] else None, e[2][:400]))
+        errs.append(CellError(e[0], e[1][:100] if e[1] else None, e[2][:400]))
     return out, errs
 
 
