@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from emqlab.backend.connect import BackendError, connect
 from emqlab.explore.checked import ScheduleError, parse_schedule
 from emqlab.protocol.verdict import ExitCode, markdown_table
-from emqlab.teaching import grading
+from emqlab.teaching import run as notebook_run
 from emqlab.ui.cli import main
 from tests.conftest import backend_conn
 
@@ -119,11 +119,11 @@ def test_student_and_grade_paths(tmp_path: Path) -> None:
 
 
 def test_a_cell_that_never_ends_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grading, "CELL_TIMEOUT_S", 1)
+    monkeypatch.setattr(notebook_run, "CELL_TIMEOUT_S", 1)
     nb = {"cells": [{"cell_type": "code", "source": "while True:\n    pass\n", "metadata": {}},
                     {"cell_type": "code", "source": "after = 1\n", "metadata": {}}]}
     t0 = time.monotonic()
-    run = grading.run_notebook(nb)
+    run = notebook_run.run_notebook(nb)
     assert time.monotonic() - t0 < 10
     assert run.errors and run.errors[0].error.startswith("CellTimeout")
     assert run.namespace["after"] == 1  # the run went on

@@ -26,12 +26,8 @@ from emqlab.backend.cluster import (
     ClusterClient,
     ClusterError,
     cluster_url,
-    docs_block,
     hash_tag,
     is_cluster,
-    lesson_scenario,
-    lesson_transcript,
-    run_lesson,
     slot_of,
 )
 from emqlab.backend.connect import (
@@ -57,6 +53,7 @@ from emqlab.explore.checked import parse_schedule
 from emqlab.explore.search import explore
 from emqlab.protocol.keys import QUEUE_KEY_NAMES, QueueKeys, without_hash_tag
 from emqlab.scripting.registry import default_scripts
+from emqlab.teaching.cluster_lesson import docs_block, lesson_scenario, lesson_transcript, run_lesson
 from emqlab.ui.cli import main
 from tests.conftest import IN_CI
 
@@ -323,14 +320,16 @@ def _mask_ports(text: str) -> str:
 
 
 def test_docs_page_shows_what_the_cluster_says(cl: ClusterClient) -> None:
-    """docs/cluster.md's lesson is the output of this very run (``python -m emqlab.cluster --write
+    """docs/cluster.md's lesson is the output of this very run (``python -m emqlab.teaching.cluster_lesson
+    --write
     docs/cluster.md`` regenerates it); on a cluster laid out otherwise than start_cluster.sh's, node ports
     and slot ranges may differ, so only the rest is compared there."""
     text = lesson_transcript(cl)
     assert text.count(CROSSSLOT) >= 4 and "EVALSHA - all keys must map to the same key slot" in text
     page = docs_block(DOCS.read_text())
     assert page is not None, f"{DOCS}: the lesson's markers are missing"
-    hint = "docs/cluster.md is stale: run `python -m emqlab.cluster --write docs/cluster.md` on the cluster"
+    hint = ("docs/cluster.md is stale: run `python -m emqlab.teaching.cluster_lesson --write docs/cluster.md`"
+            " on the cluster")
     if describe(cl) == "redis://127.0.0.1:7000/0 (Redis Cluster, 3 primaries)":
         assert page == text, hint
     else:

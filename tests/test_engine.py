@@ -369,7 +369,7 @@ def test_the_timed_model_and_the_grader_run_on_the_shared_actor_blocks() -> None
     """The timed worker's steps are the blocks' steps: fetch (moveToActive), finish (moveToFinished),
     sweep (moveStalledJobsToWait) and lapse ops, with the blocks' typed results; the grader's student
     finish runs through scripted_finish (one script run, its commands numbered as one run)."""
-    from emqlab.teaching import grading
+    from emqlab.teaching.assignments.a2 import _a2_runner
     from emqlab.timing.model import TimingConfig
     from emqlab.timing.run import simulate
 
@@ -386,7 +386,7 @@ def test_the_timed_model_and_the_grader_run_on_the_shared_actor_blocks() -> None
     lua = ("redis.call('DEL', KEYS[1]) redis.call('SREM', KEYS[2], ARGV[1]) redis.call('LREM', KEYS[3], 0, ARGV[1]) "
            "redis.call('ZADD', KEYS[4], ARGV[3], ARGV[1]) redis.call('MULTI') return 0")
     violations: list[str] = []
-    with grading._a2_runner("stalled-finish", lua, violations) as r:
+    with _a2_runner("stalled-finish", lua, violations) as r:
         hist = r.run()
     w1 = [s for s in hist.steps if s.actor == "W1"]
     assert [s.op for s in w1] == ["DEL", "SREM", "LREM", "ZADD"] and len({s.run for s in w1}) == 1  # MULTI: no step

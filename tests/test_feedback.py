@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from emqlab.teaching import grading as G
+from emqlab.teaching.assignments import a3
+from emqlab.teaching.assignments.base import conn
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
@@ -35,7 +37,7 @@ def _delete_lock(alone: Any) -> Any:
 def _count(scenario: Any, mode: str) -> int:
     from emqlab.explore.search import explore
 
-    return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
+    return sum(explore(scenario, mode, conn=conn()).runs_with.values())
 
 
 def a1_wrong() -> list[tuple[str, G.Verdict]]:
@@ -83,17 +85,17 @@ def test_a1_feedback_never_gives_the_answer() -> None:
 
 
 def test_a3_feedback_never_gives_the_numbers() -> None:
-    measured, marked, finishes = G._timed("split")
+    measured, marked, finishes = a3._timed("split")
     p = marked / finishes
-    secret = numbers(measured) | numbers(p) | numbers(G._model(5, 30, p)) | {str(marked), str(finishes)}
-    for rtt, interval, pm in G._A3_POINTS:
-        secret |= numbers(G._model(rtt, interval, pm))
+    secret = numbers(measured) | numbers(p) | numbers(a3._model(5, 30, p)) | {str(marked), str(finishes)}
+    for rtt, interval, pm in a3._A3_POINTS:
+        secret |= numbers(a3._model(rtt, interval, pm))
     secret -= {"5", "30", "200"}  # the assignment's own parameters
     wrong = [
         G.grade_a3_model(lambda rtt, interval, pm: 1000 * pm * rtt / interval),
         G.grade_a3_model(lambda rtt, interval, pm: 1000 * rtt / (interval + rtt)),
         G.grade_a3_p_marked(0.5), G.grade_a3_p_marked(1.5),
-        G.grade_a3_measured(MEASURED=measured + 3, PREDICTED=G._model(5, 30, p), P_MARKED=p),
+        G.grade_a3_measured(MEASURED=measured + 3, PREDICTED=a3._model(5, 30, p), P_MARKED=p),
         G.grade_a3_measured(MEASURED=measured, PREDICTED=40.0, P_MARKED=p),
         G.grade_a3_atomic(3.0),
     ]
@@ -105,9 +107,9 @@ def test_a3_feedback_never_gives_the_numbers() -> None:
 
 
 def test_a3_hidden_variant_catches_a_hard_coded_measure() -> None:
-    measured, marked, finishes = G._timed("split")
+    measured, marked, finishes = a3._timed("split")
     p = marked / finishes
-    pinned = (p, G._model(5, 30, p), measured)
+    pinned = (p, a3._model(5, 30, p), measured)
     right = G.grade_a3_measured(MEASURED=measured, PREDICTED=pinned[1], P_MARKED=p, measure=lambda r, s: pinned)
     assert not right.passed
     assert "another RTT and seed" in right.feedback and "hard-coded or copied" in right.feedback

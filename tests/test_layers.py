@@ -24,9 +24,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "emqlab"
 
 #: modules over the size limit while the layered-package work splits them (each entry is a promise to cut)
 MAX_LINES = 700
-TOO_LONG_FOR_NOW = {"emqlab/teaching/grading.py", "emqlab/explore/parallel.py", "emqlab/ui/cli.py",
-                    "emqlab/scripting/host.py", "emqlab/explore/search.py", "emqlab/backend/connect.py",
-                    "emqlab/teaching/levels.py"}
+TOO_LONG_FOR_NOW = {"emqlab/explore/parallel.py", "emqlab/ui/cli.py", "emqlab/scripting/host.py",
+                    "emqlab/explore/search.py", "emqlab/backend/connect.py"}
 
 #: imports that break the layering today, each with the cut that removes it (the list only shrinks)
 KNOWN: dict[tuple[str, str], str] = {
@@ -35,12 +34,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("emqlab.scripting.registry", "emqlab.scripting.host"): "a script's local run moves to the host",
     ("emqlab.backend.connect", "emqlab.backend.cluster"): "is_cluster moves to connect",
     ("emqlab.backend.fakeserver", "emqlab.backend.connect"): "one Lua environment: the sandbox in lua/lib/",
-    ("emqlab.backend.cluster", "emqlab.analysis.anomalies"): "the cluster lesson moves to teaching",
-    ("emqlab.backend.cluster", "emqlab.engine.runner"): "the cluster lesson moves to teaching",
-    ("emqlab.backend.cluster", "emqlab.engine.scenario"): "the cluster lesson moves to teaching",
     ("emqlab.explore.parallel", "emqlab.ui.entry"): "the stop signals move to explore.pool",
     ("emqlab.explore._forkserver", "emqlab.ui.entry"): "the stop signals move to explore.pool",
-    ("emqlab.teaching.sandbox", "emqlab.teaching.grading"): "grading splits into notebooks/run/grade",
     ("emqlab.ui.cli", "emqlab.ui.entry"): "the entry's signal handling stays in entry",
 }
 
@@ -158,14 +153,12 @@ def test_old_module_paths_are_the_new_modules(old: str) -> None:
 
 
 def test_python_m_runs_the_console_script_and_old_paths() -> None:
-    """``python -m emqlab`` is the console script, and ``python -m <old path>`` runs the new module as before
-    (``python -m emqlab.cluster`` is documented)."""
+    """``python -m emqlab`` is the console script, and ``python -m <old path>`` runs the new module as before."""
     import subprocess
     import sys
 
     for args, want in ((["-m", "emqlab", "--version"], "emqlab, version"),
-                       (["-m", "emqlab.cli", "--version"], "emqlab, version"),
-                       (["-m", "emqlab.cluster", "--help"], "python -m emqlab.cluster")):
+                       (["-m", "emqlab.cli", "--version"], "emqlab, version")):
         res = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and want in res.stdout, (args, res.stdout, res.stderr)
 

@@ -80,7 +80,7 @@ def test_monkeypatching_the_graders_changes_nothing() -> None:
     assert "too early" in cell_feedback(report, "a1_schedule")  # graded on its merits
     # the grader's own objects were never reachable
     assert [c.grader for a in G.ASSIGNMENTS.values() for c in a.cells] == before
-    assert G.grade_notebook.__module__ == "emqlab.teaching.grading"
+    assert G.grade_notebook.__module__ == "emqlab.teaching.grade"
 
 
 HARD_CODED = 'def schedule_for(alone):\n    return "v1:W1*9.S1"\n'

@@ -134,7 +134,9 @@ def _preload() -> None:
     import emqlab.engine.scenario
     import emqlab.explore.checked
     import emqlab.scripting.host
-    import emqlab.teaching.grading
+    import emqlab.teaching.assignments
+    import emqlab.teaching.grading  # the notebooks' own import path (emqlab.grading), and all it loads
+    import emqlab.teaching.run
     import emqlab.timing  # noqa: F401
 
     emqlab.backend.connect.connect()  # the fake server's first use loads its modules
@@ -166,7 +168,8 @@ def main(channel_fd: int) -> None:
         _preload()
     except Exception:  # noqa: BLE001 - the grader reports the missing answers
         pass
-    from emqlab.teaching.grading import CellTimeout, _time_limit, probe_arguments
+    from emqlab.teaching.assignments import probe_arguments
+    from emqlab.teaching.run import CellTimeout, time_limit
     from emqlab.teaching.sandbox import WIRE_VERSION, encode
 
     cell_timeout = int(spec["cell_timeout_s"])
@@ -192,7 +195,7 @@ def main(channel_fd: int) -> None:
             label += f" ('{cell['grade_id']}')"
         send("running", label)
         try:
-            with _time_limit(cell_timeout):
+            with time_limit(cell_timeout):
                 exec(compile(cell["source"], f"<{label}>", "exec"), ns)  # noqa: S102 - the point of the child
         except BaseException as e:  # noqa: BLE001 - a student's cell may raise anything, even SystemExit
             first = str(e).strip().split("\n")[0][:300]
@@ -207,7 +210,7 @@ def main(channel_fd: int) -> None:
 
     def caller(name: str) -> Any:
         def call(fn: Any, args: Any) -> Any:  # the grader's probe (plain data) → the function's arguments
-            with _time_limit(cell_timeout):
+            with time_limit(cell_timeout):
                 return fn(*probe_arguments(name, args))
 
         return call
@@ -217,7 +220,7 @@ def main(channel_fd: int) -> None:
         if name not in ns:
             continue
         try:
-            with _time_limit(cell_timeout):
+            with time_limit(cell_timeout):
                 values[name] = encode(ns[name], spec["probes"].get(name), call=caller(name))
         except BaseException as e:  # noqa: BLE001
             values[name] = {"opaque": f"unreadable ({type(e).__name__})"}

@@ -13,14 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from emqlab.teaching.grading import (
-    ASSIGNMENTS,
-    EXIT_BELOW_FULL,
-    EXIT_CANNOT_GRADE,
-    EXIT_FULL_MARKS,
-    GradingError,
-    grade_notebook,
-)
+from emqlab.teaching.assignments import ASSIGNMENTS
+from emqlab.teaching.grade import EXIT_BELOW_FULL, EXIT_CANNOT_GRADE, EXIT_FULL_MARKS, grade_notebook
+from emqlab.teaching.notebooks import GradingError
 
 
 @dataclass
@@ -88,9 +83,9 @@ def write_csv(rows: list[Row], out: IO[str]) -> None:
 
 
 def exit_code(rows: list[Row]) -> int:
-    """:data:`~emqlab.grading.EXIT_CANNOT_GRADE` if any notebook could not be graded (or there is none),
-    else :data:`~emqlab.grading.EXIT_BELOW_FULL` if any is below full marks, else
-    :data:`~emqlab.grading.EXIT_FULL_MARKS`."""
+    """:data:`~emqlab.teaching.grade.EXIT_CANNOT_GRADE` if any notebook could not be graded (or there is none),
+    else :data:`~emqlab.teaching.grade.EXIT_BELOW_FULL` if any is below full marks, else
+    :data:`~emqlab.teaching.grade.EXIT_FULL_MARKS`."""
     if not rows or any(r.status != "graded" for r in rows):
         return EXIT_CANNOT_GRADE
     return EXIT_FULL_MARKS if all(r.full_marks for r in rows) else EXIT_BELOW_FULL

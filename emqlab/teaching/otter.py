@@ -1,6 +1,6 @@
 """Export an assignment for otter-grader (https://otter-grader.readthedocs.io), next to the nbgrader layout.
 
-``export(assignment, out)`` writes, for one of :data:`emqlab.grading.ASSIGNMENTS`:
+``export(assignment, out)`` writes, for one of :data:`emqlab.ASSIGNMENTS`:
 
 * ``out/<notebook>.ipynb`` — the student version (solutions stubbed, hidden tests removed, as
   ``emqlab student`` makes it), with a first cell that creates otter's ``grader = otter.Notebook("tests")``
@@ -21,7 +21,8 @@ import pprint
 from pathlib import Path
 from typing import Any
 
-from emqlab.teaching import grading
+from emqlab.teaching import notebooks
+from emqlab.teaching.assignments import ASSIGNMENTS
 
 TESTS = "tests"
 
@@ -29,7 +30,7 @@ TESTS = "tests"
 def check(assignment: str, grade_id: str, *values: Any) -> bool:
     """Run emqlab's grader of ``grade_id`` (in ``assignment``) on ``values`` (the answer names the cell
     grades, in order). Prints the feedback when it fails; returns whether it passed."""
-    a = grading.ASSIGNMENTS[assignment]
+    a = ASSIGNMENTS[assignment]
     cell = a.cell(grade_id)
     verdict = cell.grader(*values)
     if not verdict.passed:
@@ -39,7 +40,7 @@ def check(assignment: str, grade_id: str, *values: Any) -> bool:
 
 def test_file(assignment: str, grade_id: str) -> str:
     """The otter OK-format test file of one graded cell."""
-    cell = grading.ASSIGNMENTS[assignment].cell(grade_id)
+    cell = ASSIGNMENTS[assignment].cell(grade_id)
     args = ", ".join(cell.names)
     code = (f">>> from emqlab.teaching.otter import check\n"
             f">>> check({assignment!r}, {grade_id!r}, {args})\nTrue\n")
@@ -59,16 +60,16 @@ def export(assignment: str, out: str | Path, source_dir: str | Path | None = Non
     """Write the otter layout of ``assignment`` under ``out`` (see the module docstring); returns the
     files written. ``source_dir`` holds the instructor notebooks (default: the package's
     ``notebooks/assignments``). Raises ``KeyError`` for an unknown assignment and
-    :class:`emqlab.grading.GradingError` for a notebook that cannot be read."""
-    a = grading.ASSIGNMENTS[assignment]
+    :class:`emqlab.teaching.notebooks.GradingError` for a notebook that cannot be read."""
+    a = ASSIGNMENTS[assignment]
     src = Path(source_dir) if source_dir is not None else _assignments_dir()
-    nb = grading.student_version(grading.read_notebook(src / a.notebook))
+    nb = notebooks.student_version(notebooks.read_notebook(src / a.notebook))
     cells: list[dict[str, Any]] = [_code_cell(f'# otter-grader (pip install otter-grader): run this cell first\n'
                                               f'import otter\ngrader = otter.Notebook("{TESTS}")')]
     graded = {c.grade_id for c in a.cells}
     for cell in nb["cells"]:
-        gid = grading.grade_id(cell)
-        if grading.is_grade(cell) and gid in graded:  # nbgrader's test cell becomes otter's check
+        gid = notebooks.grade_id(cell)
+        if notebooks.is_grade(cell) and gid in graded:  # nbgrader's test cell becomes otter's check
             cells.append(_code_cell(f'grader.check("{gid}")'))
         else:
             cells.append(cell)
@@ -76,7 +77,7 @@ def export(assignment: str, out: str | Path, source_dir: str | Path | None = Non
     out = Path(out)
     (out / TESTS).mkdir(parents=True, exist_ok=True)
     written = [out / a.notebook]
-    grading.write_notebook(nb, written[0])
+    notebooks.write_notebook(nb, written[0])
     for c in a.cells:
         path = out / TESTS / f"{c.grade_id}.py"
         path.write_text(test_file(assignment, c.grade_id), encoding="utf-8")

@@ -15,9 +15,10 @@ The student's code never runs in the grader's process. :func:`run_isolated` star
   chose), over a pipe the grader opened for it. The student's output goes to a file the grader ignores.
 
 The grader, in its own process, validates that message strictly (one message, known names, plain data),
-and every score is computed there by the graders of :mod:`emqlab.grading`, which replay and explore the
-answers themselves. Whatever the student's code writes to the pipe can only ever be *answers* — which it
-could have written in its answer cells — never a score. A notebook that is killed (time, memory), exits
+and every score is computed there (:func:`emqlab.teaching.grade.grade_isolated`) by the graders of
+:mod:`emqlab.teaching.assignments`, which replay and explore the answers themselves. Whatever the student's
+code writes to the pipe can only ever be *answers* — which it could have written in its answer cells — never
+a score. A notebook that is killed (time, memory), exits
 early (``os._exit``) or garbles the pipe gets no answers: a low grade with the reason, never a crash.
 
 Locked and test cells are never taken from the submission when the source notebook is available: the
@@ -40,6 +41,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from emqlab.teaching.notebooks import (
+    cell_source,
+    grade_id,
+    is_grade,
+    is_solution,
+    python_of,
+    read_notebook,
+    student_version,
+)
+from emqlab.teaching.run import CellError
 
 #: Protocol version of the child → grader message.
 WIRE_VERSION = 1
@@ -251,8 +263,6 @@ def source_notebook(notebook_name: str) -> Path | None:
 
 @lru_cache(maxsize=8)
 def _release(path: str, mtime: float) -> dict[str, Any]:
-    from emqlab.teaching.grading import read_notebook, student_version
-
     return student_version(read_notebook(path))
 
 
@@ -261,9 +271,8 @@ def release_version(notebook_name: str) -> dict[str, Any] | None:
     return _release(str(p), p.stat().st_mtime) if p is not None else None
 
 
-def _source_version(notebook_name: str) -> dict[str, Any] | None:
-    from emqlab.teaching.grading import read_notebook
-
+def source_version(notebook_name: str) -> dict[str, Any] | None:
+    """The source notebook of an assignment (:func:`source_notebook`), read, if there is one."""
     p = source_notebook(notebook_name)
     return read_notebook(p) if p is not None else None
 
@@ -273,8 +282,6 @@ def cells_to_run(nb: Mapping[str, Any], release: Mapping[str, Any] | None,
     """The code cells the child runs, and notes for the report. Test cells never run. With the release
     version, each locked cell runs as released (an edit is noted and ignored, a missing one put back), each
     answer cell and each cell the student added runs as submitted."""
-    from emqlab.teaching.grading import _python_of, _source, grade_id, is_grade, is_solution
-
     notes: list[str] = []
     canon: dict[str, tuple[int, Mapping[str, Any]]] = {}
     if release is not None:
@@ -286,7 +293,7 @@ def cells_to_run(nb: Mapping[str, Any], release: Mapping[str, Any] | None,
     for version in (release, source):
         for c in (version or {}).get("cells", []):
             if grade_id(c):
-                original.setdefault(str(grade_id(c)), set()).add(_source(c).strip())
+                original.setdefault(str(grade_id(c)), set()).add(cell_source(c).strip())
     out: list[CellToRun] = []
     emitted: set[str] = set()
 
@@ -298,7 +305,7 @@ def cells_to_run(nb: Mapping[str, Any], release: Mapping[str, Any] | None,
                 continue
             emitted.add(gid)
             notes.append(f"The locked cell '{gid}' was missing from the notebook; the grader ran the original.")
-            out.append(CellToRun(0, gid, _python_of(_source(c))))
+            out.append(CellToRun(0, gid, python_of(cell_source(c))))
 
     number = 0
     for cell in nb.get("cells", []):
@@ -313,20 +320,20 @@ def cells_to_run(nb: Mapping[str, Any], release: Mapping[str, Any] | None,
                 continue
             emitted.add(gid)
             if is_solution(c):
-                out.append(CellToRun(number, gid, _python_of(_source(cell)), answer=True))
+                out.append(CellToRun(number, gid, python_of(cell_source(cell)), answer=True))
             elif is_grade(c):
-                if _source(cell).strip() not in original[gid]:
+                if cell_source(cell).strip() not in original[gid]:
                     notes.append(f"The test cell '{gid}' (code cell {number}) was edited; test cells never run "
                                  "when grading, so the edit changes nothing.")
             else:
-                if _source(cell).strip() not in original[gid]:
+                if cell_source(cell).strip() not in original[gid]:
                     notes.append(f"The locked cell '{gid}' (code cell {number}) was edited; the grader ran the "
                                  "original instead.")
-                out.append(CellToRun(number, gid, _python_of(_source(c))))
+                out.append(CellToRun(number, gid, python_of(cell_source(c))))
         elif release is None and is_grade(cell) and not is_solution(cell):
             continue  # no release version to compare with: test cells still never run
         else:
-            out.append(CellToRun(number, gid, _python_of(_source(cell)), answer=is_solution(cell)))
+            out.append(CellToRun(number, gid, python_of(cell_source(cell)), answer=is_solution(cell)))
     restore_until(10**9)
     return out, notes
 
@@ -340,7 +347,7 @@ class IsolatedRun:
     ended early if it did (``failure``, a sentence for the student)."""
 
     answers: dict[str, Any]
-    errors: list[Any]
+    errors: list[CellError]
     failure: str | None = None
     elapsed_s: float = 0.0
     returncode: int | None = None
@@ -378,8 +385,6 @@ def run_isolated(cells: Sequence[CellToRun], names: Sequence[str], probes: Mappi
                  meanwhile: Callable[[], Any] | None = None) -> IsolatedRun:
     """Run ``cells`` in a fresh, limited interpreter and bring back the values of ``names``. ``meanwhile``
     runs here while the child works (the grader's own reference runs, which need no answers)."""
-    from emqlab.teaching.grading import CellError
-
     started = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="emqlab-grade-")
     user = _nobody()
@@ -438,7 +443,7 @@ def run_isolated(cells: Sequence[CellToRun], names: Sequence[str], probes: Mappi
         _kill_session(proc.pid)
         proc.wait()
         thread.join(timeout=10)
-        run = _parse(bytes(received), overflow[0], names, CellError)
+        run = _parse(bytes(received), overflow[0], names)
         run.returncode = proc.returncode
         run.output_tail = _tail(out_path)
         if timed_out:
@@ -513,7 +518,7 @@ def _early_end(code: int | None, run: IsolatedRun, limits: Limits) -> str:
             "to its end.")
 
 
-def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) -> IsolatedRun:
+def _parse(data: bytes, overflow: bool, names: Sequence[str]) -> IsolatedRun:
     run = IsolatedRun({}, [])
     tampered = ("Your notebook wrote to the grader's answer channel itself (data the runner does not write), "
                 "so none of its answers can be trusted: every answer counts as missing.")
@@ -532,7 +537,7 @@ def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) 
             if kind == "running" and isinstance(body, str) and len(body) < 300 and not run.done:
                 run.running = body
             elif kind == "answers" and i == len(lines) - 1 and isinstance(body, dict):
-                run.answers, run.errors = _answers(body, names, cell_error)
+                run.answers, run.errors = _answers(body, names)
                 run.done = True
             else:
                 raise TamperedError(kind)
@@ -541,7 +546,7 @@ def _parse(data: bytes, overflow: bool, names: Sequence[str], cell_error: type) 
     return run
 
 
-def _answers(body: Mapping[str, Any], names: Sequence[str], cell_error: type) -> tuple[dict[str, Any], list[Any]]:
+def _answers(body: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, Any], list[CellError]]:
     if set(body) != {"v", "values", "errors"} or body["v"] != WIRE_VERSION:
         raise TamperedError("answers")
     values, errors = body["values"], body["errors"]
@@ -553,10 +558,11 @@ def _answers(body: Mapping[str, Any], names: Sequence[str], cell_error: type) ->
         if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], int) and not isinstance(e[0], bool)
                 and (e[1] is None or isinstance(e[1], str)) and isinstance(e[2], str)):
             raise TamperedError("errors")
-        errs.append(cell_error(e[0], e[1][:100] if e[1] else None, e[2][:400]))
+        errs.append(CellError(e[0], e[1][:100] if e[1] else None, e[2][:400]))
     return out, errs
 
-# -- grading a notebook in isolation ---------------------------------------------------------------------------
+
+# -- what the report says of a notebook whose answers are stubs ------------------------------------------------
 
 
 def unsaved_hint(path: str | None) -> str:
@@ -569,53 +575,3 @@ def unsaved_hint(path: str | None) -> str:
             when = ""
     return ("Did you save the notebook? emqlab grade reads the file on disk, not what is open in JupyterLab"
             f"{when}: save it (Ctrl+S) and grade again.")
-
-
-def _warm(aid: str) -> None:
-    """The graders' reference runs that do not depend on the answers (cached in :mod:`emqlab.grading`)."""
-    from emqlab.teaching import grading as G
-
-    if aid == "a1-double-placement":
-        for case, mode in G.A1_COUNT_PROBES:
-            G._explore_counts(case, mode)
-        for case in G.A1_SCHEDULE_CASES:
-            G.A1_CASES[case].solo()
-    elif aid == "a3-rate-vs-rtt":
-        G._timed("split")
-        G._timed("atomic")
-        for rtt, seed in G.A3_VARIANTS:
-            G._timed("split", rtt, seed)
-
-
-def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Any, limits: Limits = DEFAULT_LIMITS,
-                   *, file: str | None = None) -> Any:
-    """Grade ``nb`` (an assignment's submission) with its code run by :func:`run_isolated`; the graders run
-    here, on the answers that came back. Returns a :class:`emqlab.grading.GradeReport`."""
-    from emqlab.teaching import grading as G
-
-    started = time.perf_counter()
-    release = release_version(assignment.notebook)
-    cells, notes = cells_to_run(nb, release, _source_version(assignment.notebook))
-    if release is None:
-        notes.append("The source notebook is not available here, so edits of locked cells cannot be detected; "
-                     "test cells still never run.")
-    names = sorted({n for c in assignment.cells for n in c.names})
-    probes = {n: pts for n, pts in G.PROBES.items() if n in names}
-    src = source_notebook(assignment.notebook)
-    deny = [str(src.parent)] if src is not None else []
-    try:
-        run = run_isolated(cells, names, probes, limits, deny_dirs=deny, meanwhile=lambda: _warm(assignment.id))
-    except OSError as e:  # the grader could not start or talk to the child: a grade of 0 with the reason
-        run = IsolatedRun({}, [], failure=f"The grader could not run your notebook in its own process ({e}); "
-                                          "ask your instructor.")
-    if run.failure is not None:
-        grades = [G.CellGrade(c.grade_id, c.what, 0.0, c.points, False, run.failure) for c in assignment.cells]
-    else:
-        grades = G.grade_cells(assignment, G.NotebookRun(dict(run.answers), list(run.errors)))
-    stubbed = any(e.stubbed and any(e.grade_id == c.answer_cell for c in assignment.cells) for e in run.errors)
-    if stubbed:
-        notes.append(unsaved_hint(file))
-    report = G.GradeReport(path, assignment.id, assignment.title, grades, list(run.errors),
-                           time.perf_counter() - started)
-    report.notes = notes
-    return report

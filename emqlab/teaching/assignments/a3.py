@@ -1,0 +1,161 @@
+"""The one home of assignment 3, "Predict the anomaly rate at a given RTT, then measure it": the pinned
+timed run (:data:`A3_RUN`), the window model, the points and the hidden variant the answers are checked at,
+and the four graders.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, direction
+
+A3_RTT_MS = 5.0
+A3_INTERVAL_MS = 30.0
+A3_JOBS = 200
+A3_SEED = 0
+#: the timed run of assignment 3, every parameter pinned (so a change of emqlab.timing's defaults does not
+#: change the assignment): simulate(mode, **A3_RUN)
+A3_RUN: dict[str, Any] = {"rtt_ms": A3_RTT_MS, "jobs": A3_JOBS, "seed": A3_SEED, "workers": 4,
+                          "processing_ms": 5.0, "stalled_interval_ms": A3_INTERVAL_MS}
+_A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
+
+
+@lru_cache(maxsize=8)
+def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
+    from emqlab.timing.run import simulate
+
+    r = simulate(mode, keep_history=False, **{**A3_RUN, "rtt_ms": rtt_ms, "seed": seed})
+    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)
+
+
+#: measure(rtt_ms, seed) is also checked here, where no number from the notebook's own run can help.
+A3_VARIANTS: tuple[tuple[float, int], ...] = ((3.0, 1),)
+
+
+def warm() -> None:
+    """Compute (and cache) the grader's reference runs, which do not depend on the answers."""
+    _timed("split")
+    _timed("atomic")
+    for rtt, seed in A3_VARIANTS:
+        _timed("split", rtt, seed)
+
+
+def _a3_measure_variants(measure: Any) -> str | None:
+    """Feedback when ``measure(rtt_ms, seed)`` is wrong at a hidden variant, else None."""
+    if not callable(measure):
+        return "measure must be a function of (rtt_ms, seed) returning (p_marked, predicted, measured)."
+    for rtt, seed in A3_VARIANTS:
+        try:
+            got = measure(rtt, seed)
+        except NotImplementedError:
+            return "measure still has the stub: write its body in the answer cell 'a3_measure_answer'."
+        except Exception as e:  # noqa: BLE001
+            return f"measure at another RTT and seed raised {type(e).__name__}: {str(e)[:200]}."
+        if (not isinstance(got, (tuple, list)) or len(got) != 3
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got)):
+            return "measure must return three numbers: (p_marked, predicted, measured)."
+        measured, marked, finishes = _timed("split", rtt, seed)
+        p = marked / finishes if finishes else 0.0
+        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _model(rtt, A3_INTERVAL_MS, p)),
+                              ("measured", got[2], measured)):
+            if not math.isclose(float(x), want, rel_tol=1e-6, abs_tol=0.02 if what == "p_marked" else 1e-6):
+                return (f"Your numbers at RTT 5 ms and seed 0 are right, but at another RTT and seed (a hidden "
+                        f"check) measure's {what} is {direction(float(x), want)} what that run gives: measure must "
+                        "run its own simulation with the rtt_ms and seed it is given (a hard-coded or copied number "
+                        "only fits one run).")
+    return None
+
+
+def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
+    return 1000.0 * p_marked * rtt_ms / (interval_ms + rtt_ms) if interval_ms + rtt_ms > 0 else 0.0
+
+
+_A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0, 1.0), (20.0, 10.0, 0.25),
+              (0.2, 30000.0, 0.2), (7.5, 45.0, 0.8)]
+
+#: the answer functions of assignment 3 and the points an isolated run evaluates them at
+PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS)}
+
+
+def grade_a3_model(predicted_per_1000: Any) -> Verdict:
+    if not callable(predicted_per_1000):
+        return Verdict(False, "predicted_per_1000 must be a function of (rtt_ms, interval_ms, p_marked).")
+    for rtt, interval, p in _A3_POINTS:
+        want = _model(rtt, interval, p)
+        try:
+            got = float(predicted_per_1000(rtt, interval, p))
+        except NotImplementedError:
+            return Verdict(False, "predicted_per_1000 still has the stub ('# YOUR CODE HERE' / raise "
+                                  "NotImplementedError()): write its body in the answer cell 'a3_model_answer'.")
+        except Exception as e:  # noqa: BLE001
+            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) raised {type(e).__name__}: {e}.")
+        if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+            return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, which is "
+                                  f"{direction(got, want)} the window model. Re-read Question 1: a marked finish "
+                                  "is hit with probability RTT / (interval + RTT), only a share p_marked of the "
+                                  "finishes are marked, and the answer is per 1,000 jobs. Check each factor, and "
+                                  "the edge cases (RTT 0, a very long interval).")
+    return Verdict(True, "Your model matches 1000 × p_marked × RTT / (interval + RTT) at every point checked.")
+
+
+def grade_a3_p_marked(P_MARKED: Any) -> Verdict:  # noqa: N803
+    _, marked, finishes = _timed("split")
+    want = marked / finishes if finishes else 0.0
+    if not isinstance(P_MARKED, (int, float)) or isinstance(P_MARKED, bool):
+        return Verdict(False, "P_MARKED must be a number between 0 and 1.")
+    if abs(float(P_MARKED) - want) <= 0.02:
+        return Verdict(True, "Right: that is the share of the split finishes that found their job marked.")
+    return Verdict(False, f"P_MARKED is {float(P_MARKED):.3f}, {direction(float(P_MARKED), want)} the share of "
+                          f"marked finishes in {_A3_CALL.format(mode='split')}. It is that run's "
+                          "result.marked_finishes divided by its result.finishes: did you run it with every "
+                          "parameter of RUN, RTT 5 ms and seed 0?")
+
+
+def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N803
+                      measure: Any = None) -> Verdict:
+    measured, _, _ = _timed("split")
+    for name, v in (("MEASURED", MEASURED), ("PREDICTED", PREDICTED), ("P_MARKED", P_MARKED)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return Verdict(False, f"{name} must be a number.")
+    want_pred = _model(A3_RTT_MS, A3_INTERVAL_MS, float(P_MARKED))
+    if not math.isclose(float(PREDICTED), want_pred, rel_tol=1e-6, abs_tol=1e-6):
+        return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, {direction(float(PREDICTED), want_pred)} the "
+                              f"window model at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval with "
+                              "your own P_MARKED: compute it with your predicted_per_1000.")
+    if not math.isclose(float(MEASURED), measured, rel_tol=1e-9, abs_tol=1e-9):
+        return Verdict(False, f"MEASURED is {float(MEASURED):.2f}, {direction(float(MEASURED), measured)} the "
+                              f"anomalies_per_1000 of {_A3_CALL.format(mode='split')}. A timed run is deterministic "
+                              "for its seed and parameters: did you change one of them, or copy a number?")
+    if measure is not None:
+        bad = _a3_measure_variants(measure)
+        if bad:
+            return Verdict(False, bad)
+    return Verdict(True, "Both numbers are right, and measure() gives the right numbers at another RTT and seed "
+                         "too. The grade is for computing each correctly; where prediction and measurement "
+                         "differ, the written answer should say which effect the model leaves out.")
+
+
+def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
+    measured, _, _ = _timed("atomic")
+    if not isinstance(ATOMIC_MEASURED, (int, float)) or isinstance(ATOMIC_MEASURED, bool):
+        return Verdict(False, "ATOMIC_MEASURED must be a number.")
+    if math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
+        return Verdict(True, "Right: the atomic finish has no window for the sweep to run in.")
+    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 of "
+                          f"{_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
+                          "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
+
+
+ASSIGNMENT = Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given RTT, then measure it",
+                        "a3-rate-vs-rtt.ipynb", [
+    GradedCell("a3_model", 2, "a3_model_answer", ("predicted_per_1000",), grade_a3_model,
+               "the model: anomalies per 1,000 jobs"),
+    GradedCell("a3_p_marked", 1, "a3_measure_answer", ("P_MARKED",), grade_a3_p_marked,
+               "the share of finishes whose job is marked"),
+    GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED", "measure"),
+               grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked")),
+    GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
+               "the atomic finish at the same RTT"),
+])
