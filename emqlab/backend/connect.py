@@ -23,12 +23,9 @@ import enum
 import os
 import re
 import secrets
-import time as _time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -38,6 +35,8 @@ import redis
 from emqlab.backend import cluster as _cluster
 from emqlab.backend.cluster import is_cluster
 from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.clock import frozen_clock as frozen_clock  # documented as emqlab.backends.frozen_clock
+from emqlab.scripting.clock import frozen_now
 from emqlab.scripting.registry import lua_dir
 
 if TYPE_CHECKING:
@@ -720,26 +719,6 @@ class _ClientExecutor:
         self.close()
 
 
-#: The instant a whole atomic host run (LuaHost.run) sees on fakeredis: Redis freezes a script's clock for key
-#: expiry; the direct fakeredis executor uses this instant for every command while it is set.
-_FROZEN_CLOCK: ContextVar[float | None] = ContextVar("emqlab_frozen_clock", default=None)
-
-
-@contextmanager
-def frozen_clock(now: float | None = None) -> Iterator[None]:
-    """Within the block, every command of a direct fakeredis executor sees the instant ``now`` (default: the
-    time on entry; an enclosing frozen instant is kept) for key expiry and TTLs, as the commands of one Redis
-    script do. Live servers are not affected (their clock is the server's)."""
-    if _FROZEN_CLOCK.get() is not None:
-        yield
-        return
-    token = _FROZEN_CLOCK.set(_time.time() if now is None else now)
-    try:
-        yield
-    finally:
-        _FROZEN_CLOCK.reset(token)
-
-
 # Connections of fakeredis executors collected unclosed: (pool, connection), queued by a finalizer (which
 # may run at any point, so it only appends) and given back to their pool by the next executor.
 _ORPHANED: list[tuple[weakref.ReferenceType[Any], Any]] = []
@@ -809,7 +788,7 @@ class _FakeDirect:
             raise self._parse_error(e.value) from None
         server = self._server
         with server.lock:
-            now = _FROZEN_CLOCK.get()
+            now = frozen_now()
             if now is None:
                 now = self._time()
             for db in server.dbs.values():
