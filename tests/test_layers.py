@@ -39,7 +39,6 @@ TOO_LONG_FOR_NOW = {"emqlab/teaching/grading.py", "emqlab/explore/parallel.py", 
 KNOWN: dict[tuple[str, str], str] = {
     ("emqlab.protocol.outcome", "emqlab.scripting.calls"): "RETURN_CODES move to protocol.outcome",
     ("emqlab.backend.connect", "emqlab.backend.cluster"): "is_cluster moves to connect",
-    ("emqlab.backend.fakeserver", "emqlab.backend.connect"): "one Lua environment: the sandbox in lua/lib/",
     ("emqlab.backend.cluster", "emqlab.analysis.anomalies"): "the cluster lesson moves to teaching",
     ("emqlab.backend.cluster", "emqlab.engine.runner"): "the cluster lesson moves to teaching",
     ("emqlab.backend.cluster", "emqlab.engine.scenario"): "the cluster lesson moves to teaching",

@@ -187,24 +187,6 @@ def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
     return _connect_live(url, ping=ping)
 
 
-# Run once per fakeredis server, as its first EVAL (which creates the server's Lua runtime and loads the
-# modules): make its globals behave like Redis 7's sandbox — a read-only global table, an error for reading
-# an undefined global, and no os/io/require/loadfile/dofile/package/debug (Redis docs, "Lua API",
-# "Runtime globals"). Without it, a script's typo'd global reads as nil on fakeredis and errors on Redis.
-_HARDEN_FAKE_LUA = """
-for _, name in ipairs({'os', 'io', 'require', 'loadfile', 'dofile', 'package', 'module', 'newproxy'}) do
-  rawset(_G, name, nil)
-end
-setmetatable(_G, {
-  __index = function(_, k)
-    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-  end,
-  __newindex = function() error('Attempt to modify a readonly table', 2) end,
-})
-return 1
-"""
-
-
 def _connect_fake() -> redis.Redis:
     # One home for the embedded server (modules, sandbox, INFO, empty script cache): emqlab.fakeserver.
     from emqlab.backend.fakeserver import new_server, sync_client

@@ -25,17 +25,20 @@ DEFAULT_MAX_INSTRUCTIONS = 500_000_000
 HOOK_EVERY = 10_000
 
 
-def _no_attribute(obj: object, name: object, *value: object) -> Any:
-    raise AttributeError(f"Lua code may not reach into a Python {type(obj).__name__}")
+def _nothing(obj: object, name: object, *value: object) -> None:
+    # every attribute of a Python object held by Lua reads as nil and ignores a write (as a field missing
+    # from a Lua table would read), rather than a Python exception running out through the embedding code
+    return None
 
 
 def new_runtime(**options: Any) -> lua51.LuaRuntime:
     """A Lua 5.1 runtime whose Lua code can reach no Python: no ``python.eval``, no ``python.builtins``, and
     no attribute or item of a Python object that Lua holds (an error raised by a Python function and caught
-    by a script's ``pcall`` is such an object). Strings are bytes (``encoding=None``). ``options`` go to
-    ``lupa.lua51.LuaRuntime`` (``unpack_returned_tuples``, ``max_memory`` …)."""
+    by a script's ``pcall`` is such an object): each reads as ``nil``, a write is ignored. Strings are bytes
+    (``encoding=None``). ``options`` go to ``lupa.lua51.LuaRuntime`` (``unpack_returned_tuples``,
+    ``max_memory`` …)."""
     return lua51.LuaRuntime(encoding=None, register_eval=False, register_builtins=False,
-                            attribute_handlers=(_no_attribute, _no_attribute), **options)
+                            attribute_handlers=(_nothing, _nothing), **options)
 
 
 def sha1hex(s: bytes) -> bytes:

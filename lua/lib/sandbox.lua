@@ -376,6 +376,9 @@ string_mt.__index = base.string
 string_mt_proxy = protect(string_mt)
 
 local function nonexistent(_, name)
+  -- (a read by no Lua function is lupa's own, from C, outside any protected call: it looks up
+  -- debug.traceback before each call into Lua; an error there would abort the process)
+  if getinfo(2, 'S') == nil then return nil end
   real_error("Script attempted to access nonexistent global variable '" .. real_tostring(name) .. "'", 2)
 end
 local G_MT = {__index = nonexistent}
