@@ -113,3 +113,20 @@ def test_embedded_server_stops_an_endless_script() -> None:
             client.eval(script, 0)
         assert client.eval(b"local n = 0 for i = 1, 1000 do n = n + i end return n", 0) == 500500
     client.close()
+
+
+def test_embedded_server_functions_reach_no_python() -> None:
+    """``FUNCTION LOAD``/``FCALL`` run in fakeredis's own Lua runtime (its restricted globals, not the
+    sandbox's); it is made like the sandbox's, so a Python object a function holds shows it nothing."""
+    client = sync_client(new_server(), protocol=2)
+    bodies = [b"local ok, e = pcall(redis.call, 'NOSUCHCMD') return tostring(e.__class__)",
+              b"return tostring(cjson.null.__class__)"]
+    for i, body in enumerate(bodies):
+        library = b"#!lua name=probe%d\nredis.register_function('probe%d', function() %s end)" % (i, i, body)
+        client.execute_command("FUNCTION", "LOAD", library)
+        assert client.execute_command("FCALL", f"probe{i}", 0) == b"nil"
+    client.execute_command("FUNCTION", "LOAD", b"#!lua name=py\nredis.register_function('py', function() "
+                                               b"return python.eval('1') end)")
+    with pytest.raises(redis.ResponseError, match=MISSING.format("python")):
+        client.execute_command("FCALL", "py", 0)
+    client.close()

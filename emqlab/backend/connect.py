@@ -3,8 +3,8 @@ server safe.
 
 * ``connect()`` — a fresh in-process fakeredis server with Lua ready: fakeredis runs scripts in its own
   ``lupa`` Lua 5.1 runtime, which lacks Redis's ``cmsgpack`` and ``bit`` modules (``PROTOCOL.md`` §9.1);
-  emqlab's pure-Lua ``lua/lib/cmsgpack.lua`` and ``lua/lib/bit.lua`` are put on ``LUA_PATH`` and loaded
-  through fakeredis's ``lua_modules`` option, so ``EVALSHA`` runs the queue scripts unchanged.
+  the embedded server (:mod:`emqlab.backend.fakeserver`) gives it Redis 7's sandbox from ``lua/lib/`` with
+  emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, so ``EVALSHA`` runs the queue scripts unchanged.
 * ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
   ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``INFO cluster`` says
   ``cluster_enabled:1``) gives a :class:`emqlab.cluster.ClusterClient` instead: every function here takes it,

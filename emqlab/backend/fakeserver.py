@@ -275,19 +275,27 @@ class _SandboxedRuntime:
 _runtime_lock = threading.Lock()
 
 
+@contextlib.contextmanager
+def _lupa_swapped() -> Iterator[None]:
+    # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
+    # time it takes (under the lock), that is the sandbox's (held by the caller)
+    saved = _scripting.LUA_MODULE
+    _scripting.LUA_MODULE = _SandboxedLupa()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _scripting.LUA_MODULE = saved
+
+
 def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.FakeServer], Any]) -> Any:
-    # fakeredis makes the runtime and its redis.* functions (make: its _get_server_runtime) with lupa taken
-    # from its module's LUA_MODULE, swapped for the time it takes; then the sandbox takes the runtime over
+    # fakeredis makes the runtime and its redis.* functions (make: its _get_server_runtime); then the sandbox
+    # takes the runtime over
     with _runtime_lock:
         found = getattr(server, "_lua_runtime", None)
         if found is not None:
             return found
-        saved = _scripting.LUA_MODULE
-        _scripting.LUA_MODULE = _SandboxedLupa()  # type: ignore[assignment]
-        try:
+        with _lupa_swapped():
             runtime = make(server)
-        finally:
-            _scripting.LUA_MODULE = saved
         fake_redis = runtime.globals()[b"redis"]
         helpers = {b"sha1hex": _sandbox.sha1hex, b"log": fake_redis[b"log"], b"known_command": known_command}
         api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
@@ -298,9 +306,12 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
 
 
 class _SandboxMixin:
-    """The Lua runtime of the server is made, the first time a socket needs it, with the sandbox."""
+    """The server's Lua runtimes are made, the first time a socket needs them, in the sandbox: the one of
+    ``EVAL`` with ``lua/lib/sandbox.lua``; the one of ``FUNCTION``/``FCALL`` (fakeredis's own restricted
+    globals) at least without a way into Python."""
 
     load_lua_modules: set[str]
+    _server: fakeredis.FakeServer
 
     def _get_server_runtime(self, server: fakeredis.FakeServer) -> Any:
         found = getattr(server, "_lua_runtime", None)
@@ -308,6 +319,12 @@ class _SandboxMixin:
             return found
         self.load_lua_modules = set()  # the sandbox loads the modules, not fakeredis's require
         return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
+
+    def _functions(self) -> Any:
+        if getattr(self._server, "_lua_functions", None) is None:
+            with _runtime_lock, _lupa_swapped():
+                return super()._functions()  # type: ignore[misc]
+        return super()._functions()  # type: ignore[misc]
 
 
 class _EmbeddedSocket(_SandboxMixin, InfoCommandMixin, FakeSocket):

@@ -9,31 +9,36 @@ coroutine to its end in one go (:meth:`LuaHost.run`) is the simulation's atomic 
 which another actor may run.
 
 What it reproduces (each rule checked against a Redis 7.0 server by ``tests/test_host_differential.py``;
-``docs/lua-host.md`` lists the rules and the few intended differences):
+``docs/lua-host.md`` lists the rules and the few intended differences), and where each rule lives:
 
 * the globals and library tables of Redis 7.0's sandbox, read-only (``Attempt to modify a readonly table``,
   for assignment, ``rawset``, ``setmetatable`` and ``table.insert`` alike), a fresh global table per run
   (nothing one run does is visible to the next, or to another actor's run), reading an undefined global an
   error, no ``print``/``getfenv``/``setfenv``/``os``/``io``/``debug``, no bytecode (``loadstring`` and
-  ``load`` compile a chunk starting with ESC as text, as Redis does);
+  ``load`` compile a chunk starting with ESC as text, as Redis does) — ``lua/lib/sandbox.lua``, the file the
+  embedded fakeredis server loads too (:mod:`emqlab.backend.fakeserver`), with Lua that reaches no Python
+  (:mod:`emqlab.scripting.sandbox`); ``tests/test_lua_sandbox_probes.py`` probes both and Redis;
 * ``redis.*`` (``call``, ``pcall``, ``error_reply``, ``status_reply``, ``sha1hex``, ``log``, ``setresp``,
   ``set_repl``, ``replicate_commands``, ``acl_check_cmd``, ``breakpoint``, ``debug``, ``REDIS_VERSION``…)
   with Redis's argument checks and messages; ``cjson`` (``lua/lib/cjson.lua``), ``cmsgpack``
   (``lua/lib/cmsgpack.lua``) and ``bit`` (``lua/lib/bit.lua``), pure Lua, written for emqlab;
-  ``math.random`` on Redis's own generator;
+  ``math.random`` on Redis's own generator — ``lua/lib/sandbox.lua``;
 * the commands Redis refuses inside scripts are refused before they reach a server, with Redis's message
   and in Redis's order (unknown command, arity, ``noscript`` flag, ``#!lua flags=no-writes``, ``XREAD …
-  BLOCK``); ``BLMPOP``/``BZMPOP`` behave as inside a script (they never block: sent as ``LMPOP``/``ZMPOP``);
+  BLOCK``); ``BLMPOP``/``BZMPOP`` behave as inside a script (they never block: sent as ``LMPOP``/``ZMPOP``)
+  — :mod:`emqlab.scripting.rules`;
 * a ``SELECT`` inside a script is scoped to the run: when the run ends, one more command restores the
   caller's database (:attr:`ScriptRun.pending` shows it like any other);
 * Redis → Lua: integer → number; bulk → string; nil → ``false``; array → table; status → ``{ok=…}`` (which
   replies are status replies is in :data:`STATUS_REPLY_COMMANDS`, keyed like the command table); error →
-  raised by ``redis.call``, ``{err=…}`` from ``redis.pcall``, with the error code kept (``ERR …``);
+  raised by ``redis.call``, ``{err=…}`` from ``redis.pcall``, with the error code kept (``ERR …``) —
+  :mod:`emqlab.scripting.replies`;
 * Lua → Redis: number → integer (truncated; out of range, ±inf and NaN → the int64 minimum, as Redis's C
   cast gives on x86-64); ``{err=…}``, ``{ok=…}``, ``{double=…}``, ``{big_number=…}``, ``{map=…}``,
   ``{set=…}`` as Redis converts them for RESP2; tables read raw (metatables ignored) up to the first nil;
-  nesting beyond Redis's Lua stack limit ends in its ``reached lua stack limit`` error element;
-* a ``#!lua`` shebang line with Redis's flag parsing;
+  nesting beyond Redis's Lua stack limit ends in its ``reached lua stack limit`` error element — the
+  sandbox's ``to_reply`` and :mod:`emqlab.scripting.replies`;
+* a ``#!lua`` shebang line with Redis's flag parsing — :mod:`emqlab.scripting.rules`;
 * an instruction-count hook: a run that executes more than ``max_instructions`` Lua instructions without a
   ``redis.call`` ends with a clear error, and Ctrl-C interrupts a looping script (``KeyboardInterrupt``).
 
