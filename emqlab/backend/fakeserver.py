@@ -272,13 +272,14 @@ class _SandboxedRuntime:
         return chunk(*args)
 
 
-_runtime_lock = threading.Lock()
+_runtime_lock = threading.RLock()
 
 
 @contextlib.contextmanager
 def _lupa_swapped() -> Iterator[None]:
     # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
-    # time it takes (under the lock), that is the sandbox's (held by the caller)
+    # time it takes (the caller holds _runtime_lock), that is the sandbox's. (Another thread's plain fakeredis
+    # making a runtime in that instant gets a sandbox-made one too: its own Lua set up the same, minus Python.)
     saved = _scripting.LUA_MODULE
     _scripting.LUA_MODULE = _SandboxedLupa()  # type: ignore[assignment]
     try:
