@@ -17,6 +17,7 @@ import lupa.lua51 as lua51
 import pytest
 import redis
 
+from emqlab.backend import fakeserver
 from emqlab.backend.connect import command_executor, connect
 from emqlab.backend.fakeserver import new_server, sync_client
 from emqlab.scripting.host import LuaHost
@@ -129,4 +130,15 @@ def test_embedded_server_functions_reach_no_python() -> None:
                                                b"return python.eval('1') end)")
     with pytest.raises(redis.ResponseError, match=MISSING.format("python")):
         client.execute_command("FCALL", "py", 0)
+    client.close()
+
+
+def test_embedded_server_caps_the_lua_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script that fills the Lua heap fails at :data:`emqlab.backend.fakeserver.LUA_MAX_MEMORY` (lowered
+    here to keep the test quick) instead of taking the process's memory; the next script runs."""
+    monkeypatch.setattr(fakeserver, "LUA_MAX_MEMORY", 32 << 20)
+    client = sync_client(new_server(), protocol=2)
+    with pytest.raises(redis.ResponseError, match="emqlab server: not enough memory"):
+        client.eval(b"local t = {} while true do t[#t + 1] = string.rep('x', 1e6) .. #t end", 0)
+    assert client.eval(b"return #string.rep('x', 1000)", 0) == 1000
     client.close()

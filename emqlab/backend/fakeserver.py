@@ -269,7 +269,11 @@ class _SandboxedRuntime:
         chunk, err = self._prepare(code, self._max_instructions)
         if chunk is None:  # the text lupa's own execute() gives a syntax error
             raise _sandbox.lua51.LuaSyntaxError(f"error loading code: {as_text(err)}")
-        return chunk(*args)
+        try:
+            return chunk(*args)
+        except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
+            raise _sandbox.lua51.LuaError(f"ERR emqlab server: not enough memory (the Lua heap of the server's "
+                                          f"scripts is capped at LUA_MAX_MEMORY, {LUA_MAX_MEMORY} bytes)") from None
 
 
 _runtime_lock = threading.RLock()
