@@ -3,8 +3,8 @@ server safe.
 
 * ``connect()`` — a fresh in-process fakeredis server with Lua ready: fakeredis runs scripts in its own
   ``lupa`` Lua 5.1 runtime, which lacks Redis's ``cmsgpack`` and ``bit`` modules (``PROTOCOL.md`` §9.1);
-  emqlab's pure-Lua ``lua/lib/cmsgpack.lua`` and ``lua/lib/bit.lua`` are put on ``LUA_PATH`` and loaded
-  through fakeredis's ``lua_modules`` option, so ``EVALSHA`` runs the queue scripts unchanged.
+  the embedded server (:mod:`emqlab.backend.fakeserver`) gives it Redis 7's sandbox from ``lua/lib/`` with
+  emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, so ``EVALSHA`` runs the queue scripts unchanged.
 * ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
   ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``INFO cluster`` says
   ``cluster_enabled:1``) gives a :class:`emqlab.cluster.ClusterClient` instead: every function here takes it,
@@ -23,12 +23,9 @@ import enum
 import os
 import re
 import secrets
-import time as _time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -38,6 +35,8 @@ import redis
 from emqlab.backend import cluster as _cluster
 from emqlab.backend.cluster import is_cluster
 from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.clock import frozen_clock as frozen_clock  # documented as emqlab.backends.frozen_clock
+from emqlab.scripting.clock import frozen_now
 from emqlab.scripting.registry import lua_dir
 
 if TYPE_CHECKING:
@@ -186,24 +185,6 @@ def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
             except BackendError as e:
                 raise type(e)(f"{e} (from $EMQLAB_REDIS_URL)") from None
     return _connect_live(url, ping=ping)
-
-
-# Run once per fakeredis server, as its first EVAL (which creates the server's Lua runtime and loads the
-# modules): make its globals behave like Redis 7's sandbox — a read-only global table, an error for reading
-# an undefined global, and no os/io/require/loadfile/dofile/package/debug (Redis docs, "Lua API",
-# "Runtime globals"). Without it, a script's typo'd global reads as nil on fakeredis and errors on Redis.
-_HARDEN_FAKE_LUA = """
-for _, name in ipairs({'os', 'io', 'require', 'loadfile', 'dofile', 'package', 'module', 'newproxy'}) do
-  rawset(_G, name, nil)
-end
-setmetatable(_G, {
-  __index = function(_, k)
-    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-  end,
-  __newindex = function() error('Attempt to modify a readonly table', 2) end,
-})
-return 1
-"""
 
 
 def _connect_fake() -> redis.Redis:
@@ -720,26 +701,6 @@ class _ClientExecutor:
         self.close()
 
 
-#: The instant a whole atomic host run (LuaHost.run) sees on fakeredis: Redis freezes a script's clock for key
-#: expiry; the direct fakeredis executor uses this instant for every command while it is set.
-_FROZEN_CLOCK: ContextVar[float | None] = ContextVar("emqlab_frozen_clock", default=None)
-
-
-@contextmanager
-def frozen_clock(now: float | None = None) -> Iterator[None]:
-    """Within the block, every command of a direct fakeredis executor sees the instant ``now`` (default: the
-    time on entry; an enclosing frozen instant is kept) for key expiry and TTLs, as the commands of one Redis
-    script do. Live servers are not affected (their clock is the server's)."""
-    if _FROZEN_CLOCK.get() is not None:
-        yield
-        return
-    token = _FROZEN_CLOCK.set(_time.time() if now is None else now)
-    try:
-        yield
-    finally:
-        _FROZEN_CLOCK.reset(token)
-
-
 # Connections of fakeredis executors collected unclosed: (pool, connection), queued by a finalizer (which
 # may run at any point, so it only appends) and given back to their pool by the next executor.
 _ORPHANED: list[tuple[weakref.ReferenceType[Any], Any]] = []
@@ -809,7 +770,7 @@ class _FakeDirect:
             raise self._parse_error(e.value) from None
         server = self._server
         with server.lock:
-            now = _FROZEN_CLOCK.get()
+            now = frozen_now()
             if now is None:
                 now = self._time()
             for db in server.dbs.values():

@@ -5,8 +5,12 @@ uses it) and it has no ``INFO`` command (BullMQ reads ``redis_version`` and ``ma
 ``QueueEvents`` before it listens, ``Queue.getJobState`` before it picks a script). The server made here has
 both:
 
-* emqlab's pure-Lua ``cmsgpack`` and ``bit`` modules, loaded into the server's Lua runtime;
-* the Lua globals sandboxed as on Redis 7 (reading an undefined global is an error);
+* Redis 7's scripting sandbox, ``lua/lib/sandbox.lua`` — the file the client-side host loads
+  (:mod:`emqlab.scripting.host`): read-only globals and library tables, an error for reading an undefined
+  global, no ``python``, ``debug``, ``os``, ``io``, ``require``, ``loadfile``, ``dofile`` or bytecode, Lua
+  code that cannot reach into a Python object, emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, and a
+  budget of Lua instructions per script (:func:`new_server`'s ``max_instructions``) and of Lua heap
+  (:data:`LUA_MAX_MEMORY`);
 * ``INFO`` with the ``server``, ``clients``, ``memory``, ``persistence``, ``replication``, ``cluster`` and
   ``keyspace`` sections (:func:`info_text`), from clients and from ``redis.call`` inside scripts.
 
@@ -49,12 +53,16 @@ from fakeredis._clients._sync import FakeRedisConnection
 from fakeredis._commands import SUPPORTED_COMMANDS, Signature, command
 from fakeredis._helpers import SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
+from fakeredis.commands_mixins import scripting_mixin as _scripting
 
-from emqlab.backend.connect import _HARDEN_FAKE_LUA  # the Redis 7 globals sandbox, run as the first EVAL
+from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.registry import lua_dir
+from emqlab.scripting.replies import as_text
+from emqlab.scripting.rules import known_command
 
 __all__ = [
     "DEFAULT_SECTIONS",
+    "LUA_MAX_MEMORY",
     "LUA_MODULES",
     "EmbeddedAsyncConnection",
     "EmbeddedConnection",
@@ -68,7 +76,12 @@ __all__ = [
 ]
 
 LUA_MODULES = frozenset({"cmsgpack", "bit"})
-"""The Lua modules every embedded server loads (emqlab's ``lua/lib/*.lua``)."""
+"""The Lua modules every embedded server loads besides ``cjson`` (emqlab's ``lua/lib/*.lua``; the sandbox
+loads them, fakeredis's own ``require`` is not used)."""
+
+LUA_MAX_MEMORY = 256 << 20
+"""Bytes of Lua heap an embedded server's scripts may use in all (past it a script fails with ``not enough
+memory``)."""
 
 DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "replication", "cluster", "keyspace")
 """The sections ``INFO`` (no argument), ``INFO default``, ``INFO all`` and ``INFO everything`` return."""
@@ -222,12 +235,109 @@ def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
     return getattr(sock, sig.func_name), sig
 
 
-class _EmbeddedSocket(InfoCommandMixin, FakeSocket):
+# -- the Lua sandbox ----------------------------------------------------------------------------------------------
+
+
+class _SandboxedLupa:
+    """``lupa.lua51`` as fakeredis's scripting module sees it while an embedded server's Lua runtime is made:
+    the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_sandbox.lua51, name)
+
+    def LuaRuntime(self, **options: Any) -> Any:  # noqa: N802 - lupa's name
+        options.pop("encoding", None)  # bytes, as new_runtime has it
+        return _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
+
+
+class _SandboxedRuntime:
+    """A server's Lua runtime as fakeredis's scripting uses it: a script's text is compiled by the sandbox
+    (never as bytecode, into the sandboxed globals) and runs on a fresh instruction budget; everything else
+    is the runtime's own."""
+
+    def __init__(self, runtime: Any, prepare: Any, max_instructions: int) -> None:
+        self._runtime = runtime
+        self._prepare = prepare
+        self._max_instructions = max_instructions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+    def execute(self, code: bytes | str, *args: Any) -> Any:
+        if isinstance(code, str):
+            code = code.encode()
+        chunk, err = self._prepare(code, self._max_instructions)
+        if chunk is None:  # the text lupa's own execute() gives a syntax error
+            raise _sandbox.lua51.LuaSyntaxError(f"error loading code: {as_text(err)}")
+        try:
+            return chunk(*args)
+        except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
+            raise _sandbox.lua51.LuaError(f"ERR emqlab server: not enough memory (the Lua heap of the server's "
+                                          f"scripts is capped at LUA_MAX_MEMORY, {LUA_MAX_MEMORY} bytes)") from None
+
+
+_runtime_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def _lupa_swapped() -> Iterator[None]:
+    # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
+    # time it takes (the caller holds _runtime_lock), that is the sandbox's. (Another thread's plain fakeredis
+    # making a runtime in that instant gets a sandbox-made one too: its own Lua set up the same, minus Python.)
+    saved = _scripting.LUA_MODULE
+    _scripting.LUA_MODULE = _SandboxedLupa()  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _scripting.LUA_MODULE = saved
+
+
+def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.FakeServer], Any]) -> Any:
+    # fakeredis makes the runtime and its redis.* functions (make: its _get_server_runtime); then the sandbox
+    # takes the runtime over
+    with _runtime_lock:
+        found = getattr(server, "_lua_runtime", None)
+        if found is not None:
+            return found
+        with _lupa_swapped():
+            runtime = make(server)
+        fake_redis = runtime.globals()[b"redis"]
+        helpers = {b"sha1hex": _sandbox.sha1hex, b"log": fake_redis[b"log"], b"known_command": known_command}
+        api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
+                            globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)")
+        limit = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
+        server._lua_runtime = _SandboxedRuntime(runtime, api[b"prepare"], limit)  # type: ignore[attr-defined]
+        return server._lua_runtime  # type: ignore[attr-defined]
+
+
+class _SandboxMixin:
+    """The server's Lua runtimes are made, the first time a socket needs them, in the sandbox: the one of
+    ``EVAL`` with ``lua/lib/sandbox.lua``; the one of ``FUNCTION``/``FCALL`` (fakeredis's own restricted
+    globals) at least without a way into Python."""
+
+    load_lua_modules: set[str]
+    _server: fakeredis.FakeServer
+
+    def _get_server_runtime(self, server: fakeredis.FakeServer) -> Any:
+        found = getattr(server, "_lua_runtime", None)
+        if found is not None:
+            return found
+        self.load_lua_modules = set()  # the sandbox loads the modules, not fakeredis's require
+        return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
+
+    def _functions(self) -> Any:
+        if getattr(self._server, "_lua_functions", None) is None:
+            with _runtime_lock, _lupa_swapped():
+                return super()._functions()  # type: ignore[misc]
+        return super()._functions()  # type: ignore[misc]
+
+
+class _EmbeddedSocket(_SandboxMixin, InfoCommandMixin, FakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
 
-class _EmbeddedAsyncSocket(InfoCommandMixin, AsyncFakeSocket):
+class _EmbeddedAsyncSocket(_SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
@@ -260,34 +370,28 @@ class EmbeddedAsyncConnection(FakeAsyncRedisConnection):
 # -- the server ------------------------------------------------------------------------------------------------
 
 
-def new_server(version: tuple[int, ...] | None = None) -> fakeredis.FakeServer:
-    """A fresh fakeredis server ready for queue scripts: its Lua runtime created with :data:`LUA_MODULES`
-    loaded and the Redis 7 globals sandbox installed, its script cache left empty (as on a new server).
+def new_server(version: tuple[int, ...] | None = None, *,
+               max_instructions: int = _sandbox.DEFAULT_MAX_INSTRUCTIONS) -> fakeredis.FakeServer:
+    """A fresh fakeredis server ready for queue scripts: its Lua runtime created with Redis 7's sandbox
+    (``lua/lib/sandbox.lua``) and :data:`LUA_MODULES` loaded, its script cache left empty (as on a new server).
 
-    ``version`` is the Redis version fakeredis emulates (default: fakeredis's default). ``LUA_PATH`` is set
-    only while the runtime is created and restored afterwards. Raises ``RuntimeError`` when the modules do
-    not load (fakeredis without its ``lua`` extra, or ``lua/lib`` missing).
+    ``version`` is the Redis version fakeredis emulates (default: fakeredis's default). ``max_instructions``
+    is the budget of Lua instructions of one script (0: none); past it the script fails with an ``emqlab
+    server:`` error (an endless loop ends instead of hanging its caller). Raises ``RuntimeError`` when the
+    modules do not load (fakeredis without its ``lua`` extra, or ``lua/lib`` missing).
     """
     server = fakeredis.FakeServer() if version is None else fakeredis.FakeServer(version=version)
     _server_identity(server)
-    entry = f"{lua_dir() / 'lib'}/?.lua"
-    old = os.environ.get("LUA_PATH")
-    os.environ["LUA_PATH"] = f"{entry};{old}" if old else f"{entry};;"
-    conn = fakeredis.FakeRedis(server=server, connection_class=EmbeddedConnection,
-                               lua_modules=set(LUA_MODULES), protocol=2)
+    server._emqlab_max_instructions = int(max_instructions)  # type: ignore[attr-defined]
+    conn = fakeredis.FakeRedis(server=server, connection_class=EmbeddedConnection, lua_modules=set(), protocol=2)
     try:
-        loaded = conn.eval("return {type(cmsgpack), type(bit)}", 0)
-        if loaded != [b"table", b"table"]:
-            raise RuntimeError(f"the Lua modules cmsgpack and bit did not load from {entry}")
-        conn.eval(_HARDEN_FAKE_LUA, 0)
+        loaded = conn.eval("return {type(cjson), type(cmsgpack), type(bit)}", 0)
+        if loaded != [b"table", b"table", b"table"]:
+            raise RuntimeError(f"the Lua modules cjson, cmsgpack and bit did not load from {lua_dir() / 'lib'}")
         conn.script_flush()
     finally:
         conn.close()
         conn.connection_pool.disconnect()
-        if old is None:
-            del os.environ["LUA_PATH"]
-        else:
-            os.environ["LUA_PATH"] = old
     return server
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import redis
 
+from emqlab.scripting.rules import compile_script
+
 _FILE_NAME = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*)-(?P<numkeys>\d+)\.lua$")
 # emqlab's style (``--@include "includes/x.lua"``, relative to the script set's root) and BullMQ's Node style
 # (``--- @include "includes/x"``, relative to the including file, ``.lua`` optional).
@@ -182,8 +184,6 @@ class ScriptSet:
         ``<name>-<numkeys>.lua``, a folder with no such file, a name this set has no script for, a KEYS
         count that differs from the script it replaces (the callers pass that many, in protocol order;
         ``docs/protocol.md``), an include that cannot be found, or Lua that does not compile."""
-        from emqlab.scripting.host import LuaHost
-
         p = Path(path)
         if not p.exists():
             raise ScriptError(f"no script file or folder at {p}")
@@ -195,7 +195,6 @@ class ScriptSet:
         scripts = dict(self._scripts)
         replaced: list[str] = []
         skipped: list[str] = []
-        host = LuaHost()
         roots = [Path(s.path).parent for s in self._scripts.values() if s.path]
         for f in files:
             m = _FILE_NAME.match(f.name)
@@ -225,7 +224,7 @@ class ScriptSet:
                 if not text:
                     raise ScriptError(f"{f}: {own}") from None
             try:
-                host.compile(text)
+                compile_script(text)
             except Exception as e:  # noqa: BLE001 - lupa's syntax error, made one line
                 raise ScriptError(f"{f}: does not compile: {str(e).splitlines()[0]}") from None
             scripts[name] = Script(name, numkeys, text, str(f))

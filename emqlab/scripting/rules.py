@@ -1,0 +1,211 @@
+"""The home of the checks Redis 7 makes on a script's text and on the commands it calls: the ``#!lua`` shebang
+line and its flags; the commands a script may not run, refused with Redis's message and in Redis's order
+(unknown command, arity, ``noscript``, ``#!lua flags=no-writes``, ``XREAD … BLOCK``), and the blocking
+commands sent without blocking; the bytecode rewrite that keeps the script's line in its errors.
+
+The rules are listed with the host's (:mod:`emqlab.scripting.host`) and checked against a Redis 7.0 server by
+``tests/test_host_differential.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from emqlab.protocol import commands as _commands
+from emqlab.scripting.replies import Command, LuaScriptError, as_text
+from emqlab.scripting.sandbox import new_runtime
+
+#: Commands refused in a read-only (``#!lua flags=no-writes``) script although the table does not flag them
+#: ``write``: Redis 7.0's ``may-replicate`` commands that a script may call.
+_MAY_REPLICATE = frozenset({"publish", "spublish", "pfcount"})
+#: Blocking commands that Redis runs without blocking inside a script, and what the host sends instead.
+_NON_BLOCKING = {"blmpop": b"LMPOP", "bzmpop": b"ZMPOP"}
+_SHEBANG_FLAGS = frozenset({"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"})
+_FLOAT = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+
+def known_command(name: Any, sub: Any) -> bool:
+    argv = [bytes(name)] + ([bytes(sub)] if sub is not None else [])
+    return _commands._entry(argv) is not None or _command_entry(argv[0]) is not None
+
+
+def _command_entry(name: bytes) -> dict[str, Any] | None:
+    entry: dict[str, Any] | None = _commands._table()["commands"].get(name.decode("utf-8", "replace").lower())
+    return entry
+
+
+def vet(cmd: Command, flags: frozenset[str]) -> tuple[bytes | None, Command]:
+    """``(None, command to send)`` or ``(error text, cmd)`` for a command the script may not run, checked in
+    Redis's order: known command, arity, ``noscript``, read-only script, blocking options."""
+    name = cmd[0].decode("utf-8", "replace").lower()
+    table = _commands._table()["commands"]
+    entry = None if "|" in name else table.get(name)
+    if entry is None:
+        return b"ERR Unknown Redis command called from script", cmd
+    full = name
+    if name in _commands._containers() and len(cmd) >= 2:
+        full = f"{name}|{cmd[1].decode('utf-8', 'replace').lower()}"
+        entry = table.get(full)
+        if entry is None:
+            return b"ERR Unknown Redis command called from script", cmd
+    arity = int(entry["arity"])
+    if (arity > 0 and len(cmd) != arity) or (arity < 0 and len(cmd) < -arity):
+        return b"ERR Wrong number of args calling Redis command from script", cmd
+    eflags = entry["flags"]
+    if "noscript" in eflags:
+        return b"ERR This Redis command is not allowed from script", cmd
+    if "no-writes" in flags and ("write" in eflags or full in _MAY_REPLICATE):
+        return b"ERR Write commands are not allowed from read-only scripts.", cmd
+    if name in ("xread", "xreadgroup"):
+        for a in cmd[1:]:
+            u = a.upper()
+            if u == b"STREAMS":
+                break
+            if u == b"BLOCK":
+                return cmd[0] + b" command is not allowed with BLOCK option from scripts", cmd
+    replacement = _NON_BLOCKING.get(name)
+    if replacement is not None:
+        timeout = cmd[1]
+        if not _FLOAT.fullmatch(timeout):
+            return b"ERR timeout is not a float or out of range", cmd
+        if float(timeout) < 0:
+            return b"ERR timeout is negative", cmd
+        return None, (replacement, *cmd[2:])
+    return None, cmd
+
+
+_OP_CALL, _OP_TAILCALL = 28, 29
+
+
+def without_tail_calls(chunk: bytes) -> bytes:
+    """The Lua 5.1 chunk with every ``TAILCALL`` made a ``CALL`` (its ``RETURN`` follows it already).
+
+    Redis's ``redis.call`` is a C function, so ``return redis.call(…)`` keeps the script's frame, and Redis
+    names the script's line in its error messages; the host's ``redis.call`` is a Lua function, which a tail
+    call would replace. (Lua 5.1 bytecode: ``CALL A B C`` and ``TAILCALL A B 0`` share their operand layout;
+    with ``C = 0`` the call keeps all results, which the following ``RETURN A 0`` returns.)"""
+    if chunk[:4] != b"\x1bLua" or chunk[4] != 0x51:
+        return chunk
+    little = chunk[6] == 1
+    size_int, size_t, size_ins, size_num = chunk[7], chunk[8], chunk[9], chunk[10]
+    order: Any = "little" if little else "big"
+    out = bytearray(chunk)
+    pos = 12
+
+    def integer(n: int) -> int:
+        nonlocal pos
+        v = int.from_bytes(out[pos:pos + n], order)
+        pos += n
+        return v
+
+    def string() -> None:
+        nonlocal pos
+        n = integer(size_t)
+        pos += n
+
+    def function() -> None:
+        nonlocal pos
+        string()  # source
+        pos += 2 * size_int + 4  # line defined, last line defined, nups, numparams, is_vararg, maxstack
+        n = integer(size_int)
+        for _ in range(n):
+            ins = int.from_bytes(out[pos:pos + size_ins], order)
+            if ins & 0x3F == _OP_TAILCALL:
+                out[pos:pos + size_ins] = ((ins & ~0x3F) | _OP_CALL).to_bytes(size_ins, order)
+            pos += size_ins
+        for _ in range(integer(size_int)):  # constants
+            kind = out[pos]
+            pos += 1
+            if kind == 1:
+                pos += 1
+            elif kind == 3:
+                pos += size_num
+            elif kind == 4:
+                string()
+        for _ in range(integer(size_int)):  # nested functions
+            function()
+        pos += integer(size_int) * size_int  # line info
+        for _ in range(integer(size_int)):  # local variables
+            string()
+            pos += 2 * size_int
+        for _ in range(integer(size_int)):  # upvalue names
+            string()
+
+    try:
+        function()
+    except (IndexError, ValueError):  # pragma: no cover - a chunk of another layout: leave it alone
+        return chunk
+    return bytes(out)
+
+
+def parse_shebang(text: bytes) -> tuple[bytes, frozenset[str]]:
+    """The script body to compile (the ``#!`` line blanked, so line numbers stay) and its flags."""
+    if not text.startswith(b"#!"):
+        return text, frozenset()
+    end = text.find(b"\n")
+    if end < 0:
+        raise LuaScriptError("Invalid script shebang")
+    line, rest = text[:end], text[end:]
+    parts = line.split()
+    if not parts or parts[0] != b"#!lua":
+        raise LuaScriptError(f"Unexpected engine in script shebang: {as_text(parts[0] if parts else line)}")
+    flags: set[str] = set()
+    for part in parts[1:]:
+        if not part.startswith(b"flags="):
+            raise LuaScriptError(f"Unknown lua shebang option: {as_text(part)}")
+        for flag in part[len(b"flags="):].split(b","):
+            if not flag:
+                continue
+            if flag.decode("utf-8", "replace") not in _SHEBANG_FLAGS:
+                raise LuaScriptError(f"Unexpected flag in script shebang: {as_text(flag)}")
+            flags.add(flag.decode())
+    return rest, frozenset(flags)
+
+
+
+# -- compiling ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled script: its bytecode (for the host's own loader) and its shebang flags."""
+
+    bytecode: bytes
+    flags: frozenset[str]
+
+
+# The script's text compiled as Redis compiles it (chunk name "@user_script"), never loaded as bytecode: a
+# chunk that starts with ESC is compiled as text, as a Redis without the undumper does (lua/lib/sandbox.lua
+# applies the same rule to a script's own loadstring and load).
+_COMPILE_LUA = r"""
+function(src)
+  if src:sub(1, 1) == '\27' then
+    local _, msg = loadstring('\1', '@user_script')
+    return nil, (msg:gsub('char%(1%)', 'char(27)'))
+  end
+  local f, err = loadstring(src, '@user_script')
+  if not f then return nil, err end
+  return string.dump(f), nil
+end
+"""
+_compiler: list[Any] = []
+_compiler_lock = threading.Lock()
+
+
+def compile_script(text: bytes) -> Compiled:
+    """``text`` (a script, maybe with a ``#!lua`` line) compiled, its tail calls made calls
+    (:func:`without_tail_calls`). Raises :class:`LuaScriptError` with Redis's message for a syntax error
+    (``Error compiling script (new function): user_script:1: …``) or a bad ``#!`` line. Runs nothing of the
+    script (the compiler has a Lua runtime of its own)."""
+    body, flags = parse_shebang(text)
+    with _compiler_lock:
+        if not _compiler:
+            _compiler.append(new_runtime().eval(_COMPILE_LUA))
+        bc, err = _compiler[0](body)
+    if bc is None:
+        raise LuaScriptError(f"Error compiling script (new function): {as_text(err)}")
+    return Compiled(without_tail_calls(bytes(bc)), flags)

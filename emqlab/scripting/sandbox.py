@@ -1,0 +1,63 @@
+"""The home of the Redis 7 scripting sandbox's Python side: a lupa runtime in which Lua reaches no Python, and
+``lua/lib/sandbox.lua`` (the sandbox itself, one file) set up in it — for the client-side host
+(:mod:`emqlab.scripting.host`) and for the embedded fakeredis server (:mod:`emqlab.backend.fakeserver`).
+
+What the sandbox gives a script, and the few intended differences from Redis, are listed in the docstring
+of :mod:`emqlab.scripting.host` and in ``docs/lua-host.md``; the escape probes of
+``tests/test_lua_sandbox_probes.py`` check both environments and a live Redis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import lupa.lua51 as lua51
+
+#: The sandbox's file in the ``lib/`` folder of :func:`emqlab.scripting.registry.lua_dir`.
+SANDBOX_FILE = "sandbox.lua"
+#: The library modules the sandbox loads from the same folder (``<name>.lua``), as Redis 7's globals.
+LIB_MODULES = ("cjson", "cmsgpack", "bit")
+#: Default budget of Lua instructions: per run between two commands on the host, per script on the server.
+DEFAULT_MAX_INSTRUCTIONS = 500_000_000
+#: Instructions between two calls of the count hook that enforces the budget.
+HOOK_EVERY = 10_000
+
+
+def _nothing(obj: object, name: object, *value: object) -> None:
+    # every attribute of a Python object held by Lua reads as nil and ignores a write (as a field missing
+    # from a Lua table would read), rather than a Python exception running out through the embedding code
+    return None
+
+
+def new_runtime(**options: Any) -> lua51.LuaRuntime:
+    """A Lua 5.1 runtime whose Lua code can reach no Python: no ``python.eval``, no ``python.builtins``, and
+    no attribute or item of a Python object that Lua holds (an error raised by a Python function and caught
+    by a script's ``pcall`` is such an object): each reads as ``nil``, a write is ignored. Strings are bytes
+    (``encoding=None``). ``options`` go to ``lupa.lua51.LuaRuntime`` (``unpack_returned_tuples``,
+    ``max_memory`` …)."""
+    return lua51.LuaRuntime(encoding=None, register_eval=False, register_builtins=False,
+                            attribute_handlers=(_nothing, _nothing), **options)
+
+
+def sha1hex(s: bytes) -> bytes:
+    """``redis.sha1hex``: the SHA1 of ``s`` in lowercase hex."""
+    return hashlib.sha1(s).hexdigest().encode()
+
+
+def load(runtime: lua51.LuaRuntime, lib: Path, mode: str, py: dict[bytes, Any], **options: Any) -> Any:
+    """Run ``lib/sandbox.lua`` in ``runtime`` for ``mode`` (``"host"`` or ``"server"``) and return the API
+    table it gives (see the file's header). ``py``: the Python helpers the sandbox calls (``sha1hex``,
+    ``log``, ``known_command``, the host's ``tick``); ``options``: the mode's further options (Lua values
+    or tables). The library modules of :data:`LIB_MODULES` found in ``lib`` are loaded; a missing one is
+    left out. Raises ``FileNotFoundError`` without ``lib/sandbox.lua``."""
+    source = (lib / SANDBOX_FILE).read_bytes()
+    fields: dict[bytes, Any] = {b"mode": mode.encode(), b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY}
+    for name in LIB_MODULES:
+        p = lib / f"{name}.lua"
+        if p.is_file():
+            fields[name.encode()] = p.read_bytes()
+    fields.update({k.encode(): v for k, v in options.items()})
+    loader = runtime.eval("function(src, name) return assert(loadstring(src, name)) end")
+    return loader(source, b"@" + SANDBOX_FILE.encode())(runtime.table_from(fields))

@@ -1,0 +1,705 @@
+--[[
+  sandbox.lua -- Redis 7.0's scripting sandbox, for emqlab's two Lua environments: the client-side host
+  (emqlab/scripting/host.py, a lupa runtime that runs each script as a coroutine and yields every
+  redis.call to Python) and the embedded fakeredis server (emqlab/backend/fakeserver.py, whose redis.call
+  fakeredis provides). Both load this one file; the rules each of them follows are listed in the
+  docstring of emqlab/scripting/host.py and checked against a Redis 7.0 server.
+
+  What a script can reach is built here: the globals and library tables of Redis 7.0, read-only (the
+  message is Redis's, "Attempt to modify a readonly table"); reading an undefined global an error
+  ("Script attempted to access nonexistent global variable 'x'"); no print, getfenv, setfenv, os, io,
+  debug, require, dofile, loadfile, package, module, newproxy or python; no bytecode (a chunk starting
+  with ESC is compiled as text); redis.*, cjson, cmsgpack and bit (lua/lib/*.lua); math.random on
+  Redis's own generator; a budget of Lua instructions enforced by a count hook.
+
+  The file is three sections:
+    1. shared   -- everything both environments have;
+    2. host     -- the yielding redis.call, pcall/xpcall/coroutines a command may yield through, script
+                   runs by id and the conversion of a result to a reply tree; returns the host's API;
+    3. server   -- fakeredis's redis.call wrapped, the sandboxed global table installed as the global
+                   table of the runtime's main thread; returns the server's API.
+
+  Called with one table of options:
+    mode        'host' or 'server';
+    py          Python helpers: sha1hex(s), log(level, msg), known_command(name, sub), and for the host
+                tick() (true when a Ctrl-C is pending);
+    cjson, cmsgpack, bit   the modules' source texts (a missing one is not loaded);
+    hook_every  instructions between two calls of the count hook;
+    budget_hint the text that names the setting of the budget in the budget's error;
+    (server) fake_redis  fakeredis's own redis table; globals  the runtime's global table.
+]]
+
+local opts = ...
+-- the sandbox's own code reads the standard library from a private copy of the globals: the server's
+-- global table is emptied below and refilled with what a script may reach
+local std = {}
+for k, v in next, _G do if k ~= 'python' then std[k] = v end end
+setfenv(1, std)
+local mode, py, hook_every = opts.mode, opts.py, opts.hook_every
+
+-- 1. shared ===========================================================================================
+local real_next, real_pairs, real_ipairs = next, pairs, ipairs
+local real_rawget, real_rawset, real_rawequal = rawget, rawset, rawequal
+local real_setmetatable, real_getmetatable = setmetatable, getmetatable
+local real_loadstring, real_pcall, real_error = loadstring, pcall, error
+local real_type, real_tostring, real_select, real_unpack = type, tostring, select, unpack
+local co_create, co_resume, co_yield, co_status, co_running =
+  coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, coroutine.running
+local sethook, getinfo = debug.sethook, debug.getinfo
+local floor, fmt, gsub, sub = math.floor, string.format, string.gsub, string.sub
+local pack_n = function(...) return {n = real_select('#', ...), ...} end
+
+local READONLY = 'Attempt to modify a readonly table'
+-- a read-only proxy is an empty table whose metatable holds, under private keys, the table it shows and
+-- what getmetatable() shows for it (no weak table: a run's proxy and its globals would keep each other)
+local RO, VISIBLE = {}, {}
+local function backing_of(t)
+  if real_type(t) ~= 'table' then return nil end
+  local mt = real_getmetatable(t)
+  if mt == nil or real_type(mt) ~= 'table' or not real_rawget(mt, RO) then return nil end
+  return real_rawget(mt, '__index')
+end
+local system = real_setmetatable({}, {__mode = 'k'})      -- coroutines of the host itself
+local hooked = real_setmetatable({}, {__mode = 'k'})      -- every coroutine with the count hook
+
+local function ro_newindex() real_error(READONLY, 2) end
+local function protect(t)
+  return real_setmetatable({}, {__index = t, __newindex = ro_newindex, [RO] = true})
+end
+
+-- instruction budget (and, on the host, Ctrl-C): a count hook on every coroutine a run uses --------
+-- (the budget's error is a table {err=..., budget=true} on the host, where the host reads it, and the
+-- plain message on the server, which fakeredis puts in its error reply)
+local budget = {limit = 0, used = 0, abort = nil}
+local tick = py.tick
+local function budget_error(text, kind)
+  if mode == 'host' then return {err = 'ERR emqlab host: ' .. text, [kind] = true} end
+  return 'ERR emqlab server: ' .. text
+end
+local function hook()
+  if budget.abort then real_error(budget.abort, 0) end
+  budget.used = budget.used + hook_every
+  local stop = false
+  if tick then
+    local ok, pending = real_pcall(tick)
+    stop = not ok or pending
+  end
+  if stop then
+    budget.abort = budget_error('interrupted (KeyboardInterrupt)', 'interrupted')
+  elseif budget.limit > 0 and budget.used > budget.limit then
+    budget.abort = budget_error(fmt('the script ran more than %d Lua instructions %s (an endless loop?); %s sets '
+      .. 'the budget', budget.limit, mode == 'host' and 'without a redis.call or its end' or 'in one run',
+      opts.budget_hint), 'budget')
+  end
+  if budget.abort then
+    for co in real_next, hooked do sethook(co, hook, '', 1) end
+    real_error(budget.abort, 0)
+  end
+end
+local function new_coroutine(f, is_system)
+  local co = co_create(f)
+  sethook(co, hook, '', budget.abort and 1 or hook_every)
+  hooked[co] = true
+  if is_system then system[co] = true end
+  return co
+end
+local function reset_budget(limit)
+  local was = budget.abort
+  budget.limit, budget.used, budget.abort = limit, 0, nil
+  if was then for co in real_next, hooked do sethook(co, hook, '', hook_every) end end
+end
+
+-- errors raised for the caller's line -------------------------------------------------------------
+local function script_line()
+  for level = 2, 40 do
+    local info = getinfo(level, 'Sl')
+    if info == nil then break end
+    if info.source == '@user_script' then return info.currentline end
+  end
+  return 0
+end
+-- the script's lines on the stack, innermost first ("12,340"): where a pending redis.call was made
+local function where()
+  local lines = {}
+  for level = 2, 60 do
+    local info = getinfo(level, 'Sl')
+    if info == nil then break end
+    if info.source == '@user_script' then lines[#lines + 1] = info.currentline end
+  end
+  return table.concat(lines, ',')
+end
+-- call a library function and re-raise its error at the caller's line, named as the caller named it
+local function guarded(name, f)
+  return function(...)
+    local r = pack_n(real_pcall(f, ...))
+    if r[1] then return real_unpack(r, 2, r.n) end
+    local msg = r[2]
+    if msg == READONLY then real_error(msg, 0) end
+    if real_type(msg) == 'string' then
+      msg = gsub(msg, "^bad argument #(%d+) to '%?'", "bad argument #%1 to '" .. name .. "'")
+      real_error(msg, 2)
+    end
+    real_error(msg, 0)
+  end
+end
+
+-- redis.* (call, pcall and setresp are each environment's own) ----------------------------------------
+local redis = {}
+local function reply_table(field, name)
+  return function(...)
+    local msg = ...
+    if real_select('#', ...) ~= 1 or real_type(msg) ~= 'string' then
+      return {err = 'ERR wrong number or type of arguments'}
+    end
+    if field == 'err' and sub(msg, 1, 1) == '-' then msg = sub(msg, 2) end
+    return {[field] = msg}
+  end
+end
+redis.error_reply = reply_table('err')
+redis.status_reply = reply_table('ok')
+redis.sha1hex = function(...)
+  if real_select('#', ...) ~= 1 then real_error('wrong number of arguments', 0) end
+  local s = ...
+  local t = real_type(s)
+  if t == 'number' then s = real_tostring(s) elseif t ~= 'string' then s = '' end
+  return py.sha1hex(s)
+end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.log = function(...)
+  local n = real_select('#', ...)
+  if n < 2 then real_error('redis.log() requires two arguments or more.', 0) end
+  local level = ...
+  if real_type(level) ~= 'number' then real_error('First argument must be a number (log level).', 0) end
+  if level < 0 or level > 3 then real_error('Invalid debug level.', 0) end
+  local parts = {}
+  for i = 2, n do
+    local v = real_select(i, ...)
+    local t = real_type(v)
+    if t == 'string' or t == 'number' then parts[#parts + 1] = real_tostring(v) end
+  end
+  py.log(level, table.concat(parts, ' '))
+end
+redis.replicate_commands = function() return true end
+redis.REPL_ALL, redis.REPL_AOF, redis.REPL_REPLICA, redis.REPL_SLAVE, redis.REPL_NONE = 3, 1, 2, 2, 0
+redis.set_repl = function(...)
+  if real_select('#', ...) ~= 1 then real_error('redis.set_repl() requires two arguments.', 0) end
+  local v = ...
+  if real_type(v) ~= 'number' or v ~= floor(v) or v < 0 or v > 3 then
+    real_error('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.', 0)
+  end
+end
+redis.acl_check_cmd = function(...)
+  local n = real_select('#', ...)
+  if n == 0 then real_error('Please specify at least one argument for this redis lib call', 0) end
+  local args = {...}
+  for i = 1, n do
+    local a = args[i]
+    if real_type(a) == 'number' then args[i] = fmt('%.17g', a)
+    elseif real_type(a) ~= 'string' then
+      real_error('Lua redis lib command arguments must be strings or integers', 0)
+    end
+  end
+  if not py.known_command(args[1], args[2]) then
+    real_error('Invalid command passed to redis.acl_check_cmd()', 0)
+  end
+  return true
+end
+redis.breakpoint = function() return false end
+redis.debug = function() end
+redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = '7.0.15', 0x07000f
+
+-- Redis's math.random: the 48-bit linear congruential generator of its rand.c (lrand48) --------
+local rx0, rx1, rx2 = 0x330E, 0xABCD, 0x1234
+local function lrand48()
+  local p0 = 0xE66D * rx0 + 0xB
+  local p1 = 0xE66D * rx1 + 0xDEEC * rx0 + floor(p0 / 65536)
+  local p2 = 0xE66D * rx2 + 0xDEEC * rx1 + 0x5 * rx0 + floor(p1 / 65536)
+  rx0, rx1, rx2 = p0 % 65536, p1 % 65536, p2 % 65536
+  return rx2 * 32768 + floor(rx1 / 2)
+end
+local function checkint(v, i)
+  local x = tonumber(v)
+  if x == nil then
+    real_error(fmt("bad argument #%d to 'random' (number expected, got %s)", i,
+      v == nil and 'no value' or real_type(v)), 3)
+  end
+  return x >= 0 and floor(x) or -floor(-x)
+end
+local lib_math = {}
+for k, v in real_next, math do lib_math[k] = v end
+lib_math.random = function(...)
+  local n = real_select('#', ...)
+  local r = (lrand48() % 2147483647) / 2147483647
+  if n == 0 then return r end
+  local a, b = ...
+  if n == 1 then
+    local u = checkint(a, 1)
+    if u < 1 then real_error("bad argument #1 to 'random' (interval is empty)", 2) end
+    return floor(r * u) + 1
+  end
+  if n == 2 then
+    local l, u = checkint(a, 1), checkint(b, 2)
+    if l > u then real_error("bad argument #2 to 'random' (interval is empty)", 2) end
+    return floor(r * (u - l + 1)) + l
+  end
+  real_error('wrong number of arguments', 2)
+end
+lib_math.randomseed = function(v)
+  local x = tonumber(v)
+  if x == nil then
+    real_error(fmt("bad argument #1 to 'randomseed' (number expected, got %s)",
+      v == nil and 'no value' or real_type(v)), 2)
+  end
+  x = (x >= 0 and floor(x) or -floor(-x)) % 4294967296
+  rx0, rx1, rx2 = 0x330E, x % 65536, floor(x / 65536) % 65536
+end
+
+-- tables, raw access and metatables that respect the read-only proxies --------------------------
+local lib_table = {}
+for k, v in real_next, table do lib_table[k] = v end
+for _, name in real_ipairs({'insert', 'remove', 'sort', 'setn'}) do
+  local f = guarded(name, table[name])
+  lib_table[name] = function(t, ...)
+    if backing_of(t) then
+      if name == 'sort' then return end
+      real_error(READONLY, 0)
+    end
+    return f(t, ...)
+  end
+end
+
+local function sandbox_next(t, k)
+  local b = backing_of(t)
+  if b then t = b end
+  return real_next(t, k)
+end
+local base = {}
+base.next = guarded('next', sandbox_next)
+base.pairs = guarded('pairs', function(t)
+  if backing_of(t) then return base.next, t, nil end
+  if real_type(t) ~= 'table' then
+    local tn = t == nil and 'no value' or real_type(t)
+    real_error("bad argument #1 to 'pairs' (table expected, got " .. tn .. ")", 0)
+  end
+  return base.next, t, nil
+end)
+base.ipairs = guarded('ipairs', function(t) return real_ipairs(backing_of(t) or t) end)
+base.rawget = guarded('rawget', function(t, k) return real_rawget(backing_of(t) or t, k) end)
+base.rawset = guarded('rawset', function(t, k, v)
+  if backing_of(t) then real_error(READONLY, 0) end
+  return real_rawset(t, k, v)
+end)
+base.setmetatable = guarded('setmetatable', function(t, mt)
+  if backing_of(t) then real_error(READONLY, 0) end
+  return real_setmetatable(t, mt)
+end)
+local string_mt_proxy
+local null
+local current_env = {}
+base.getmetatable = function(v)
+  if backing_of(v) then return real_rawget(real_getmetatable(v), VISIBLE) end
+  if v == null then return nil end
+  if real_type(v) == 'string' then return string_mt_proxy end
+  return real_getmetatable(v)
+end
+
+-- no bytecode: a chunk that starts with ESC is compiled as text, as a Redis without the undumper does
+local function refuse_binary(s, chunkname)
+  local _, msg = real_loadstring('\1', chunkname or s)
+  return nil, (gsub(msg, 'char%(1%)', 'char(27)'))
+end
+base.loadstring = guarded('loadstring', function(s, chunkname)
+  if real_type(s) == 'string' and sub(s, 1, 1) == '\27' then return refuse_binary(s, chunkname) end
+  local f, err = real_loadstring(s, chunkname)
+  if f then setfenv(f, current_env) end
+  return f, err
+end)
+base.load = function(reader, chunkname)
+  if real_type(reader) ~= 'function' then
+    real_error("bad argument #1 to 'load' (function expected, got " ..
+      (reader == nil and 'no value' or real_type(reader)) .. ")", 2)
+  end
+  local parts = {}
+  while true do
+    local piece = reader()
+    if piece == nil or piece == '' then break end
+    if real_type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
+  end
+  local s = table.concat(parts)
+  chunkname = chunkname or '=(load)'
+  if sub(s, 1, 1) == '\27' then return refuse_binary(s, chunkname) end
+  local f, err = real_loadstring(s, chunkname)
+  if f then setfenv(f, current_env) end
+  return f, err
+end
+for _, name in real_ipairs({'assert', 'error', 'rawequal', 'select', 'tonumber', 'tostring', 'type', 'unpack',
+                            'gcinfo', 'collectgarbage'}) do
+  base[name] = std[name]
+end
+base._VERSION = _VERSION
+-- error() that remembers the script line for {err=...} tables, as Redis reports it
+base.error = function(e, level)
+  if real_type(e) == 'table' and real_rawget(e, 'err') ~= nil and real_rawget(e, 'line') == nil then
+    local info = getinfo(2, 'l')
+    real_rawset(e, 'line', info and info.currentline or 0)
+  end
+  level = level or 1
+  if level > 0 then level = level + 1 end
+  real_error(e, level)
+end
+base.__redis__err__handler = function(e) return e end
+
+-- the library modules ---------------------------------------------------------------------------------
+null = newproxy(true)
+real_getmetatable(null).__tostring = function() return 'userdata: (nil)' end
+local function load_module(name, src, ...)
+  if not src then return nil end
+  local chunk = assert(real_loadstring(src, '@' .. name .. '.lua'))
+  setfenv(chunk, std)
+  return chunk(...)
+end
+local cjson = load_module('cjson', opts.cjson, null)
+local cmsgpack = load_module('cmsgpack', opts.cmsgpack)
+local bit = load_module('bit', opts.bit)
+
+base.redis = protect(redis)
+base.string = protect(string)
+base.math = protect(lib_math)
+base.table = protect(lib_table)
+if cjson then base.cjson = protect(cjson) end
+if cmsgpack then base.cmsgpack = protect(cmsgpack) end
+if bit then base.bit = protect(bit) end
+-- ("x"):rep(3) finds string's functions through the shared string metatable, shown read-only
+local string_mt = real_getmetatable('')
+string_mt.__index = base.string
+string_mt_proxy = protect(string_mt)
+
+local function nonexistent(_, name)
+  -- (a read by no Lua function is lupa's own, from C, outside any protected call: it looks up
+  -- debug.traceback before each call into Lua; an error there would abort the process)
+  if getinfo(2, 'S') == nil then return nil end
+  real_error("Script attempted to access nonexistent global variable '" .. real_tostring(name) .. "'", 2)
+end
+local G_MT = {__index = nonexistent}
+local G_MT_PROXY = protect(G_MT)
+
+-- a script's globals: g holds them (and errs on an undefined name), the script sees the read-only proxy
+local function fill_env(g, keys, argv)
+  for k, v in real_next, base do g[k] = v end
+  g.KEYS, g.ARGV = keys, argv
+  local proxy = real_setmetatable({}, {__index = g, __newindex = ro_newindex, [RO] = true, [VISIBLE] = G_MT_PROXY})
+  g._G = proxy
+  real_setmetatable(g, G_MT)
+  return proxy
+end
+local function new_env(keys, argv) return fill_env({}, keys, argv) end
+
+-- 2. host =============================================================================================
+-- Everything is built once per host; a run gets a fresh global table (new_env).
+if mode == 'host' then
+
+local CMD = {}                                   -- first value of a command yield
+-- the yielding core of redis.call / redis.pcall ----------------------------------------------------
+local function command(raise, ...)
+  local n = real_select('#', ...)
+  if n == 0 then
+    real_error({err = 'ERR Please specify at least one argument for this redis lib call', line = script_line()})
+  end
+  local args = {...}
+  for i = 1, n do
+    local a = args[i]
+    local t = real_type(a)
+    if t == 'number' then
+      args[i] = fmt('%.17g', a)
+    elseif t ~= 'string' then
+      real_error({err = 'ERR Lua redis lib command arguments must be strings or integers', line = script_line()})
+    end
+  end
+  args.n = n
+  args.where = where()
+  local tag, value = co_yield(CMD, args)
+  if tag == 1 then
+    if raise then real_error({err = value, line = script_line()}) end
+    return {err = value}
+  end
+  return value
+end
+
+-- (not tail calls: script_line() walks the frames)
+redis.call = function(...) local r = command(true, ...) return r end
+redis.pcall = function(...) local r = command(false, ...) return r end
+redis.setresp = function(...)
+  if real_select('#', ...) ~= 1 then real_error('redis.setresp() requires one argument.', 0) end
+  local v = ...
+  if v ~= 2 and v ~= 3 then real_error('RESP version must be 2 or 3.', 0) end
+  if v == 3 then
+    real_error('emqlab host: redis.setresp(3) is not modelled (the host speaks RESP2)', 0)
+  end
+end
+
+-- pcall/xpcall/coroutines that let redis.call yield through them (Lua 5.1 cannot yield across pcall)
+local function error_message(e)
+  if real_type(e) == 'table' and e.err ~= nil and not e.budget and not e.interrupted then return e.err end
+  return e
+end
+-- drive co until it ends; its command yields are passed up to our own resumer
+local function drive(co, r)
+  while true do
+    if not r[1] then return r end
+    if co_status(co) == 'dead' or r[2] ~= CMD then return r end
+    r = pack_n(co_resume(co, co_yield(CMD, r[3])))
+  end
+end
+local function yield_boundary() return 'attempt to yield across metamethod/C-call boundary' end
+
+local function co_pcall(f, ...)
+  if real_type(f) ~= 'function' and (real_type(f) ~= 'table' or real_getmetatable(f) == nil) then
+    return false, 'attempt to call a ' .. real_type(f) .. ' value'
+  end
+  local co = new_coroutine(f, true)
+  local r = drive(co, pack_n(co_resume(co, ...)))
+  if not r[1] then
+    if budget.abort then real_error(budget.abort, 0) end
+    return false, error_message(r[2])
+  end
+  return true, real_unpack(r, 2, r.n)
+end
+local function co_xpcall(f, handler)
+  local co = new_coroutine(f, true)
+  local r = drive(co, pack_n(co_resume(co)))
+  if not r[1] then
+    if budget.abort then real_error(budget.abort, 0) end
+    return false, handler(error_message(r[2]))
+  end
+  return true, real_unpack(r, 2, r.n)
+end
+
+local user_stack = {}   -- the user coroutines being resumed, innermost last
+local lib_coroutine = {}
+lib_coroutine.create = guarded('create', function(f)
+  if real_type(f) ~= 'function' then real_error("bad argument #1 to 'create' (Lua function expected)", 0) end
+  return new_coroutine(f, false)
+end)
+local function user_resume(co, ...)
+  if real_type(co) ~= 'thread' then
+    real_error("bad argument #1 to 'resume' (coroutine expected)", 3)
+  end
+  user_stack[#user_stack + 1] = co
+  local r = drive(co, pack_n(co_resume(co, ...)))
+  user_stack[#user_stack] = nil
+  if not r[1] and budget.abort then real_error(budget.abort, 0) end
+  return r
+end
+lib_coroutine.resume = function(co, ...)
+  local r = user_resume(co, ...)
+  if not r[1] then return false, error_message(r[2]) end
+  return true, real_unpack(r, 2, r.n)
+end
+lib_coroutine.wrap = function(f)
+  local co = lib_coroutine.create(f)
+  return function(...)
+    local r = user_resume(co, ...)
+    if not r[1] then real_error(error_message(r[2]), 0) end
+    return real_unpack(r, 2, r.n)
+  end
+end
+lib_coroutine.yield = function(...)
+  local co = co_running()
+  if co == nil or system[co] then real_error(yield_boundary(), 0) end
+  return co_yield(...)
+end
+lib_coroutine.running = function()
+  local co = co_running()
+  if co ~= nil and system[co] then return user_stack[#user_stack] end
+  return co
+end
+lib_coroutine.status = guarded('status', function(co)
+  local s = co_status(co)
+  if s == 'suspended' then
+    for i = 1, #user_stack do if user_stack[i] == co then return 'normal' end end
+  end
+  return s
+end)
+
+base.pcall, base.xpcall = co_pcall, co_xpcall
+base.coroutine = protect(lib_coroutine)
+
+-- live runs by id (lupa cannot hand a Lua coroutine back to Lua; Python holds an integer) ---------------
+local runs, envs, next_id, live = {}, {}, 0, 0
+local function release(id)
+  if runs[id] ~= nil then
+    runs[id] = nil
+    envs[id] = nil
+    live = live - 1
+  end
+end
+local function start(bytecode, keys, argv)
+  -- (compiled by emqlab.scripting.rules.compile_script, never from a script's own text)
+  local f = assert(real_loadstring(bytecode, '@user_script'))
+  local env = new_env(keys, argv)
+  setfenv(f, env)
+  next_id = next_id + 1
+  runs[next_id] = new_coroutine(f, true)
+  envs[next_id] = env
+  live = live + 1
+  return next_id
+end
+
+-- where a dead run failed: the innermost Lua frame of the script (not of the host's own code)
+local internal = {['@cjson.lua'] = true, ['@cmsgpack.lua'] = true, ['@bit.lua'] = true}
+internal[getinfo(1, 'S').source] = true
+local function error_location(co)
+  for level = 0, 60 do
+    local info = getinfo(co, level, 'Sl')
+    if info == nil then break end
+    if info.what ~= 'C' and not internal[info.source] and info.currentline and info.currentline > 0 then
+      return info.source, info.currentline
+    end
+  end
+  return '@user_script', 0
+end
+
+-- one step: resume, then report (0, args) for a command, (1, value) at the end, (2, err) on error
+local function step(id, tag, value, limit)
+  local co = runs[id]
+  if co == nil then return 2, 'emqlab host: this script run was released' end
+  reset_budget(limit)
+  current_env = envs[id]
+  local r = pack_n(co_resume(co, tag, value))
+  local aborted = budget.abort
+  if aborted then reset_budget(0) end
+  if not r[1] then
+    local source, line = error_location(co)
+    release(id)
+    return 2, aborted or r[2], source, line
+  end
+  if co_status(co) == 'dead' then release(id) return 1, r[2] end
+  if r[2] ~= CMD then
+    release(id)
+    return 2, yield_boundary()
+  end
+  return 0, r[3]
+end
+
+local function drop(id) release(id) end
+local function live_runs() return live end
+local function memory_kib()
+  collectgarbage('collect')
+  collectgarbage('collect')
+  return collectgarbage('count')
+end
+
+-- Lua value -> Redis reply, as a Python-friendly tree: {kind, value} (Redis's RESP2 conversion rules)
+local STACK_LIMIT = 7995
+local function to_reply(v, depth)
+  local t = real_type(v)
+  if depth > STACK_LIMIT then return {'err', 'ERR reached lua stack limit'} end
+  if t == 'string' then return v end
+  if t == 'number' then return {'int', v} end
+  if t == 'boolean' then if v then return {'int', 1} end return {'nil'} end
+  if t ~= 'table' then return {'nil'} end
+  local e = real_rawget(v, 'err')
+  if real_type(e) == 'string' then return {'err', e} end
+  local ok = real_rawget(v, 'ok')
+  if real_type(ok) == 'string' then return {'status', ok} end
+  local d = real_rawget(v, 'double')
+  if real_type(d) == 'number' then return fmt('%.17g', d) end
+  local big = real_rawget(v, 'big_number')
+  if real_type(big) == 'string' then return big end
+  local map = real_rawget(v, 'map')
+  if real_type(map) == 'table' then
+    local out = {'array'}
+    for k, x in real_next, map do
+      out[#out + 1] = to_reply(k, depth + 1)
+      out[#out + 1] = to_reply(x, depth + 1)
+    end
+    return out
+  end
+  local set = real_rawget(v, 'set')
+  if real_type(set) == 'table' then
+    local out = {'array'}
+    for k in real_next, set do out[#out + 1] = to_reply(k, depth + 1) end
+    return out
+  end
+  local verbatim = real_rawget(v, 'verbatim_string')
+  if real_type(verbatim) == 'table' then
+    local s = real_rawget(verbatim, 'string')
+    if real_type(s) == 'string' then return s end
+  end
+  local out = {'array'}
+  local i = 1
+  while true do
+    local x = real_rawget(v, i)
+    if x == nil then break end
+    out[i + 1] = to_reply(x, depth + 1)
+    i = i + 1
+  end
+  return out
+end
+
+return {start = start, step = step, drop = drop, live_runs = live_runs,
+        memory_kib = memory_kib, to_reply = function(v) return to_reply(v, 1) end, null = null}
+
+end
+
+-- 3. server ===========================================================================================
+-- fakeredis runs every script in the global table of its runtime's main thread and sets KEYS and ARGV
+-- there: that table becomes the g of one environment and its read-only proxy the thread's global table.
+local fake = opts.fake_redis
+local fake_call, fake_pcall, fake_setresp = fake.call, fake.pcall, fake.setresp
+-- (Lua functions around fakeredis's Python ones: a script never holds a Python object it could index)
+redis.call = function(...) return fake_call(...) end
+redis.pcall = function(...) return fake_pcall(...) end
+if fake_setresp then redis.setresp = function(...) return fake_setresp(...) end end
+
+-- pcall, xpcall and coroutines as Lua's, except that a run past its budget cannot be caught
+local function rethrow(r)
+  if not r[1] and budget.abort then real_error(budget.abort, 0) end
+  return real_unpack(r, 1, r.n)
+end
+local real_xpcall = xpcall
+base.pcall = function(f, ...) return rethrow(pack_n(real_pcall(f, ...))) end
+base.xpcall = function(f, handler) return rethrow(pack_n(real_xpcall(f, handler))) end
+local lib_coroutine = {}
+for k, v in real_next, coroutine do lib_coroutine[k] = v end
+lib_coroutine.create = guarded('create', function(f)
+  if real_type(f) ~= 'function' then real_error("bad argument #1 to 'create' (Lua function expected)", 0) end
+  return new_coroutine(f, false)
+end)
+lib_coroutine.resume = guarded('resume', function(co, ...) return rethrow(pack_n(co_resume(co, ...))) end)
+lib_coroutine.wrap = function(f)
+  local co = lib_coroutine.create(f)
+  return function(...)
+    local r = pack_n(co_resume(co, ...))
+    if not r[1] then real_error(budget.abort or r[2], 0) end
+    return real_unpack(r, 2, r.n)
+  end
+end
+base.coroutine = protect(lib_coroutine)
+
+local G = opts.globals
+local keys, argv = real_rawget(G, 'KEYS'), real_rawget(G, 'ARGV')
+local names = {}
+for k in real_next, G do names[#names + 1] = k end
+for i = 1, #names do real_rawset(G, names[i], nil) end
+local env = fill_env(G, keys or {}, argv or {})
+current_env = env
+setfenv(0, env)                 -- the main thread's globals: every chunk fakeredis loads from now on
+sethook(hook, '', hook_every)   -- (the main thread: lupa calls into Lua on it)
+
+-- a script's text compiled as fakeredis's lupa would (chunk name "<python>"), but never as bytecode;
+-- each run starts with the whole budget
+local function prepare(src, limit)
+  reset_budget(limit)
+  if sub(src, 1, 1) == '\27' then
+    local _, msg = refuse_binary(src, '<python>')
+    return nil, msg
+  end
+  local f, err = real_loadstring(src, '<python>')
+  if not f then return nil, err end
+  setfenv(f, env)
+  return f, nil
+end
+
+return {prepare = prepare, null = null}
