@@ -29,8 +29,6 @@ TOO_LONG_FOR_NOW = {"emqlab/explore/parallel.py", "emqlab/ui/cli.py", "emqlab/ex
 
 #: imports that break the layering today, each with the cut that removes it (the list only shrinks)
 KNOWN: dict[tuple[str, str], str] = {
-    ("emqlab.protocol.outcome", "emqlab.scripting.calls"): "RETURN_CODES move to protocol.outcome",
-    ("emqlab.backend.connect", "emqlab.backend.cluster"): "is_cluster moves to connect",
     ("emqlab.explore.parallel", "emqlab.ui.entry"): "the stop signals move to explore.pool",
     ("emqlab.explore._forkserver", "emqlab.ui.entry"): "the stop signals move to explore.pool",
     ("emqlab.ui.cli", "emqlab.ui.entry"): "the entry's signal handling stays in entry",

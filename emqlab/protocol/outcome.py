@@ -13,7 +13,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from emqlab.scripting.calls import RETURN_CODE_MEANINGS, RETURN_CODES
+#: The negative codes the scripts return (``PROTOCOL.md`` §1.3), by their protocol names
+#: (BullMQ ``src/enums/error-code.ts``).
+RETURN_CODES: dict[int, str] = {
+    -1: "JobNotExist",
+    -2: "JobLockNotExist",
+    -3: "JobNotInState",
+    -4: "JobPendingChildren",
+    -5: "ParentJobNotExist",
+    -6: "JobLockMismatch",
+    -7: "ParentJobCannotBeReplaced",
+    -9: "JobHasFailedChildren",
+}
+
+#: What each code means, in a few words.
+RETURN_CODE_MEANINGS: dict[int, str] = {
+    -1: "missing key",
+    -2: "missing lock",
+    -3: "not in active state",
+    -4: "pending children",
+    -5: "missing parent",
+    -6: "lock mismatch",
+    -7: "parent cannot be replaced",
+    -9: "failed children",
+}
+
+
 
 
 @dataclass(frozen=True, slots=True)

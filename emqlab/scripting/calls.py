@@ -29,6 +29,7 @@ import msgpack
 import redis
 
 from emqlab.protocol.keys import QueueKeys, Target
+from emqlab.protocol.outcome import RETURN_CODE_MEANINGS, RETURN_CODES
 from emqlab.scripting.registry import (
     KeyCountMismatch,
     Script,
@@ -60,32 +61,7 @@ __all__ = [
     "job_fields",
 ]
 
-# -- return codes ---------------------------------------------------------------------------------------
-
-#: The negative codes the scripts return (``PROTOCOL.md`` §1.3), by their protocol names
-#: (BullMQ ``src/enums/error-code.ts``).
-RETURN_CODES: dict[int, str] = {
-    -1: "JobNotExist",
-    -2: "JobLockNotExist",
-    -3: "JobNotInState",
-    -4: "JobPendingChildren",
-    -5: "ParentJobNotExist",
-    -6: "JobLockMismatch",
-    -7: "ParentJobCannotBeReplaced",
-    -9: "JobHasFailedChildren",
-}
-
-#: What each code means, in a few words.
-RETURN_CODE_MEANINGS: dict[int, str] = {
-    -1: "missing key",
-    -2: "missing lock",
-    -3: "not in active state",
-    -4: "pending children",
-    -5: "missing parent",
-    -6: "lock mismatch",
-    -7: "parent cannot be replaced",
-    -9: "failed children",
-}
+# -- return codes (their tables: emqlab.protocol.outcome) ------------------------------------------------
 
 #: The deferred-failure reason the sweep stores in ``defa`` past ``maxStalledCount`` (``PROTOCOL.md`` §3.1).
 STALLED_LIMIT_REASON = "job stalled more than allowable limit"
