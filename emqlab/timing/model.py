@@ -121,6 +121,7 @@ from emqlab.engine.scenario import ActorSpec, JobSpec, Scenario
 from emqlab.explore.checked import T0, Runner
 from emqlab.protocol.outcome import Outcome
 from emqlab.scripting import calls as api
+from emqlab.text import sig3
 
 #: Finish modes, in the order tables and plots show them.
 MODES = ("atomic", "finish-then-fetch", "transaction", "split")
@@ -300,20 +301,12 @@ class TimedResult:
         """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``."""
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(self.anomalies.items())) or "none"
         return (f"{self.mode} @ {_fmt_ms(self.rtt_ms)}: {self.round_trips_per_job:.2f} round trips/job, "
-                f"{_sig(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
+                f"{sig3(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
                 f"({anomalies}; expected from the window {self.expected_per_1000:.1f})")
 
 
 def _fmt_ms(ms: float) -> str:
     return f"{ms:g} ms"
-
-
-def _sig(x: float) -> str:
-    """Three significant digits, no exponent: 152, 39.4, 0.384."""
-    if x == 0:
-        return "0"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:,.{digits}f}"
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
