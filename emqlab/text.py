@@ -21,8 +21,9 @@ DEFAULT_WIDTH = 100
 
 
 def sig3(x: float) -> str:
-    """``x`` to three significant digits, no exponent, thousands separated: 0, 152, 39.4, 0.384, 12,345 (a
-    number of 1,000 or more keeps all its integer digits). Raises ValueError for an infinite or NaN ``x``."""
+    """``x`` to three significant digits, no exponent, thousands separated: 0, 152, 39.4, 0.384, 0.0000100,
+    12,346 (a number of 1,000 or more keeps all its integer digits). Raises OverflowError for an infinite
+    ``x``, ValueError for NaN."""
     if x == 0:
         return "0"
     digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
@@ -136,12 +137,12 @@ def wrap(text: str, width: int | None = DEFAULT_WIDTH, *, indent: int = 0) -> li
 @contextmanager
 def progress_bar(console: Any, label: str, *, eta: bool = False,
                  threadless: bool = False) -> Iterator[Callable[[int, int | None], None]]:
-    """A transient rich progress bar on ``console`` (a ``rich.console.Console``): ``label``, the bar, done of
-    total and the time elapsed; with ``eta``, a spinner before them and the time remaining after. The
-    context gives ``update(done, total)`` (``total`` None while not known yet). With ``threadless`` the bar
-    is redrawn on each update rather than by a thread of its own, so that a process with no other thread can
-    fork its pool's workers (the exploration's few updates); without it a thread redraws it (the timed runs'
-    update after every finish)."""
+    """A transient rich progress bar on ``console`` (a ``rich.console.Console``): ``label`` (rich markup and a
+    format string of the task: no braces), the bar, done of total and the time elapsed; with ``eta``, a
+    spinner before them and the time remaining after. The context gives ``update(done, total)`` (``total``
+    None while not known yet). With ``threadless`` the bar is redrawn on each update rather than by a thread
+    of its own, so that a process with no other thread can fork its pool's workers (the exploration's few
+    updates); without it a thread redraws it (the timed runs' update after every finish)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

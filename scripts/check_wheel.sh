@@ -56,7 +56,7 @@ set +e
 "$TMP/venv/bin/emqlab" scripts >"$TMP/scripts.out" 2>&1; rc=$?
 set -e
 [ "$rc" -eq 0 ] || { cat "$TMP/scripts.out"; fail "emqlab scripts exited $rc"; }
-(cd "$ROOT" && env -u EMQLAB_LUA_DIR "$PY" -m emqlab.cli scripts) >"$TMP/scripts.checkout" 2>&1 \
+(cd "$ROOT" && env -u EMQLAB_LUA_DIR "$PY" -m emqlab.ui.cli scripts) >"$TMP/scripts.checkout" 2>&1 \
   || { cat "$TMP/scripts.checkout"; fail "the checkout's emqlab scripts failed"; }
 shas() { awk '$3 ~ /^[0-9a-f]{40}$/ { print $1, $2, $3 }' "$1"; }
 shas "$TMP/scripts.out" >"$TMP/shas.installed"

@@ -116,7 +116,7 @@ def _wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _columns(wide: bool) -> int | None:
     """The width the output is fitted to: ``None`` with --wide (nothing is wrapped); the terminal's width
-    when stdout is a terminal narrower than :data:`~emqlab.history.DEFAULT_WIDTH`; else that (100)."""
+    when stdout is a terminal narrower than :data:`~emqlab.text.DEFAULT_WIDTH`; else that (100)."""
     if wide:
         return None
     if console.is_terminal:
