@@ -25,7 +25,16 @@ from emqlab import __version__
 from emqlab.backend.connect import BackendError
 from emqlab.protocol.verdict import REPORT_TO, ExitCode
 from emqlab.ui.cli.common import (
+    EXIT_ANOMALY,
+    EXIT_ERROR,
+    EXPECTED_ERRORS,
     INFRASTRUCTURE_ERRORS,
+    MAX_DEPTH,
+    MAX_PREEMPTIONS,
+    MAX_RUNS,
+    MIN_COLUMNS,
+    SEED,
+    SEED_RANGE,
     USAGE_ERRORS,
     _fail,
     _mask,
@@ -114,4 +123,7 @@ for _command in (simulate, replay, check, scenarios, scripts, sweep_rtt_command,
     main.add_command(_command)
 
 
-__all__ = ["console", "err_console", "main"]
+# the module's public names as they were when the CLI was one module (emqlab.cli)
+__all__ = ["EXIT_ANOMALY", "EXIT_ERROR", "EXPECTED_ERRORS", "INFRASTRUCTURE_ERRORS", "MAX_DEPTH", "MAX_PREEMPTIONS",
+           "MAX_RUNS", "MIN_COLUMNS", "SEED", "SEED_RANGE", "USAGE_ERRORS", "check", "clean", "console", "err_console",
+           "grade", "main", "play", "replay", "scenarios", "scripts", "simulate", "student", "sweep_rtt_command"]
