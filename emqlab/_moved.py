@@ -79,11 +79,35 @@ class MovedFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
-        new = MOVED.get(fullname)
+        new = _new_name(fullname)
         if new is None:
             return None
-        found = importlib.util.find_spec(new)  # (its origin: runpy gives ``python -m <old path>`` a __file__)
-        return importlib.machinery.ModuleSpec(fullname, _Alias(new), origin=found.origin if found else None)
+        try:
+            found = importlib.util.find_spec(new)
+        except ModuleNotFoundError:  # (a submodule of an old path whose new module is no package)
+            return None
+        if found is None:
+            return None
+        # its origin gives ``python -m <old path>`` a __file__; its search path makes an old path that is a
+        # package now run its __main__ (``python -m emqlab.cli``)
+        spec = importlib.machinery.ModuleSpec(fullname, _Alias(new), origin=found.origin,
+                                              is_package=found.submodule_search_locations is not None)
+        if found.submodule_search_locations is not None:
+            spec.submodule_search_locations = list(found.submodule_search_locations)
+        return spec
+
+
+def _new_name(fullname: str) -> str | None:
+    """The module that holds the code of old path ``fullname`` now (a module inside an old path that is a
+    package now, ``emqlab.cli.explore``, included); None for a name that is no old path."""
+    if fullname in MOVED:
+        return MOVED[fullname]
+    parts = fullname.split(".")
+    for i in range(len(parts) - 1, 1, -1):
+        old = ".".join(parts[:i])
+        if old in MOVED:
+            return MOVED[old] + "." + ".".join(parts[i:])
+    return None
 
 
 def install() -> None:

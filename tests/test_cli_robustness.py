@@ -153,7 +153,7 @@ def test_sigterm_on_a_live_run_deletes_its_keys(tmp_path: Path) -> None:
     before = ours()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split", "--scenario",
+        [sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split", "--scenario",
          str(scenario_file), "--preemptions", "2", "--redis", "live"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 30
@@ -175,7 +175,7 @@ def test_options_that_do_not_apply_are_refused() -> None:
 
 
 def test_two_finish_modes_at_once_are_refused() -> None:
-    res = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split",
+    res = subprocess.run([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split",
                           "--atomic"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert "choose one finish mode, not --split and --atomic" in res.stderr
@@ -250,12 +250,12 @@ def test_expect_none_with_a_kind_is_a_usage_error() -> None:
 
 
 def test_an_internal_error_is_one_line_unless_debug(monkeypatch: pytest.MonkeyPatch) -> None:
-    import emqlab.ui.cli as cli
+    import emqlab.ui.cli.explore as cli_explore
 
     def boom(*_a: object, **_k: object) -> None:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(cli, "_load", boom)
+    monkeypatch.setattr(cli_explore, "_load", boom)
     res = CliRunner().invoke(main, ["simulate", "--split"])
     assert res.exit_code == ExitCode.INTERNAL
     assert res.stderr.startswith("internal error: KeyError: 'a bug' — a bug in emqlab")
@@ -267,7 +267,7 @@ def test_an_internal_error_is_one_line_unless_debug(monkeypatch: pytest.MonkeyPa
 
 
 def test_an_unreachable_server_is_an_infrastructure_error_in_a_subprocess() -> None:
-    res = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--redis",
+    res = subprocess.run([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--redis",
                           "redis://127.0.0.1:1/0"], capture_output=True, text=True, timeout=60)
     assert res.returncode == ExitCode.INFRASTRUCTURE, res.stderr
     assert res.stderr.startswith("error: cannot reach Redis") and res.stderr.count("\n") == 1

@@ -135,7 +135,7 @@ def test_cli_text_is_kept(args: list[str]) -> None:
     # the console script's own code in a process of its own: its signal handlers and its pool stay there, and
     # its width is the one it picks when stdout is not a terminal
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    res = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", *args], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", *args], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=300)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", " ".join(args)).strip("-")[:80]
     golden(f"cli/{slug}.txt", f"exit {res.returncode}\n{_cli_text(res.stdout)}")

@@ -27,12 +27,13 @@ from click.testing import CliRunner, Result
 
 from emqlab.backend.connect import connect
 from emqlab.engine import scenario as scenario_module
-from emqlab.engine.history import History, Step, elide_words, line_breaks, render_reply, wrap
+from emqlab.engine.history import History, Step, render_reply
 from emqlab.engine.scenario import shipped
 from emqlab.explore import parallel
 from emqlab.explore import search as explore_module
 from emqlab.explore.checked import ScheduleError
 from emqlab.teaching import grading as G
+from emqlab.text import elide_words, line_breaks, wrap
 from emqlab.ui.cli import main
 
 WIDTH = 100

@@ -89,3 +89,11 @@ def test_bullmq_hint_names_the_pinned_package(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ScriptError) as e:
         ScriptSet.bullmq()
     assert f"pip install {pin}" in str(e.value)
+
+
+def test_every_package_folder_is_in_the_wheel() -> None:
+    """Each folder of ``emqlab/`` with an ``__init__.py`` is listed in pyproject's packages (setuptools ships
+    only those: a layer left out installs without it)."""
+    listed = set(_pyproject()["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "emqlab").rglob("__init__.py")}
+    assert folders - listed == set(), f"not in pyproject's packages: {sorted(folders - listed)}"

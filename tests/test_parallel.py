@@ -461,7 +461,7 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
     """Ctrl-C (once, or twice 10 ms apart), SIGTERM (a CI timeout) or SIGHUP (a closed terminal) reaches the
     coordinator and its worker at once (the signal goes to the process group), and the coordinator passes
     it on as well: each part stops once and deletes its keys, a later signal never cuts that short or
-    hangs the pool's shutdown (parallel._on_sigint, parallel._quiet, cli._terminate). On the test's own
+    hangs the pool's shutdown (parallel._on_sigint, parallel._quiet, entry._terminate). On the test's own
     server, so any key left is this run's."""
     import os
     import signal

@@ -161,7 +161,7 @@ def test_failures_after_connecting_mask_the_password(monkeypatch: pytest.MonkeyP
     def boom(*_a: object, **_k: object) -> None:
         raise RuntimeError(f"unexpected, while talking to {url} with {SECRET}")
 
-    monkeypatch.setattr(importlib.import_module("emqlab.ui.cli"), "_load", boom)
+    monkeypatch.setattr(importlib.import_module("emqlab.ui.cli.explore"), "_load", boom)
     for env in ({}, {"EMQLAB_DEBUG": "1"}):
         res = _run(["simulate", "--split", "--redis", url], env=env)
         assert res.exit_code == ExitCode.INTERNAL, res.output
@@ -178,7 +178,7 @@ def test_failures_after_connecting_mask_the_password(monkeypatch: pytest.MonkeyP
 def test_the_real_streams_of_a_subprocess_are_clean(tmp_path: Path) -> None:
     url = _good_url()
     env = {**os.environ, "EMQLAB_REDIS_URL": url}
-    run = subprocess.run([sys.executable, "-c", "from emqlab.cli import entry; entry()", "simulate", "--split",
+    run = subprocess.run([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split",
                           "--redis", "live", "--fail-on-anomaly"], capture_output=True, text=True, env=env,
                          timeout=120)
     assert run.returncode == ExitCode.FAILS, run.stderr

@@ -20,6 +20,7 @@ from emqlab.engine.effects import Effect
 from emqlab.protocol.keys import QueueKeys
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting.host import Status
+from emqlab.text import DEFAULT_WIDTH, elide_end, elide_middle, elide_words, line_breaks, wrap
 
 HISTORY_VERSION = 1
 
@@ -29,8 +30,6 @@ StepKind = Literal["command", "script", "clock", "fault"]
 StepOutcome = Literal["ok", "fail", "info"]
 STEP_KINDS: tuple[str, ...] = ("command", "script", "clock")
 
-#: the default line width of everything emqlab prints: witness lines, because-sentences, grade feedback
-DEFAULT_WIDTH = 100
 #: the command column of an annotated history (the width it has unwrapped)
 COMMAND_WIDTH = 44
 #: the narrowest command column a wrapped history shrinks to (to keep a step's mark on its line)
@@ -420,107 +419,6 @@ def _reply(reply: Any, nested: bool = True) -> str:
     return str(reply)
 
 
-# -- fitting text to a width ---------------------------------------------------------------------------------
-
-
-def elide_end(text: str, width: int) -> str:
-    """``text`` cut to ``width`` columns, ending in ``…`` when it was longer."""
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
-
-
-def elide_middle(text: str, width: int) -> str:
-    """``text`` shortened to ``width`` columns by replacing its middle with ``…``."""
-    if len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    left = (width - 1 + 1) // 2
-    return text[:left] + "…" + text[len(text) - (width - 1 - left):]
-
-
-def elide_words(head: Sequence[str], words: Sequence[str], width: int) -> str:
-    """``head`` and ``words`` joined by spaces, in at most ``width`` columns: when too long, words in the
-    middle give way to one ``…`` — the head stays, the last word too when it can, and as many of the first
-    words as then fit. When no first word would fit, long words (a SHA1, a JSON blob) are elided in their
-    own middle first; when not even the head and ``…`` fit, the head is elided in its middle."""
-    text = " ".join([*head, *words])
-    if len(text) <= width:
-        return text
-    found = _fewer_words(head, words, width)
-    if (found is None or found[0] == 0) and words:
-        short = [elide_middle(w, max(16, width // 3)) for w in words]
-        if len(" ".join([*head, *short])) <= width:
-            return " ".join([*head, *short])
-        more = _fewer_words(head, short, width)
-        if more is not None and (found is None or more[0] > found[0]):
-            found = more
-    if found is not None:
-        return found[1]
-    return elide_middle(" ".join(head), width)  # not even the head and "…": the head, shortened
-
-
-def _fewer_words(head: Sequence[str], words: Sequence[str], width: int) -> tuple[int, str] | None:
-    """The first fit of head + the first k words + ``…`` + the last word (or without it), the most first
-    words first: (k, the text), or ``None`` (with no words, the head alone when it fits)."""
-    n = len(words)
-    if not n:
-        return (0, " ".join(head)) if len(" ".join(head)) <= width else None
-    for tail in (1, 0):
-        for k in range(n - tail - 1, -1, -1):
-            cand = " ".join([*head, *words[:k], "…", *words[n - tail:]])
-            if len(cand) <= width:
-                return k, cand
-    return None
-
-
-def line_breaks(text: str, width: int, indent: int = 0) -> list[tuple[int, int]]:
-    """Where to break one paragraph ``text`` to lines of at most ``width`` columns, at spaces (dropped at a
-    break), the lines after the first ``indent`` columns narrower: the ``(start, end)`` offsets of each
-    line. A word longer than a line stays whole, on a line of its own."""
-    out: list[tuple[int, int]] = []
-    pos, n, avail = 0, len(text), width
-    words_at = n - len(text.lstrip(" "))  # leading spaces are an indentation, not a break
-    while n > words_at and text[n - 1] == " ":  # nor are trailing spaces a line's content
-        n -= 1
-    while True:
-        if n - pos <= avail:
-            out.append((pos, n))
-            return out
-        cut = text.rfind(" ", max(pos, words_at), pos + avail + 1)
-        if cut <= max(pos, words_at):  # no space in reach: the first word is longer than the line
-            cut = text.find(" ", max(pos + avail, words_at))
-            if cut == -1:
-                out.append((pos, n))
-                return out
-        end = cut
-        while end > pos and text[end - 1] == " ":
-            end -= 1
-        out.append((pos, end))
-        pos = cut
-        while pos < n and text[pos] == " ":
-            pos += 1
-        if pos >= n:
-            return out
-        avail = max(1, width - indent)
-
-
-def wrap(text: str, width: int | None = DEFAULT_WIDTH, *, indent: int = 0) -> list[str]:
-    """``text`` as lines of at most ``width`` columns, broken at word boundaries. Each line of ``text`` is a
-    paragraph: one that fits is kept exactly as it is (a preformatted line, such as a history's inside
-    feedback); a longer one is wrapped with its continuation lines indented ``indent`` columns more than
-    the paragraph's own leading spaces. ``width=None`` keeps every line as it is."""
-    out: list[str] = []
-    for para in text.split("\n"):
-        if width is None or len(para) <= width:
-            out.append(para)
-            continue
-        lead = len(para) - len(para.lstrip(" "))
-        pad = " " * (lead + indent)
-        spans = line_breaks(para, width, lead + indent)
-        out += [para[a:b] if i == 0 else pad + para[a:b] for i, (a, b) in enumerate(spans)]
-    return out
-
-
 def _header_lines(scenario: str, mode: str, schedule: str, width: int | None) -> list[str]:
     line = f"-- {scenario} · {mode} · {schedule}"
     if width is None or len(line) <= width:
@@ -565,6 +463,7 @@ def _step_lines(s: Step, tag: str, width: int | None, cw: int) -> list[str]:
     return lines
 
 
+# DEFAULT_WIDTH and the text helpers live in emqlab.text; the old path emqlab.history still names them
 __all__ = ["DEFAULT_WIDTH", "Anomaly", "Execution", "FinalState", "History", "Step", "StepKind", "StepOutcome",
            "elide_end", "elide_middle", "elide_words", "line_breaks", "read_final_state", "render_reply", "step_reply",
            "wrap"]

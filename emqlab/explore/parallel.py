@@ -1328,36 +1328,6 @@ def _swarm_params(runner: EngineRunner, rep: Report, job: Job, runs: int, seed: 
     ex._check_depth(job.depth)
 
 
-def progress_bar(console: Any) -> Any:
-    """A rich progress bar over the parts with an ETA: ``with progress_bar(c) as progress: explore(...,
-    progress=progress)``."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    @contextmanager
-    def bar() -> Iterator[Progress | None]:
-        columns = [SpinnerColumn(), TextColumn("exploring {task.description}"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-        # refreshed on each update, not by a thread of its own: a process with no other thread can fork its
-        # pool's workers (start_method)
-        with Progress(*columns, console=console, transient=True, auto_refresh=False) as p:
-            task = p.add_task("parts", total=None)
-
-            def update(done: int, total: int | None) -> None:
-                p.update(task, completed=done, total=total, refresh=True)
-
-            yield update  # type: ignore[misc]
-
-    return bar()
-
-
 __all__ = ["DONATE_EVERY", "Donor", "ExecutorUnreachable", "InlineExecutor", "Job", "PROBE_RUNS",
            "ParallelError", "Part", "SWARM_CHUNK", "Stats", "TARGET_SUBTREES", "Task", "default_jobs",
-           "explore", "make_executor", "prefixes", "progress_bar", "run_part", "start_method", "url_of"]
+           "explore", "make_executor", "prefixes", "run_part", "start_method", "url_of"]

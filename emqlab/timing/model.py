@@ -205,14 +205,6 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms:g} ms"
 
 
-def _sig(x: float) -> str:
-    """Three significant digits, no exponent: 152, 39.4, 0.384."""
-    if x == 0:
-        return "0"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:,.{digits}f}"
-
-
 def model_round_trips(mode: str, split_commands: float | None = None, attempts_per_job: float = 1.0) -> float:
     """The model's round trips per job: 1 (atomic), 2 (finish-then-fetch), the split script's command count
     (``split``; pass it), that count + 1 (``split-then-fetch``), and for ``transaction`` 3 per attempt (WATCH,

@@ -36,12 +36,12 @@ from emqlab.engine.seed import T0
 from emqlab.engine.specs import ActorSpec
 from emqlab.protocol.outcome import Outcome
 from emqlab.scripting import calls as api
+from emqlab.text import sig3
 from emqlab.timing.model import (
     INF,
     SERVER_LOCK_PX,
     TimingConfig,
     _fmt_ms,
-    _sig,
     parts_of,
     timed_scenario,
 )
@@ -122,7 +122,7 @@ class TimedResult:
         """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``."""
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(self.anomalies.items())) or "none"
         return (f"{self.mode} @ {_fmt_ms(self.rtt_ms)}: {self.round_trips_per_job:.2f} round trips/job, "
-                f"{_sig(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
+                f"{sig3(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
                 f"({anomalies}; expected from the window {self.expected_per_1000:.1f})")
 
 

@@ -1,13 +1,16 @@
-"""The ``emqlab`` console script, kept apart from :mod:`emqlab.cli` so that it runs before the CLI's
-imports (rich, click, redis-py, lupa, fakeredis: most of a second): a Ctrl-C, SIGTERM or SIGHUP that comes
-while they load ends the command quietly with its exit status (130, 143, 129), not with a traceback."""
+"""The ``emqlab`` console script and its stop signals, kept apart from :mod:`emqlab.ui.cli` so that it runs
+before the CLI's imports (rich, click, redis-py, lupa, fakeredis: most of a second): a Ctrl-C, SIGTERM or
+SIGHUP that comes while they load ends the command quietly with its exit status (130, 143, 129), not with a
+traceback; one that comes while the command runs stops it cleanly (:func:`_terminate`)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 #: the signals that stop a command or a run: Ctrl-C, SIGTERM (a CI timeout, `kill`), SIGHUP (a closed
 #: terminal); every part of emqlab that handles them takes this tuple (the CLI, the pool, the fork server)
@@ -80,10 +83,58 @@ def _handled() -> None:
     handlers as a Python function starts)."""
 
 
+#: stop signals received so far (Ctrl-C, SIGTERM, SIGHUP)
+_stops = 0
+#: the first stop signal (it decides the exit status and what is said)
+_stop_signal: int | None = None
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    """The first stop signal stops the command: Ctrl-C as KeyboardInterrupt, SIGTERM (a CI timeout, `kill`)
+    and SIGHUP (a closed terminal) as SystemExit(128 + signal), which unwind through the runners' context
+    managers, so a live run deletes its keys on each. The second is ignored: the terminal signals the whole
+    process group, users press Ctrl-C twice, and the clean-up the first started must finish. The third
+    exits at once, cleaning nothing (what a live run left, `emqlab clean` deletes once its lease ends)."""
+    global _stops, _stop_signal
+    _stops += 1
+    if _stops == 1:
+        _stop_signal = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+    if _stops >= 3:
+        os.write(2, b"stopped at once, without cleaning up (on a live server, `emqlab clean --redis URL` deletes"
+                    b" what the run left)\n")
+        os._exit(128 + signum)
+
+
+def _run(main: Callable[[], object], err_console: Any) -> None:
+    """The CLI's group ``main`` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
+    (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly; ``err_console``
+    (a rich console on stderr) says which signal stopped it."""
+    handle_stops(_terminate)
+    try:
+        main()
+    except SystemExit:
+        if _stops:  # a stop signal ends it, the clean-up done: a later one must not kill it on the way out
+            ignore_stops()
+            if _stop_signal is not None and _stop_signal != signal.SIGINT:  # SIGTERM, SIGHUP
+                try:  # (Ctrl-C's "interrupted" is said where the KeyboardInterrupt is caught)
+                    err_console.print(f"[bold red]stopped by {signal.Signals(_stop_signal).name}[/]")
+                except OSError:  # (SIGHUP: the terminal may be gone)
+                    pass
+        raise
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+
+
 def entry() -> None:
+    """The console script: the stop signals handled from its first line, then the CLI imported and run."""
     handle_stops(_early)
     try:
-        from emqlab.ui.cli import entry as cli_entry
+        from emqlab.ui.cli import err_console, main
     except SystemExit as e:  # (a stop signal while importing: nothing ran, nothing to clean up)
         ignore_stops()
         sys.stderr.write("interrupted\n")
@@ -92,7 +143,7 @@ def entry() -> None:
         ignore_stops()
         sys.stderr.write("interrupted\n")
         raise SystemExit(128 + _early_stop)
-    cli_entry()  # installs the CLI's own handlers (emqlab.cli._terminate) first thing
+    _run(main, err_console)  # installs the CLI's own handlers (_terminate) first thing
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
+from emqlab.text import sig3
 from emqlab.timing import (
     DEFAULT_RTTS,
     MODES,
@@ -164,7 +165,7 @@ class RoundTripSlider(View):
             extra = f" ({r.aborts_per_job:.2f} aborted EXECs per job, each a retry of the whole transaction)"
         fetch = 0 if r.mode == "transaction" else int(self.fetch_next.value)
         return (f"RTT {rtt:.3g} ms{where} · {self.mode.value} finish, fetch_next = {fetch}"
-                f" [{r.mode}]: {r.round_trips_per_job:.2f} round trips/job · {_num(r.jobs_per_s)} jobs/s · "
+                f" [{r.mode}]: {r.round_trips_per_job:.2f} round trips/job · {sig3(r.jobs_per_s)} jobs/s · "
                 f"{r.anomalies_per_1000:.1f} anomalies per 1,000 jobs{extra}")
 
     @property
@@ -180,11 +181,5 @@ class RoundTripSlider(View):
                 "summary": self.summary,
                 "rate": plots.rate_data(self.sweep), "cost": plots.cost_data(self.sweep),
                 "result": r.to_dict()}
-
-
-def _num(x: float) -> str:
-    if x == 0:
-        return "0"
-    return f"{x:,.{max(0, 2 - int(math.floor(math.log10(abs(x)))))}f}"
 
 

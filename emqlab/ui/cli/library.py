@@ -1,0 +1,218 @@
+"""The home of the library commands: ``emqlab scenarios`` (the scenario library, and --check of every case),
+``emqlab scripts`` (the Lua scripts), ``emqlab check`` (your own Lua against emqlab's) and ``emqlab clean``
+(the keys of abandoned live runs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from emqlab.protocol.verdict import ExitCode
+from emqlab.scripting.registry import ScriptSet
+from emqlab.text import DEFAULT_WIDTH
+from emqlab.ui.cli.common import _errors, _mask, _remember_url, _say, console, err_console
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the library as JSON.")
+@click.option("--check", is_flag=True,
+              help="Explore every scenario in every mode and compare with its expected outcome.")
+@click.option("--jobs", "-j", "--processes", "-p", "jobs", type=click.IntRange(1, 4096), default=None,
+              help="--check: processes that explore, one case each at a time (default: the number of cores).")
+def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
+    """List the scenario library: name, the anomaly it shows, its lesson and source.
+
+    Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
+    each of its modes and the anomalies found are compared with the file's `expect:` section.
+
+    \b
+    Examples:
+      emqlab scenarios
+      emqlab scenarios --json
+      emqlab scenarios --check     # every scenario, every mode, on every core
+    """
+    from emqlab.engine.scenario import shipped
+
+    with _errors():
+        lib = shipped()
+    if check:
+        _check_scenarios(lib, jobs)
+        return
+    if as_json:
+        click.echo(json.dumps([{"name": s.name, "title": s.title, "anomaly": s.anomaly, "lesson": s.lesson,
+                                "source": s.source, "modes": s.modes,
+                                "expect": {m: e.anomalies for m, e in s.expect.items()}} for s in lib], indent=2))
+        return
+    from rich.markup import escape
+
+    for s in lib:
+        console.print(f"[bold cyan]{s.name}[/]  [red]{s.anomaly}[/]  [dim]({', '.join(s.modes)})[/]")
+        console.print(f"  {escape(s.title)}", soft_wrap=False)
+        if s.lesson:
+            console.print(f"  [dim]{escape(s.lesson)}[/]", soft_wrap=False)
+        for src in s.source:
+            console.print(f"  [dim]source: {escape(src)}[/]", soft_wrap=False)
+        console.print()
+    console.print(f"{len(lib)} scenarios · run one: emqlab simulate --split --scenario NAME", soft_wrap=False)
+
+
+def _check_scenarios(lib: Any, jobs: int | None) -> None:
+    from emqlab.explore import parallel
+
+    cases = [(s, mode) for s in lib for mode in s.modes]
+    pool, close = parallel.make_executor(jobs, live=False)
+    try:  # each case explored whole in one worker; printed in library order as they come
+        futures = [pool.submit(parallel.check_case, s, mode) for s, mode in cases]
+        bad = 0
+        for (s, mode), fut in zip(cases, futures, strict=True):
+            got, seen_codes = fut.result()
+            exp = s.expect.get(mode)
+            ok = exp is None or sorted(exp.anomalies) == got
+            missing_codes = []
+            if exp is not None:
+                for actor, codes in exp.codes.items():
+                    seen = seen_codes.get(actor, set())
+                    missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
+            ok = ok and not missing_codes
+            bad += not ok
+            mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"
+            detail = ""
+            if not ok and exp is not None:
+                detail = f" expected {sorted(exp.anomalies)}"
+                if missing_codes:
+                    detail += f"; return codes never seen: {', '.join(missing_codes)}"
+            console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}{detail}")
+    finally:
+        close()
+    sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
+
+
+@click.command()
+@click.option("--bullmq", is_flag=True, help="List BullMQ's shipped scripts (from the installed bullmq package).")
+def scripts(bullmq: bool) -> None:
+    """List the Lua scripts: command name, number of KEYS, SHA1, size in bytes (after includes).
+
+    \b
+    Examples:
+      emqlab scripts
+      emqlab scripts --bullmq      # BullMQ's shipped set (pip install bullmq, or the test extra)
+    """
+    with _errors():
+        s = ScriptSet.bullmq() if bullmq else ScriptSet.emqlab()
+    t = Table(title=f"{s.origin} scripts", show_header=True, header_style="bold", box=None)
+    t.add_column("script", style="cyan")
+    t.add_column("KEYS", justify="right")
+    t.add_column("SHA1")
+    t.add_column("bytes", justify="right")
+    for sc in s:
+        t.add_row(sc.name, str(sc.numkeys), sc.sha, str(len(sc.text)))
+    console.print(t)
+
+
+@click.command()
+@click.option("--lua", "lua_path", required=True, type=click.Path(), metavar="PATH",
+              help="Your script (a <name>-<numkeys>.lua file) or a folder of them — e.g. a BullMQ release's"
+                   " commands/ folder — run in place of emqlab's same-named scripts.")
+@click.option("-s", "--scenario", "names", multiple=True, metavar="NAME|FILE",
+              help="Check only these scenarios (repeatable; default: every shipped one).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows and the verdict as JSON.")
+def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
+    """Check your own Lua: run it through the scenarios, split and atomic, against the recovery sweep,
+    and compare with what emqlab's own scripts show.
+
+    Each scenario runs with your scripts and with emqlab's. The verdict is *fails* when your atomic finish
+    shows an anomaly or raises an error emqlab's does not, *holds* otherwise; final states (placements,
+    locks) emqlab's finish never leaves are listed with a warning, for review; split-mode differences are
+    listed, not judged. check always exits with its verdict: 0 holds, 1 fails, 2 a bad path or a script
+    that does not compile.
+
+    \b
+    Examples:
+      emqlab check --lua my/moveToFinished-14.lua
+      emqlab check --lua lua/variants/no-active-check -s cancel-active
+      emqlab check --lua node_modules/bullmq/dist/cjs/commands --json
+    """
+    from rich.markup import escape
+
+    from emqlab.check.lua import check_scripts
+    from emqlab.engine.scenario import load as load_scenario
+    from emqlab.engine.scenario import shipped as shipped_scenarios
+
+    with _errors():
+        scripts_ = ScriptSet.emqlab().overlay(lua_path)
+        chosen = [load_scenario(n) for n in names] if names else shipped_scenarios()
+
+    def each(name: str, mode: str) -> None:
+        if not as_json and err_console.is_terminal:
+            err_console.print(f"[dim]checking {name} ({mode}) …[/]", end="\r")
+
+    with _errors():
+        result = check_scripts(scripts_, chosen, progress=each)
+    if as_json:
+        click.echo(_mask(json.dumps(result.to_dict(), indent=1)))
+    else:
+        console.print(f"[bold]emqlab check[/] · {escape(result.origin)} · {len(result.rows)} explorations")
+        console.print(f"replaced: {', '.join(result.replaced)}"
+                      + (f" · skipped (emqlab never calls them): {', '.join(result.skipped)}" if result.skipped
+                         else ""), highlight=False)
+        for r in result.rows:
+            mark = "[red]differs[/]" if r.differs else "same   "
+            console.print(f"{mark} {r.scenario:<22} {r.mode:<7} yours: {', '.join(r.yours) or '-'} · emqlab's: "
+                          f"{', '.join(r.reference) or '-'}", highlight=False)
+            for problem in r.problems():
+                console.print(f"          {escape(problem)}", highlight=False)
+        for r in result.failing:
+            for k in r.extra:
+                console.print(f"witness: {r.scenario} atomic {k}: emqlab replay '{r.witnesses[k]}' --atomic "
+                              f"--scenario {r.scenario} --lua {lua_path}", highlight=False, soft_wrap=True)
+        if result.to_review:
+            review = ", ".join(r.scenario for r in result.to_review)
+            console.print(f"[yellow]warning:[/] the atomic finish leaves final states emqlab's never does in {review}:"
+                          " review them above (a protocol variant may mean them; a finish that files nothing"
+                          " shows up here too)", highlight=False)
+        console.print(f"verdict: {result.verdict} — {escape(result.reason)}")
+    sys.exit({"holds": ExitCode.HOLDS, "fails": ExitCode.FAILS}.get(result.verdict, ExitCode.INCONCLUSIVE))
+
+
+@click.command()
+@click.option("--redis", "redis_url", metavar="URL", required=True, callback=_remember_url,
+              help="The live server to clean (redis://host:port/db, or 'live').")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted, delete nothing.")
+def clean(redis_url: str, dry_run: bool) -> None:
+    """Delete the keys that runs of emqlab left behind on a live server (a kill -9, a lost machine).
+
+    Every live run registers its queue in one index key (emq:{q-runs}:index) with a lease it renews while it
+    runs; clean deletes the emq:{<queue>}:* keys of each indexed run whose lease ran out, and its index entry.
+    Runs still alive, and every key that is not a listed run's, are left alone.
+
+    \b
+    Examples:
+      emqlab clean --redis redis://127.0.0.1:6379/0 --dry-run
+      emqlab clean --redis live
+    """
+    from emqlab.backend.connect import abandoned_runs, connect
+    from emqlab.backend.connect import clean as clean_runs
+
+    with _errors():
+        conn = connect(redis_url)
+        runs = abandoned_runs(conn)
+        gone = clean_runs(conn, dry_run=dry_run)
+    alive = [r for r in runs if r.alive]
+    verb = "would delete" if dry_run else "deleted"
+    for r in gone:
+        console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
+    for r in alive:
+        until = time.strftime("%H:%M:%S", time.localtime(r.expires_ms / 1000))
+        console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its lease holds until {until}",
+                      highlight=False)
+    if alive:
+        _say(Text("a run renews its lease while it runs; one killed or interrupted lets it lapse: run clean again"
+                  " after that", style="dim"), DEFAULT_WIDTH)
+    if not runs:
+        console.print("no runs of emqlab are registered on this server")
