@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from emqlab.backend.connect import Executor, Namespace, _FakeDirect, command_executor, connect, unique_queue
+from emqlab.backend.connect import Executor, Namespace, command_executor, connect, unique_queue
+from emqlab.backend.executor import _FakeDirect
 from emqlab.protocol.keys import QueueKeys
 from emqlab.scripting.calls import FinishOpts, move_to_finished_call
 from emqlab.scripting.host import LuaHost, ScriptRun

@@ -22,8 +22,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from emqlab.analysis.anomalies import checker
-from emqlab.backend.cluster import DEFAULT_CLUSTER_URL, cluster_url, slot_of
-from emqlab.backend.connect import connect, is_cluster
+from emqlab.backend.cluster import DEFAULT_CLUSTER_URL, cluster_url, is_cluster, slot_of
+from emqlab.backend.connect import connect
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario, loads
 from emqlab.protocol.keys import QueueKeys, without_hash_tag
