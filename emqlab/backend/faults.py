@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from emqlab.backend import cluster as _cluster
+from emqlab.protocol.errors import error_text
 
 if TYPE_CHECKING:
     pass
@@ -89,10 +90,10 @@ def server_fault(reply: object) -> str | None:
              e.NoScriptError: "NOSCRIPT", e.NoPermissionError: "NOPERM", e.AuthenticationError: "NOAUTH"}
     for cls, prefix in named.items():  # redis-py strips the prefix of the errors it has a class for
         if isinstance(reply, cls) and not text.startswith(prefix):
-            return f"{prefix} {text}".split(" script:")[0]
+            return error_text(f"{prefix} {text}")
     for part in (text, text.rsplit(": ", 1)[-1]):
         if part.split(" ", 1)[0].upper().lstrip("-") in SERVER_FAULT_PREFIXES:
-            return text.split(" script:")[0]
+            return error_text(text)
     return None
 
 

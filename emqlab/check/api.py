@@ -139,8 +139,8 @@ class Exploration:
 
     def _explain(self, kind: str) -> str:
         h = self.report.witnesses[kind]
-        marks = {s: a["kind"] for a in h.anomalies if a["kind"] == kind for s in a["steps"]}
-        because = next((a["because"] for a in h.anomalies if a["kind"] == kind), "")
+        marks = {s: a.kind for a in h.findings if a.kind == kind for s in a.steps}
+        because = next((a.because for a in h.findings if a.kind == kind), "")
         n = self.report.interleavings_with.get(kind, self.report.runs_with.get(kind, 0))
         import textwrap
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from emqlab.engine import effects as fx
 from emqlab.engine.effects import Effect
+from emqlab.protocol.errors import error_text
 from emqlab.protocol.keys import QueueKeys
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting.host import Status
@@ -267,7 +268,7 @@ def step_reply(reply: Any) -> Any:
     if isinstance(reply, Status):
         return reply.value.decode()
     if isinstance(reply, BaseException):
-        msg = str(reply).split(" script:")[0]
+        msg = error_text(reply)
         return msg if msg.split(" ", 1)[0].isupper() else f"ERR {msg}"
     if isinstance(reply, list):
         return [step_reply(x) for x in reply]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from emqlab.protocol.errors import error_text
+
 #: The negative codes the scripts return (``PROTOCOL.md`` §1.3), by their protocol names
 #: (BullMQ ``src/enums/error-code.ts``).
 RETURN_CODES: dict[int, str] = {
@@ -40,7 +42,6 @@ RETURN_CODE_MEANINGS: dict[int, str] = {
 
 
 
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A classified script reply.
@@ -61,7 +62,7 @@ class Outcome:
     def of(cls, reply: Any) -> Outcome:
         """Classify a raw reply (bytes, int, list, ``None`` or an exception instance)."""
         if isinstance(reply, BaseException):
-            return cls(code=None, error=str(reply).split(" script:")[0])
+            return cls(code=None, error=error_text(reply))
         if isinstance(reply, bool):
             return cls(code=int(reply))
         if isinstance(reply, int):

@@ -56,7 +56,7 @@ class Goal:
 
     def met(self, history: Any) -> bool:
         """Whether a finished run's history reaches the goal."""
-        if self.anomalies and not ({a["kind"] for a in history.anomalies} & set(self.anomalies)):
+        if self.anomalies and not (set(history.kinds) & set(self.anomalies)):
             return False
         for job, lists in self.placements.items():
             if not set(lists) <= set(history.final["placements"].get(job, [])):
@@ -335,7 +335,7 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
                     write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}\n"
                           f"  replay it: {level.replay_command(game.schedule)}")
                     return True
-                kinds = sorted({a["kind"] for a in game.history().anomalies})
+                kinds = game.history().kinds
                 write(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
                       "u to undo, r to restart, s to let the explorer try every order, q to quit")
             try:

@@ -300,7 +300,7 @@ class SchedulerStepper(View):
             "schedule": r.schedule, "done": done,
             "state": {"placements": final["placements"], "locks": final["locks"], "stalled": stalled},
             "board": board(r),
-            "history": h.annotated(marks={s: a["kind"] for a in h.anomalies for s in a["steps"]}),
+            "history": h.annotated(marks={s: a.kind for a in h.findings for s in a.steps}),
             "history_words": words,
             "steps": len(h.steps),
             "anomalies": list(h.anomalies),

@@ -170,9 +170,9 @@ def _a1_replay_verdict(case: A1Case, schedule: str) -> Verdict:
     except ScheduleError as e:
         actors = "W1 (the split finish, one step per command) and S1 (the sweep, one EVALSHA)"
         return Verdict(False, f"The schedule does not fit the scenario: {e}. The actors are {actors}.")
-    if any(a["kind"] == "double-placement" for a in h.anomalies):
-        a = next(x for x in h.anomalies if x["kind"] == "double-placement")
-        return Verdict(True, f"Replaying {h.schedule} with a split finish: {a['because']}.")
+    found = next((x for x in h.findings if x.kind == "double-placement"), None)
+    if found is not None:
+        return Verdict(True, f"Replaying {h.schedule} with a split finish: {found.because}.")
     pos = _a1_steps(h, case.job)
     s, d, r = pos["sweep"], pos["del"], pos["srem"]
     if s is None:

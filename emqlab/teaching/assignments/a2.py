@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from emqlab.protocol.errors import error_text
 from emqlab.teaching.assignments.a1 import A1_SCENARIO
 from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, conn, short
 
@@ -51,7 +52,7 @@ def _lua_problem(lua: Any) -> str | None:
     try:
         LuaHost().compile(lua.encode())
     except Exception as e:  # noqa: BLE001
-        return f"FINISH_LUA does not compile: {str(e).split(' script:')[0]}"
+        return f"FINISH_LUA does not compile: {error_text(e)}"
     return None
 
 

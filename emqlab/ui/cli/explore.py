@@ -270,17 +270,17 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
                                                              script_set), width)
                 console.print(Text.assemble(("replay:", "bold"), "\n".join(cmd)[len("replay:"):]), soft_wrap=True)
             continue
-        found = [x for x in h.anomalies if x["kind"] == kind]
+        found = [x for x in h.findings if x.kind == kind]
         marks: dict[int, str] = {}
         for x in found:
-            for s in x["steps"]:
+            for s in x.steps:
                 marks.setdefault(s, kind)
         console.print()
         _say(Text.assemble(("witness", "bold"), " for ", (kind, "red"), f" ({len(h.steps)} steps, "
                            f"{rep.min_preemptions[kind]} preemption(s)):"), width, 2)
         console.print(Text(h.annotated(marks=marks, width=width)), soft_wrap=True)
         for x in found:
-            _say(Text.assemble(("why:", "bold"), f" {x['because']}"), width, 5)
+            _say(Text.assemble(("why:", "bold"), f" {x.because}"), width, 5)
         cmd = _command_lines("replay: ", _replay_cmd(h.schedule, scenario_name, mode, redis_url, script_set),
                              width)
         console.print(Text.assemble(("replay:", "bold"), "\n".join(cmd)[len("replay:"):]), soft_wrap=True)
@@ -346,14 +346,14 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
         return
     width = _columns(wide)
     kinds_at: dict[int, list[str]] = {}  # a step two anomalies name is marked with both
-    for a in h.anomalies:
-        for s in a["steps"]:
-            if a["kind"] not in kinds_at.setdefault(s, []):
-                kinds_at[s].append(a["kind"])
+    for a in h.findings:
+        for s in a.steps:
+            if a.kind not in kinds_at.setdefault(s, []):
+                kinds_at[s].append(a.kind)
     marks = {s: ", ".join(kinds) for s, kinds in kinds_at.items()}
     console.print(Text(h.annotated(marks=marks, width=width)), soft_wrap=True)
-    if not h.anomalies:
+    if not h.findings:
         console.print("[bold green]no anomaly[/]")
-    for a in h.anomalies:
-        _say(Text.assemble((a["kind"], "red"), f": {a['because']}"), width, 4)
+    for a in h.findings:
+        _say(Text.assemble((a.kind, "red"), f": {a.because}"), width, 4)
     _finish_check(v, expect, fail_on_anomaly, as_json, width)
