@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import redis
@@ -34,6 +35,14 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["fake", "live"]
 
 _live_error: str | None = None
+
+
+def require(resource: str, why: str) -> NoReturn:
+    """Skip the test because ``resource`` is missing (``why`` says how to get it), or fail it in CI
+    (``CI=true``), where every resource the suite uses must be there: one rule for every skip of the suite."""
+    if IN_CI:
+        pytest.fail(f"CI=true requires {resource}: {why}")
+    pytest.skip(f"{resource} not available: {why}")
 _live_conn: redis.Redis | None = None
 
 
@@ -46,10 +55,7 @@ def live_conn() -> redis.Redis:
         except BackendError as e:
             _live_error = str(e)
     if _live_conn is None:
-        msg = f"live Redis not available ({_live_error}); set EMQLAB_REDIS_URL or start redis-server"
-        if IN_CI:
-            pytest.fail(f"CI=true requires the live Redis: {msg}")
-        pytest.skip(msg)
+        require("the live Redis", f"{_live_error}; set EMQLAB_REDIS_URL or start redis-server")
     return _live_conn
 
 
@@ -215,9 +221,7 @@ def start_redis_server(port: int, *options: str) -> subprocess.Popen[bytes]:
     it. Skips (fails in CI) without the binary."""
     exe = shutil.which("redis-server")
     if exe is None:
-        if IN_CI:
-            pytest.fail("CI=true requires redis-server on PATH")
-        pytest.skip("redis-server not on PATH")
+        require("redis-server", "it is not on PATH (Debian's redis-server package)")
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     c = redis.Redis(host="127.0.0.1", port=port)
@@ -256,8 +260,5 @@ def bullmq_node_release(version: str) -> Path:
         with tarfile.open(tgz) as t:
             t.extractall(root, filter="data")
     except OSError as e:
-        msg = f"cannot fetch BullMQ {version} from the npm registry ({e})"
-        if IN_CI:
-            pytest.fail(f"CI=true requires it: {msg}")
-        pytest.skip(msg)
+        require(f"BullMQ {version} from the npm registry", f"the download failed ({e})")
     return folder

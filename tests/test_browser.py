@@ -43,8 +43,9 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import require
+
 ROOT = Path(__file__).resolve().parents[1]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = os.environ.get("EMQLAB_CHROMIUM", "/usr/bin/chromium")
 NOTEBOOKS = ["01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb"]
 FIGURE_PAGES = {"tutorial": 2, "concepts": 1, "round-trips": 2}  # page → figures it shows at least
@@ -52,9 +53,7 @@ browser_mark = pytest.mark.browser
 
 
 def _missing(msg: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI=true requires it: {msg} (scripts/ci_browser.sh installs it)")
-    pytest.skip(msg)
+    require("the browser tests' tools", f"{msg} (scripts/ci_browser.sh installs them)")
 
 
 # -- shared fixtures ---------------------------------------------------------------------------------------------

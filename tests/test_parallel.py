@@ -24,7 +24,7 @@ from emqlab.explore import parallel
 from emqlab.explore.search import Explorer, Trace, explore
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
-from tests.conftest import IN_CI, live_conn
+from tests.conftest import live_conn, require
 from tests.test_reduction import sample_trace
 
 #: The shipped cases large enough to be divided (the undivided search takes more than PROBE_RUNS runs; the
@@ -231,9 +231,7 @@ def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
     try:
         import distributed
     except ImportError:
-        if IN_CI:  # the test extra installs it
-            pytest.fail("CI=true: Dask is not installed (pip install -e '.[test]')")
-        pytest.skip("Dask is not installed (pip install 'emqlab[dask]')")
+        require("Dask", "pip install -e '.[test]' (or 'emqlab[dask]')")
     sc = scenario.load("mark-then-recover")
     one = parallel.explore(sc, "split", jobs=1, divide=True)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
