@@ -1,14 +1,12 @@
 """Divided explorations (emqlab.parallel): for every shipped scenario × mode at its bound, the exploration
 divided into subtrees claims exactly what the undivided one does (interleavings, distinct final states,
 anomaly kinds, interleavings with each, minimal preemptions, witnesses), and one worker and two workers
-give the same report, runs executed included. Also: the prefix-restricted count against brute force, the
-simpler division (subtrees awake, counts by prefix), the seed swarm, --max-seconds, the CLI options, a
-Dask cluster, and a live server's keys after a run and after an interrupted part."""
+give the same report, runs executed included. Also: the seed swarm, --max-seconds, the CLI options, a Dask
+cluster, and a live server's keys after a run and after an interrupted part."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
 import json
 import sys
 from collections import Counter
@@ -21,11 +19,10 @@ from click.testing import CliRunner
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
 from emqlab.explore import parallel
-from emqlab.explore.search import Explorer, Trace, explore
+from emqlab.explore.search import Explorer, explore
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
 from tests.conftest import IN_CI, live_conn
-from tests.test_reduction import sample_trace
 
 #: The shipped cases large enough to be divided (the undivided search takes more than PROBE_RUNS runs; the
 #: test asserts they are): a smaller search runs whole by design (test_small_explorations_are_not_divided),
@@ -33,8 +30,6 @@ from tests.test_reduction import sample_trace
 CASES = [("two-workers", "split"), ("two-workers", "transaction"), ("late-finish-deleted", "split"),
          ("late-finish-deleted", "transaction"), ("crash-mid-finish", "split"), ("cancel-active", "split"),
          ("stale-sweep", "atomic"), ("lost-finish-reply", "split")]
-#: subtrees for the matrix (fewer than the default: the same cut rule, cheaper to find on a busy machine)
-TARGET = 12
 
 
 def _json(rep: Any) -> dict[str, Any]:
@@ -49,7 +44,7 @@ def _oracle(name: str, mode: str) -> tuple[dict[str, Any], dict[str, Any], dict[
     job (in that worker's process)."""
     sc = scenario.load(name)
     whole = explore(sc, mode)
-    divided = parallel.explore(sc, mode, jobs=1, divide=True, target=TARGET)
+    divided = parallel.explore(sc, mode, jobs=1, divide=True)
     return whole.claims(), divided.claims(), _json(divided)
 
 
@@ -73,66 +68,11 @@ def test_divided_claims_what_the_undivided_search_finds_and_two_jobs_print_what_
     assert whole["interleavings"]["complete"] and whole["interleavings"]["raw_exact"]
     assert divided == whole
     stats = parallel.Stats()
-    two = parallel.explore(scenario.load(name), mode, executor=pool, divide=True, target=TARGET, stats=stats)
+    two = parallel.explore(scenario.load(name), mode, executor=pool, divide=True, stats=stats)
     assert _json(two) == one_job
     assert stats.divided and stats.parts == one_job["params"]["divided"]["subtrees"] > 1
     assert sum(w["parts"] for w in stats.workers.values()) == stats.parts
     assert all(w["peak_rss_mb"] > 0 for w in stats.workers.values())
-
-
-@pytest.mark.parametrize("name", ["stalled-finish", "mark-then-recover"])
-def test_the_simpler_division_restarts_awake_and_counts_by_prefix(name: str) -> None:
-    sc = scenario.load(name)
-    whole = explore(sc, "split")
-    stats = parallel.Stats()
-    simple = parallel.explore(sc, "split", jobs=1, divide=True, carry_sleep=False, stats=stats, target=8)
-    assert simple.claims() == whole.claims()
-    assert simple.explored >= whole.explored  # the same trace may run in several subtrees: counted once
-    cut = parallel.explore(sc, "split", jobs=1, divide=True, donate=0, target=8)  # cut first, sleep sets kept
-    assert cut.claims() == whole.claims() and cut.params["divided"]["sleep_sets"] == "carried across the cut"
-
-
-def _brute_through(actors: list[str], preds: list[int], through: dict[str, int]) -> tuple[int, int]:
-    n, cut = len(actors), sum(through.values())
-    total = 0
-    best: int | None = None
-    for perm in itertools.permutations(range(n)):
-        pos = {e: i for i, e in enumerate(perm)}
-        if any(pos[p] > pos[e] for e in range(n) for p in range(n) if preds[e] >> p & 1):
-            continue
-        if Counter(actors[e] for e in perm[:cut]) != Counter({a: k for a, k in through.items() if k}):
-            continue
-        seq = [actors[e] for e in perm]
-        left = Counter(actors)
-        pre = 0
-        for i, a in enumerate(seq):
-            if i and a != seq[i - 1] and left[seq[i - 1]] > 0:
-                pre += 1
-            left[a] -= 1
-        total += 1
-        best = pre if best is None else min(best, pre)
-    return total, best if best is not None else -1
-
-
-@pytest.mark.parametrize("through", [{"A": 1}, {"A": 2, "B": 1}, {"B": 1, "C": 1}, {"C": 2}, {"A": 3, "B": 2}])
-def test_the_prefix_restricted_count_matches_brute_force(through: dict[str, int]) -> None:
-    actors, preds = sample_trace()
-    total, least = _brute_through(actors, preds, through)
-    trace = Trace(actors, preds, ["A", "B", "C"], through)
-    assert trace.counts(None)[0] == total
-    if total:
-        got, schedule = trace.best()
-        assert got == least and Counter(schedule[:sum(through.values())]) == Counter(
-            {a: k for a, k in through.items() if k})
-
-
-def test_the_counts_of_all_prefixes_of_one_depth_add_up() -> None:
-    actors = ["A", "A", "B", "A", "B", "C", "C"]
-    preds = [0, 1, 3, 7, 15, 0, 32]  # a chain A A B A B, and C C apart
-    whole = Trace(actors, preds, ["A", "B", "C"]).counts(None)[0]
-    parts = sum(Trace(actors, preds, ["A", "B", "C"], {"A": a, "B": b, "C": c}).counts(None)[0]
-                for a in range(4) for b in range(3) for c in range(3) if a + b + c == 3)
-    assert parts == whole
 
 
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
@@ -249,7 +189,7 @@ def test_live_parts_run_under_their_own_queues_and_delete_them() -> None:
     conn = live_conn()
     sc = scenario.load("lease-lapse")
     stats = parallel.Stats()
-    live = parallel.explore(sc, "split", conn=conn, jobs=2, divide=True, target=8, stats=stats)
+    live = parallel.explore(sc, "split", conn=conn, jobs=2, divide=True, stats=stats)
     assert live.claims() == explore(sc, "split").claims()
     assert stats.queues and all(q.startswith("emq:{q-") for q in stats.queues)
     for base in stats.queues:

@@ -20,10 +20,7 @@ exactly one part.
 its happens-before order): the sum over the parts is the exact total, for each anomaly and within the
 preemption bound too. The witness is the minimum of (preemptions, steps, schedule in scenario order) over
 the parts, which is the global minimum; the coordinator replays it. Distinct final states are the union of
-the parts' sets. (The older division, cut first: ``donate=0`` cuts the tree at about ``target`` prefixes
-first, breadth-first with sleep sets (:func:`prefixes`), and ``carry_sleep=False`` starts those subtrees
-awake and counts only the interleavings whose first ``d`` steps are the prefix's: :class:`emqlab.explore.
-Trace` with ``through``.)
+the parts' sets.
 
 **Independent of the worker count.** When and what a part hands on depends on its run count alone, never on
 timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and the
@@ -56,13 +53,12 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from emqlab.backend.connect import BackendError, ServerFault, is_fake
-from emqlab.engine.footprints import Footprint
 from emqlab.engine.runner import Runner as EngineRunner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.checked import Runner
@@ -74,10 +70,6 @@ from emqlab.ui.entry import STOP_SIGNALS, stops_held
 
 #: an exploration that finishes within this many runs is not divided
 PROBE_RUNS = 8
-#: the cut is the shallowest depth with at least this many distinct prefixes
-TARGET_SUBTREES = 48
-#: … but never deeper than this
-MAX_CUT = 12
 #: a subtree hands on part of its search after every this many runs (:class:`Donor`)
 DONATE_EVERY = 6
 #: a local pool starts once the search has run this long (s): a shorter one runs every part here, where a
@@ -141,8 +133,6 @@ class Task:
 
     index: int
     prefix: str = ""
-    #: the sleep set where the prefix ends (None: start the subtree awake and count by prefix instead)
-    sleep: dict[str, Footprint] | None = None
     #: a node handed on (:class:`Donor`): the prefix leads to it, the branch says what to explore there
     branch: Branch | None = None
     seed: int = 0
@@ -378,10 +368,6 @@ def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
                 def sink(path: list[str], branch: Branch) -> None:
                     _back.put((task.index, format_schedule(path), branch))
             donor = ex.donate = Donor(job.donate_every, sink=sink, tick=here.pump if here else None)
-    elif task.sleep is not None:
-        ex.root_sleep = task.sleep
-    else:
-        ex.through = dict(Counter(prefix))
     ex._dpor(job.bound, job.max_runs, root=prefix, branch=task.branch)
     return donor
 
@@ -459,99 +445,6 @@ def _collect(ex: Explorer, part: Part) -> None:
 
 
 # -- the coordinator side -----------------------------------------------------------------------------------
-
-
-Node = tuple[list[str], dict[str, Footprint]]  # a prefix and its sleep set
-Child = tuple[list[str], dict[str, Footprint], str]  # a prefix, its sleep set and its status
-#: the status of a child prefix: it continues, its run has ended, or every enabled actor sleeps
-GOES_ON, ENDED, ASLEEP = "on", "ended", "asleep"
-#: prefixes expanded per task while finding the cut
-EXPAND_CHUNK = 4
-
-
-def expand(runner: EngineRunner, nodes: Sequence[Node]) -> tuple[list[list[Child]], int]:
-    """The children of each node one step deeper, with sleep sets (an actor tried at a node sleeps in its
-    later siblings' subtrees until a step that conflicts with it), and the steps executed."""
-    out = []
-    executed = 0
-    for prefix, sleep in nodes:
-        kids: list[Child] = []
-        tried: dict[str, Footprint] = {}
-        runner.reset()
-        for c in prefix:
-            runner.step(c)
-        executed += len(prefix)
-        for a in list(runner.enabled):
-            if a in sleep:
-                continue
-            if tried:
-                runner.reset()
-                for c in prefix:
-                    runner.step(c)
-                executed += len(prefix)
-            runner.step(a)
-            executed += 1
-            fp = runner.footprints[-1]
-            child_sleep = {q: f for q, f in {**sleep, **tried}.items() if not f.conflicts(fp)}
-            tried[a] = fp
-            status = ENDED if runner.done else (
-                GOES_ON if any(e not in child_sleep for e in runner.enabled) else ASLEEP)
-            kids.append(([*prefix, a], child_sleep, status))
-        out.append(kids)
-    return out, executed
-
-
-def prefixes(expand_level: Callable[[list[Node]], tuple[list[list[Child]], int]],
-             order: Sequence[str], *, target: int = TARGET_SUBTREES, max_cut: int = MAX_CUT,
-             carry_sleep: bool = True, deadline: float | None = None) -> tuple[int, list[Node], int]:
-    """The cut depth, the subtrees (prefix and sleep set, in scenario order) and the steps executed to find
-    them: the distinct prefixes of the shallowest depth with at least ``target`` of them, breadth-first with
-    sleep sets (``expand_level`` runs :func:`expand` over one level's nodes, here or on workers). Runs that
-    end above the cut are subtrees of their own.
-
-    With ``carry_sleep`` (the default) the subtrees start with their sleep sets: the tree above the cut is
-    explored in full with sleep sets and below it by Source-DPOR, one search, so each trace is run in
-    exactly one subtree; a prefix where every enabled actor sleeps is dropped (its runs would all be cut
-    short). Without, the subtrees start awake and count only the interleavings through their own prefix
-    (:class:`emqlab.explore.Trace` ``through``); a prefix where every enabled actor sleeps is then kept if it
-    reaches the cut (no other prefix has its steps) and dropped above it."""
-    idx = {a: i for i, a in enumerate(order)}
-    level: list[Node] = [([], {})]
-    leaves: list[Node] = []
-    asleep: list[Node] = []  # prefixes of the current depth where every enabled actor sleeps
-    depth = 0
-    executed = 0
-    while level and len(level) + len(asleep) + len(leaves) < target and depth < max_cut:
-        if deadline is not None and time.time() > deadline:
-            break  # any depth is a cut: the parts will not start
-        kids, n = expand_level(level)
-        executed += n
-        level, asleep = [], []
-        for group in kids:
-            for child, child_sleep, status in group:
-                if status == ENDED:
-                    leaves.append((child, child_sleep))
-                elif status == ASLEEP:
-                    if not carry_sleep:
-                        asleep.append((child, child_sleep))
-                else:
-                    level.append((child, child_sleep))
-        depth += 1
-    every = leaves + asleep + level
-    every.sort(key=lambda node: [idx[c] for c in node[0]])
-    return depth, every, executed
-
-
-def expand_part(job: Job, nodes: list[Node]) -> tuple[list[list[Child]], int]:
-    """:func:`expand` in a worker (the function an executor runs while the cut is found)."""
-    _running.set()
-    try:
-        with _runner_for(job) as runner:
-            if isinstance(runner, str):
-                raise ServerFault(runner)
-            return expand(runner, nodes)
-    finally:
-        _running.clear()
 
 
 def start_method(live: bool = False) -> str:
@@ -668,7 +561,6 @@ class Stats:
 
     parts: int = 0
     cut_depth: int | None = None
-    prefix_steps: int = 0
     divided: bool = False
     workers: dict[str, dict[str, float]] = field(default_factory=dict)
     part_seconds: list[float] = field(default_factory=list)
@@ -712,8 +604,7 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
             preemptions: int | None = None, unbounded: bool = False, reduce: bool = True,
             scripts: ScriptSet | None = None, jobs: int | None = None,
             executor: str | cf.Executor | None = None, progress: Progress | None = None,
-            max_seconds: float | None = None, divide: bool | None = None,
-            target: int = TARGET_SUBTREES, carry_sleep: bool = True, donate: int | None = None,
+            max_seconds: float | None = None, divide: bool | None = None, donate: int | None = None,
             stats: Stats | None = None) -> Report:
     """:func:`emqlab.explore.explore`, divided over ``jobs`` local processes (default: the cores) or an
     ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``).
@@ -721,17 +612,18 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
     The exhaustive search starts whole, here; once it has run :data:`PROBE_RUNS` runs (at once with
     ``divide=True``; never with ``divide=False``) it hands subtrees on every ``donate`` runs (default
     :data:`DONATE_EVERY`; :class:`Donor`), and so does every subtree handed on, so an exploration within
-    :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool. ``carry_sleep=False`` divides the
-    simpler way instead: subtrees at one depth with about ``target`` prefixes, started awake, counts
-    restricted by prefix. ``max_seconds`` stops it: the report is then incomplete and says what was covered.
-    ``progress(done, total)`` counts parts (``total`` None while parts may still be handed on); ``stats``
-    (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers connect to ``url``
-    (default: ``conn``'s; fakeredis: one server per worker)."""
+    :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool. ``max_seconds`` stops it: the
+    report is then incomplete and says what was covered. ``progress(done, total)`` counts parts (``total``
+    None while parts may still be handed on); ``stats`` (a :class:`Stats`) is filled in. ``conn`` is the
+    coordinator's backend; workers connect to ``url`` (default: ``conn``'s; fakeredis: one server per
+    worker). Raises ValueError for a ``donate`` below 1."""
     from emqlab.backend.connect import connect
     from emqlab.explore import search as _explore
 
     if strategy not in ("exhaustive", "random", "pct"):
         return _explore.explore(scenario, mode, strategy=strategy, conn=conn, scripts=scripts, progress=progress)
+    if donate is not None and donate < 1:
+        raise ValueError(f"donate must be at least 1 (runs between two hand-ons), not {donate}")
     if not isinstance(executor, cf.Executor):
         check_executor(executor)
     st = stats if stats is not None else Stats()
@@ -750,29 +642,15 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
               donate_every=every)
     try:
         with Runner(scenario, mode, conn, scripts=scripts) as runner:
-            order = [a.id for a in scenario.actors]
-            if strategy == "exhaustive" and (not reduce or divide is False or (carry_sleep and every > 0)):
+            if strategy == "exhaustive":
                 return _donating(runner, job, executor, jobs, reduce=reduce, divide=divide, progress=progress,
                                  max_seconds=max_seconds, preemptions=preemptions, unbounded=unbounded,
                                  stats=st, started=started)
             pool, close_pool = _executor(executor, jobs)
             try:
-                if strategy == "exhaustive":
-                    def level(nodes: list[Node]) -> tuple[list[list[Any]], int]:
-                        chunks = [nodes[i:i + EXPAND_CHUNK] for i in range(0, len(nodes), EXPAND_CHUNK)]
-                        done = [f.result() for f in [pool.submit(expand_part, job, c) for c in chunks]]
-                        return [g for kids, _n in done for g in kids], sum(n for _k, n in done)
-
-                    st.cut_depth, subtrees, st.prefix_steps = prefixes(level, order, target=target,
-                                                                       carry_sleep=carry_sleep,
-                                                                       deadline=deadline)
-                    st.divided = True
-                    tasks = [Task(i, prefix=format_schedule(p), sleep=sl if carry_sleep else None)
-                             for i, (p, sl) in enumerate(subtrees)]
-                else:
-                    chunks = max(1, math.ceil(runs / SWARM_CHUNK))
-                    tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
-                             for i in range(chunks)]
+                chunks = max(1, math.ceil(runs / SWARM_CHUNK))
+                tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
+                         for i in range(chunks)]
                 st.parts = len(tasks)
                 st.coordinator_s = time.perf_counter() - started
                 parts = _run(job, tasks, pool if len(tasks) > 1 else InlineExecutor(), progress, deadline, st)
@@ -788,17 +666,7 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
                 close_pool()
                 _drop_runner()  # the one parts run here (--jobs 1) kept: its live keys go now
             rep = _merge(runner, job, parts)
-            if strategy == "exhaustive":
-                rep.params = {"preemption_bound": bound, "reduce": True, "max_runs": None,
-                              "bound_from": _bound_from(preemptions, unbounded),
-                              "divided": {"cut_depth": st.cut_depth, "subtrees": len(tasks),
-                                          "prefix_steps": st.prefix_steps,
-                                          "sleep_sets": "carried across the cut" if carry_sleep else
-                                          "restarted below the cut; counts restricted by prefix",
-                                          "rule": "forced" if divide else f"a cut of about {target} prefixes"}}
-                rep.steps_executed += st.prefix_steps
-            else:
-                _swarm_params(runner, rep, job, runs, seed, parts)
+            _swarm_params(runner, rep, job, runs, seed, parts)
             _stopped_note(rep, max_seconds, (sum(p.complete for p in parts), len(tasks)))
             rep.elapsed_s = time.perf_counter() - started
             return rep
@@ -1359,5 +1227,5 @@ def progress_bar(console: Any) -> Any:
 
 
 __all__ = ["DONATE_EVERY", "Donor", "ExecutorUnreachable", "InlineExecutor", "Job", "PROBE_RUNS",
-           "ParallelError", "Part", "SWARM_CHUNK", "Stats", "TARGET_SUBTREES", "Task", "default_jobs",
-           "explore", "make_executor", "prefixes", "progress_bar", "run_part", "start_method", "url_of"]
+           "ParallelError", "Part", "SWARM_CHUNK", "Stats", "Task", "default_jobs",
+           "explore", "make_executor", "progress_bar", "run_part", "start_method", "url_of"]

@@ -268,7 +268,7 @@ class Trace:
     actors' positions."""
 
     def __init__(self, actors: Sequence[str], preds: Sequence[int], order: Sequence[str],
-                 through: dict[str, int] | None = None, kills: dict[str, int] | None = None) -> None:
+                 kills: dict[str, int] | None = None) -> None:
         self.order = [a for a in order if a in set(actors)]
         idx = {a: i for i, a in enumerate(self.order)}
         self.lanes: list[list[int]] = [[] for _ in self.order]
@@ -295,20 +295,10 @@ class Trace:
         for a, e in (kills or {}).items():
             if a in idx:
                 self.killed[idx[a]] = pos_of[e]
-        # ``through``: count only the interleavings whose first events are exactly these many of each
-        # actor's (one down-set of the order: a divided exploration's subtree, emqlab.parallel)
-        self.through: tuple[int, ...] | None = None
-        self.cut = 0
-        if through is not None:
-            self.through = tuple(through.get(a, 0) for a in self.order)
-            self.cut = sum(self.through)
 
     def _moves(self, pos: tuple[int, ...]) -> list[int]:
         out = []
-        inside = self.through is not None and sum(pos) < self.cut
         for lane, k in enumerate(pos):
-            if inside and self.through is not None and k >= self.through[lane]:
-                continue
             if k < self.lengths[lane]:
                 e = self.lanes[lane][k]
                 if all(pos[b] >= self.need[e][b] for b in range(len(pos))):
@@ -419,13 +409,8 @@ class Explorer:
         self._results: dict[str, Counter[str]] = {a.id: Counter() for a in sc.actors}
         self._codes: dict[str, Counter[Outcome]] = {a.id: Counter() for a in sc.actors}
         self._best: dict[str, tuple[int, int, tuple[int, ...], list[str], History]] = {}
-        #: a divided exploration's subtree: count only interleavings that begin with this many steps of each
-        #: actor (see :class:`Trace` and :mod:`emqlab.parallel`)
-        self.through: dict[str, int] | None = None
         #: stop (``complete`` False) once ``time.time()`` passes this
         self.deadline: float | None = None
-        #: a divided exploration's subtree: the sleep set at the end of its root prefix (emqlab.parallel)
-        self.root_sleep: dict[str, Footprint] | None = None
         #: a divided exploration's subtree: called with the search path and the root's length after each
         #: run; it may mark children of a path node explored because another part will explore them
         #: (:class:`emqlab.parallel.Donor`)
@@ -678,8 +663,6 @@ class Explorer:
                     node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
                                                                             if q != p and q in node.fps}}.items()
                                         if q != p and not f.conflicts(fp)}
-                    if depth == cut - 1 and self.root_sleep is not None:
-                        node.child_sleep = dict(self.root_sleep)  # what the sleep set was where the prefix came from
                     depth += 1
                 at = len(nodes)
                 if blocked:
@@ -766,7 +749,7 @@ class Explorer:
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         rep = self.report
-        trace = Trace(actors, preds, self.order, self.through, kills=self.runner.kills)
+        trace = Trace(actors, preds, self.order, kills=self.runner.kills)
         _total, within = trace.counts(bound)
         least, schedule = trace.best()
         if bound is not None and least > bound:
