@@ -20,7 +20,7 @@ Two cases, and a control:
 Every side's clock starts after fakeredis is imported (once per process, most of it numpy's import; the
 notes give its time), as in a notebook's or a test session's second exploration; the CLI pays it once on every side.
 
-``--jobs 2`` is this process and one pool worker (:class:`emqlab.parallel._Dispatch`), forked from it, which
+``--jobs 2`` is this process and one pool worker (:class:`emqlab.explore.pool.Dispatch`), forked from it, which
 keeps its copy of this process's runner and streams the nodes its parts hand on back as it goes. Peak RSS
 (``ru_maxrss``, MB) is given for each process: the single-process runs (undivided, ``--jobs 1``) against
 ``--jobs 2``'s coordinator (this process: it searches the root and runs parts too) and its pool worker (whose

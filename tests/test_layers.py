@@ -30,7 +30,7 @@ ROOT_MODULES = {"emqlab": -1, "emqlab._moved": -1}
 
 #: modules over the size limit while the layered-package work splits them (each entry is a promise to cut)
 MAX_LINES = 700
-TOO_LONG_FOR_NOW = {"emqlab/teaching/grading.py", "emqlab/explore/parallel.py", "emqlab/ui/cli.py",
+TOO_LONG_FOR_NOW = {"emqlab/teaching/grading.py", "emqlab/ui/cli.py",
                     "emqlab/scripting/host.py", "emqlab/engine/runner.py", "emqlab/explore/search.py",
                     "emqlab/engine/scenario.py", "emqlab/engine/pyactors.py", "emqlab/backend/connect.py",
                     "emqlab/timing/model.py", "emqlab/teaching/levels.py", "emqlab/ui/widgets.py"}
@@ -48,8 +48,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("emqlab.engine.actors", "emqlab.engine.pyactors"): "pyactors adds its factory to FACTORIES",
     ("emqlab.engine.scenario", "emqlab.engine.pyactors"): "loads() parses; resolve() is a second pass",
     ("emqlab.engine.context", "emqlab.engine.scenario"): "the context's types move below the scenario",
-    ("emqlab.explore.parallel", "emqlab.ui.entry"): "the stop signals move to explore.pool",
-    ("emqlab.explore._forkserver", "emqlab.ui.entry"): "the stop signals move to explore.pool",
     ("emqlab.teaching.sandbox", "emqlab.teaching.grading"): "grading splits into notebooks/run/grade",
     ("emqlab.ui.cli", "emqlab.ui.entry"): "the entry's signal handling stays in entry",
 }

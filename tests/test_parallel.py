@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
 from emqlab.explore import parallel
+from emqlab.explore import pool as explore_pool
 from emqlab.explore.search import Explorer, explore
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
@@ -256,9 +257,10 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
     script = (
         "import json, threading\n"
         "from emqlab import parallel, scenario\n"
-        "assert threading.active_count() == 1 and parallel.start_method() == 'fork'\n"
+        "from emqlab.explore import pool\n"
+        "assert threading.active_count() == 1 and pool.start_method() == 'fork'\n"
         "sc = scenario.load('lease-lapse')\n"
-        "parallel.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
+        "pool.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
         "out = {}\n"
         "for jobs in (1, 2):\n"
         "    st = parallel.Stats()\n"
@@ -281,7 +283,7 @@ def test_a_search_shorter_than_the_warm_up_wait_starts_no_pool_and_reports_what_
     sc = scenario.load("lease-lapse")
     one = _json(parallel.explore(sc, "split", jobs=1, divide=True))
     for wait, processes in ((3600.0, 1), (0.0, 2)):
-        monkeypatch.setattr(parallel, "WARM_AFTER_S", wait)
+        monkeypatch.setattr(explore_pool, "WARM_AFTER_S", wait)
         st = parallel.Stats()
         assert _json(parallel.explore(sc, "split", jobs=2, divide=True, stats=st)) == one
         assert st.parts > 1 and len({w.split(":")[1] for w in st.workers}) == processes
@@ -401,7 +403,7 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
     """Ctrl-C (once, or twice 10 ms apart), SIGTERM (a CI timeout) or SIGHUP (a closed terminal) reaches the
     coordinator and its worker at once (the signal goes to the process group), and the coordinator passes
     it on as well: each part stops once and deletes its keys, a later signal never cuts that short or
-    hangs the pool's shutdown (parallel._on_sigint, parallel._quiet, cli._terminate). On the test's own
+    hangs the pool's shutdown (pool._on_sigint, pool._quiet, cli._terminate). On the test's own
     server, so any key left is this run's."""
     import os
     import signal

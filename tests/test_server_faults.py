@@ -424,9 +424,9 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
     """The merge of a divided exploration replays each witness; when the server fails that replay, the
     report has no history for it but keeps its schedule: the text prints its replay command, the JSON marks
     it not replayed, and the verdict does not point at a witness above that is not there."""
-    from emqlab.explore import parallel
+    from emqlab.explore import divide, parallel
 
-    real_merge = parallel._merge
+    real_merge = divide._merge
 
     def merge(runner: Any, job: Any, parts: Any) -> Any:
         def lost(*_a: Any, **_k: Any) -> Any:
@@ -434,7 +434,7 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
         monkeypatch.setattr(runner, "run", lost)
         return real_merge(runner, job, parts)
 
-    monkeypatch.setattr(parallel, "_merge", merge)
+    monkeypatch.setattr(divide, "_merge", merge)
     sc = scenario.load("two-workers")
     rep = parallel.explore(sc, "split", jobs=1, divide=True)
     assert rep.anomaly_kinds and set(rep.unreplayed) == set(rep.anomaly_kinds) and not rep.witnesses
