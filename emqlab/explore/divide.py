@@ -7,7 +7,7 @@ a single process would give. The parts are :mod:`emqlab.explore.parts`'s; the po
 search path that still has enabled, awake, unexplored children: the node's state (sleep set, children
 explored here with their footprints, children left) goes out as a :class:`emqlab.explore.Branch`, and the
 node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
-:meth:`emqlab.explore.Explorer._dpor` with ``root`` and ``branch``) and hands on in turn. An exploration
+:meth:`emqlab.explore.dpor.Exhaustive.search` with ``root`` and ``branch``) and hands on in turn. An exploration
 that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool.
 
 **Why it is sound.** A node handed on is fully expanded (every enabled awake child is explored, here or in
@@ -55,6 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from emqlab.engine.history import History
 from emqlab.engine.runner import Runner as EngineRunner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.checked import Runner
@@ -62,9 +63,7 @@ from emqlab.explore.parts import (
     DONATE_EVERY,
     Donor,
     Job,
-    Part,
     Task,
-    _collect,
     _drop_runner,
     _lending,
     _peak_rss_kb,
@@ -81,8 +80,9 @@ from emqlab.explore.pool import (
     check_executor,
     url_of,
 )
-from emqlab.explore.search import INFRASTRUCTURE, Abort, Explorer, Report, multinomial, shrink
-from emqlab.protocol.outcome import Outcome
+from emqlab.explore.report import Part, Report, multinomial
+from emqlab.explore.sampling import Explorer
+from emqlab.explore.shrink import shrink
 from emqlab.protocol.schedules import parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
@@ -227,9 +227,10 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
             _stopped_note(rep, max_seconds, None)
             rep.elapsed_s = time.perf_counter() - started
             return rep
-        here = Part(0, worker=f"coordinator:{os.getpid()}", queue=runner.keys.base,
-                    seconds=time.perf_counter() - t0, cpu_s=time.process_time() - cpu0, peak_rss_kb=_peak_rss_kb())
-        _collect(root, here)
+        here = root.part(0)
+        here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
+        here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
+        here.peak_rss_kb = _peak_rss_kb()
         st.coordinator_s = time.perf_counter() - started
         # the parts run here reuse the root's runner: one queue (one set of live keys) per process, and the
         # root's last run is not left standing beside a second queue (a server near maxmemory refuses that)
@@ -361,64 +362,22 @@ def _tally(st: Stats, part: Part) -> None:
 
 
 def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
-    """One report from the parts, in part order (so the same whatever ran them, wherever)."""
+    """One report from the parts, in part order (so the same whatever ran them, wherever): each witness
+    replayed on ``runner`` (shrunk, for a sampled strategy)."""
     from emqlab.backend.connect import describe
 
     order = [a.id for a in runner.scenario.actors]
-    rep = Report(runner.scenario.name, runner.mode, job.strategy, describe(runner.conn))
-    rep.reduction = "source-dpor" if job.strategy == "exhaustive" else "off"
-    rep.steps_per_actor = {a: 0 for a in order}
-    results: dict[str, Counter[str]] = {a: Counter() for a in order}
-    codes: dict[str, Counter[Outcome]] = {a: Counter() for a in order}
-    best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = {}
-    for p in parts:
-        rep.complete = rep.complete and p.complete
-        rep.explored += p.explored
-        rep.pruned += p.pruned
-        rep.outside_bound += p.outside_bound
-        rep.raw_interleavings += p.raw
-        rep.steps_executed += p.steps_executed
-        for a, n in p.steps_per_actor.items():
-            rep.steps_per_actor[a] = max(rep.steps_per_actor.get(a, 0), n)
-        for k, n in p.runs_with.items():
-            rep.runs_with[k] = rep.runs_with.get(k, 0) + n
-        for k, n in p.interleavings_with.items():
-            rep.interleavings_with[k] = rep.interleavings_with.get(k, 0) + n
-        for k, b in p.best.items():
-            if k not in best or b[:3] < best[k][:3]:
-                best[k] = b
-        rep.outcomes |= p.outcomes
-        for a, c in p.results.items():
-            results[a].update(c)
-        for a, oc in p.codes.items():
-            codes[a].update(oc)
-        for cause, n in p.aborted.items():
-            rep.aborted[cause] = rep.aborted.get(cause, 0) + n
-        for cause, n in p.retried.items():
-            rep.retried[cause] = rep.retried.get(cause, 0) + n
-        rep.stopped = rep.stopped or p.stopped
-    rep.raw_exact = job.strategy == "exhaustive" and rep.complete and not rep.aborted
-    rep.distinct_outcomes = len(rep.outcomes)
-    rep.results = {a: dict(sorted(c.items())) for a, c in results.items() if c}
-    rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c}
-    for k, (pre, _n, _rank, schedule, ran) in sorted(best.items()):
-        try:
+
+    def replay(kind: str, schedule: str, ran: str) -> History:
+        runner.reset()
+        h = runner.run(parse_schedule(schedule, order))
+        if kind not in h.kinds:  # as the undivided search does: keep the run that showed it
             runner.reset()
-            h = runner.run(parse_schedule(schedule, order))
-            if k not in h.kinds:  # as the undivided search does: keep the run that showed it
-                runner.reset()
-                h = runner.run(parse_schedule(ran, order))
-        except INFRASTRUCTURE as e:  # the server failed the replay: the report says so, without this witness
-            rep.stopped = rep.stopped or Abort.of(e)[0]
-            rep.complete = False
-            rep.min_preemptions[k] = pre
-            rep.unreplayed[k] = schedule
-            continue
-        if job.strategy != "exhaustive":
-            h = shrink(runner, h, k)
-        rep.witnesses[k] = h
-        rep.min_preemptions[k] = pre
-    return rep
+            h = runner.run(parse_schedule(ran, order))
+        return h if job.strategy == "exhaustive" else shrink(runner, h, kind)
+
+    return Report.merge(parts, scenario=runner.scenario.name, mode=runner.mode, strategy=job.strategy,
+                        backend=describe(runner.conn), order=order, replay=replay)
 
 
 def _swarm_params(runner: EngineRunner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> None:
@@ -441,9 +400,7 @@ def _swarm_params(runner: EngineRunner, rep: Report, job: Job, runs: int, seed: 
                        "bound_per_run": f"1/({n}*{longest}^{job.depth - 1})", "p_per_run_at_least": per_run,
                        "p_all_runs_at_least": 1 - (1 - per_run) ** done_runs,
                        "assumes": f"a bug of depth <= {job.depth}"})
-    ex = Explorer(runner)
-    ex.report = rep
-    ex._check_depth(job.depth)
+    Explorer(runner, report=rep).check_depth(job.depth)
 
 
 def progress_bar(console: Any) -> Any:

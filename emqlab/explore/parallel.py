@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats, check_case, explore, progress_bar
-from emqlab.explore.parts import DONATE_EVERY, Donor, Job, Part, Task, run_part
+from emqlab.explore.parts import DONATE_EVERY, Donor, Job, Task, run_part
 from emqlab.explore.pool import (
     WARM_AFTER_S,
     ExecutorUnreachable,
@@ -15,6 +15,7 @@ from emqlab.explore.pool import (
     start_method,
     url_of,
 )
+from emqlab.explore.report import Part
 
 __all__ = ["DONATE_EVERY", "Donor", "ExecutorUnreachable", "InlineExecutor", "Job", "PROBE_RUNS", "ParallelError",
            "Part", "SWARM_CHUNK", "Stats", "Task", "WARM_AFTER_S", "check_case", "default_jobs", "explore",

@@ -13,15 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from emqlab.backend.connect import ServerFault
 from emqlab.engine.runner import Runner as EngineRunner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.checked import Runner
-from emqlab.explore.search import Abort, Branch, Explorer
-from emqlab.protocol.outcome import Outcome
+from emqlab.explore.dpor import Branch
+from emqlab.explore.report import Part
+from emqlab.explore.sampling import Explorer
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
@@ -76,47 +77,6 @@ class Task:
     runs: int = 0
 
 
-@dataclass
-class Part:
-    """What a worker sends back for one task: the counters of its :class:`Report`, the best witness key
-    per anomaly (the coordinator replays the winner), and where and how it ran."""
-
-    index: int
-    complete: bool = True
-    started: bool = True
-    explored: int = 0
-    pruned: int = 0
-    outside_bound: int = 0
-    raw: int = 0
-    steps_executed: int = 0
-    steps_per_actor: dict[str, int] = field(default_factory=dict)
-    runs_with: dict[str, int] = field(default_factory=dict)
-    interleavings_with: dict[str, int] = field(default_factory=dict)
-    #: kind -> (preemptions, steps, rank, witness schedule, schedule of the run that showed it)
-    best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = field(default_factory=dict)
-    outcomes: set[Any] = field(default_factory=set)
-    results: dict[str, dict[str, int]] = field(default_factory=dict)
-    codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
-    longest: int = 0
-    seconds: float = 0.0
-    worker: str = ""
-    peak_rss_kb: int = 0
-    #: the base of the queue it ran under (``emq:{q-1a2b3c4d}:`` on a live server)
-    queue: str = ""
-    #: CPU seconds the part took in its worker (wall ``seconds`` also counts waiting for a shared core)
-    cpu_s: float = 0.0
-    #: the nodes it handed on (:class:`Donor`): each a prefix (schedule string) and the node's branch
-    donated: list[tuple[str, Branch]] = field(default_factory=list)
-    #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
-    aborted: dict[Abort, int] = field(default_factory=dict)
-    stopped: Abort | None = None
-    #: runs run again after a run-scoped server error, by cause (Report.retried)
-    retried: dict[Abort, int] = field(default_factory=dict)
-    #: how many nodes it handed on through the worker's channel (:data:`_back`) instead of in ``donated``
-    streamed: int = 0
-    #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
-    #: the other queues hold their keys): the part did not start, and the coordinator runs it itself
-    refused: str | None = None
 
 
 _local = threading.local()
@@ -239,19 +199,22 @@ def run_part(job: Job, task: Task) -> Part:
                 return Part(task.index, complete=False, started=False, worker=worker, refused=runner)
             ex = Explorer(runner)
             ex.deadline = job.deadline
-            part = Part(task.index, worker=worker, queue=runner.keys.base)
             if job.strategy == "exhaustive":
-                donor = _subtree(ex, job, task)
+                donor = _donor(job, task)
+                part = ex.search(parse_schedule(task.prefix, ex.order), task.branch, bound=job.bound,
+                                 max_runs=job.max_runs, donate=donor)
                 if donor is not None and donor.sink is None:
                     part.donated = [(format_schedule(p), b) for p, b in donor.donated]
                 elif donor is not None and getattr(_local, "dispatch", None) is None:
                     part.streamed = len(donor.donated)
             elif job.strategy == "random":
                 ex.random(task.runs, task.seed)
+                part = ex.part()
             else:
                 ex.pct(task.runs, task.seed, job.depth, check_depth=False)
+                part = ex.part()
                 part.longest = int(ex.report.params.get("longest_run", 0))
-            _collect(ex, part)
+            part.index, part.worker, part.queue = task.index, worker, runner.keys.base
     finally:
         _running.clear()
     part.seconds = time.perf_counter() - started
@@ -260,24 +223,17 @@ def run_part(job: Job, task: Task) -> Part:
     return part
 
 
-def _subtree(ex: Explorer, job: Job, task: Task) -> Donor | None:
-    rep = ex.report
-    rep.strategy = "exhaustive"
-    rep.reduction = "source-dpor"
-    rep.steps_per_actor = {a: 0 for a in ex.order}
-    prefix = parse_schedule(task.prefix, ex.order)
-    donor = None
-    if task.branch is not None:
-        if job.donate_every:
-            # run by the coordinator itself: it hands on at once and keeps its workers fed between runs
-            here = getattr(_local, "dispatch", None)
-            sink: Callable[[list[str], Branch], None] | None = here.submit if here else None
-            if here is None and _back is not None:  # a pool worker: each hand-on goes back at once
-                def sink(path: list[str], branch: Branch) -> None:
-                    _back.put((task.index, format_schedule(path), branch))
-            donor = ex.donate = Donor(job.donate_every, sink=sink, tick=here.pump if here else None)
-    ex._dpor(job.bound, job.max_runs, root=prefix, branch=task.branch)
-    return donor
+def _donor(job: Job, task: Task) -> Donor | None:
+    """What hands on part of the subtree of ``task`` (a node handed on) while it is searched, if anything."""
+    if task.branch is None or not job.donate_every:
+        return None
+    # run by the coordinator itself: it hands on at once and keeps its workers fed between runs
+    here = getattr(_local, "dispatch", None)
+    sink: Callable[[list[str], Branch], None] | None = here.submit if here else None
+    if here is None and _back is not None:  # a pool worker: each hand-on goes back at once
+        def sink(path: list[str], branch: Branch) -> None:
+            _back.put((task.index, format_schedule(path), branch))
+    return Donor(job.donate_every, sink=sink, tick=here.pump if here else None)
 
 
 class Donor:
@@ -335,21 +291,6 @@ class Donor:
             return
 
 
-def _collect(ex: Explorer, part: Part) -> None:
-    rep = ex.report
-    part.complete = rep.complete
-    part.explored, part.pruned, part.outside_bound = rep.explored, rep.pruned, rep.outside_bound
-    part.raw = rep.raw_interleavings if rep.strategy == "exhaustive" else 0
-    part.steps_executed = rep.steps_executed
-    part.steps_per_actor = dict(rep.steps_per_actor)
-    part.runs_with = dict(rep.runs_with)
-    part.interleavings_with = dict(rep.interleavings_with)
-    part.best = {k: (pre, n, rank, format_schedule(choices), h.schedule)
-                 for k, (pre, n, rank, choices, h) in ex._best.items()}
-    part.outcomes = set(rep.outcomes)
-    part.results = {a: dict(c) for a, c in ex._results.items() if c}
-    part.codes = {a: dict(c) for a, c in ex._codes.items() if c}
-    part.aborted, part.stopped, part.retried = dict(rep.aborted), rep.stopped, dict(rep.retried)
 
 
 def warm_part(job: Job) -> str:
@@ -359,4 +300,4 @@ def warm_part(job: Job) -> str:
     return str(os.getpid())
 
 
-__all__ = ["DONATE_EVERY", "Donor", "Job", "Part", "Task", "run_part", "warm_part", "worker_init"]
+__all__ = ["DONATE_EVERY", "Donor", "Job", "Task", "run_part", "warm_part", "worker_init"]

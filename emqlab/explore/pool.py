@@ -19,6 +19,7 @@ from typing import Any
 
 from emqlab.backend.connect import BackendError, is_fake
 from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.explore.dpor import Branch
 from emqlab.explore.parts import (
     Job,
     Part,
@@ -30,7 +31,6 @@ from emqlab.explore.parts import (
     warm_part,
     worker_init,
 )
-from emqlab.explore.search import Branch
 from emqlab.explore.stops import STOP_SIGNALS, stops_held
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 
