@@ -33,7 +33,7 @@ def _delete_lock(alone: Any) -> Any:
 
 
 def _count(scenario: Any, mode: str) -> int:
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
 

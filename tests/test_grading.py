@@ -232,7 +232,7 @@ def test_a1_copied_witness_fails_a_hidden_variant() -> None:
     """The issue's cheat: the witness of `emqlab simulate --split`, copied. It double-places on the
     assignment's case, and a function that returns it fails the grade."""
     from emqlab.engine.scenario import load
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     witness = explore(load("stalled-finish"), "split", conn=G._conn()).witnesses["double-placement"].schedule
     assert G._a1_replay_verdict(G.A1_CASES["assignment"], witness).passed
@@ -275,7 +275,7 @@ def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
 
 
 def runs_with_anomaly(scenario: Any, mode: str) -> int:
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     return sum(explore(scenario, mode, conn=G._conn()).runs_with.values())
 

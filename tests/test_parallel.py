@@ -1,4 +1,4 @@
-"""Divided explorations (emqlab.parallel): for every shipped scenario × mode at its bound, the exploration
+"""Divided explorations (emqlab.explore.divide): for every shipped scenario × mode at its bound, the exploration
 divided into subtrees claims exactly what the undivided one does (interleavings, distinct final states,
 anomaly kinds, interleavings with each, minimal preemptions, witnesses), and one worker and two workers
 give the same report, runs executed included. Also: the seed swarm, --max-seconds, the CLI options, a Dask
@@ -18,9 +18,9 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
-from emqlab.explore import parallel
+from emqlab.explore import Explorer, explore, parts
 from emqlab.explore import pool as explore_pool
-from emqlab.explore.search import Explorer, explore
+from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
 from tests.conftest import IN_CI, live_conn
@@ -45,13 +45,13 @@ def _oracle(name: str, mode: str) -> tuple[dict[str, Any], dict[str, Any], dict[
     job (in that worker's process)."""
     sc = scenario.load(name)
     whole = explore(sc, mode)
-    divided = parallel.explore(sc, mode, jobs=1, divide=True)
+    divided = explore(sc, mode, jobs=1, divide=True)
     return whole.claims(), divided.claims(), _json(divided)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[cf.Executor]:
-    ex, close = parallel.make_executor(2)
+    ex, close = explore_pool.make_executor(2)
     yield ex
     close()
 
@@ -68,8 +68,8 @@ def test_divided_claims_what_the_undivided_search_finds_and_two_jobs_print_what_
     whole, divided, one_job = oracles[(name, mode)]
     assert whole["interleavings"]["complete"] and whole["interleavings"]["raw_exact"]
     assert divided == whole
-    stats = parallel.Stats()
-    two = parallel.explore(scenario.load(name), mode, executor=pool, divide=True, stats=stats)
+    stats = Stats()
+    two = explore(scenario.load(name), mode, executor=pool, divide=True, stats=stats)
     assert _json(two) == one_job
     assert stats.divided and stats.parts == one_job["params"]["divided"]["subtrees"] > 1
     assert sum(w["parts"] for w in stats.workers.values()) == stats.parts
@@ -78,8 +78,8 @@ def test_divided_claims_what_the_undivided_search_finds_and_two_jobs_print_what_
 
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
     sc = scenario.load("stalled-finish")
-    swarm = parallel.explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
-    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": parallel.SWARM_CHUNK,
+    swarm = explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
+    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": SWARM_CHUNK,
                                      "chunks_run": 2}
     res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "30", "--seed",
                                     str(2**63 - 1)])
@@ -90,15 +90,15 @@ def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds
     assert swarm.explored == 30
     assert swarm.runs_with == dict(Counter(a.runs_with) + Counter(b.runs_with))
     assert swarm.outcomes == a.outcomes | b.outcomes
-    one = parallel.explore(sc, "split", strategy="random", runs=10, seed=5, jobs=1)
+    one = explore(sc, "split", strategy="random", runs=10, seed=5, jobs=1)
     alone = explore(sc, "split", strategy="random", runs=10, seed=5)
     assert one.claims() == alone.claims() and one.runs_with == alone.runs_with and one.results == alone.results
 
 
 def test_a_pct_swarm_gives_the_combined_bound(pool: cf.Executor) -> None:
     sc = scenario.load("stalled-finish")
-    one = parallel.explore(sc, "split", strategy="pct", runs=40, seed=1, jobs=1)
-    two = parallel.explore(sc, "split", strategy="pct", runs=40, seed=1, executor=pool)
+    one = explore(sc, "split", strategy="pct", runs=40, seed=1, jobs=1)
+    two = explore(sc, "split", strategy="pct", runs=40, seed=1, executor=pool)
     assert _json(one) == _json(two)
     p = one.params["p_per_run_at_least"]
     assert one.params["p_all_runs_at_least"] == pytest.approx(1 - (1 - p) ** 40)
@@ -122,20 +122,20 @@ def test_a_seed_is_any_64_bit_signed_integer_and_the_help_splits_no_number() -> 
 def test_max_seconds_gives_an_inconclusive_report_that_says_what_was_covered() -> None:
     sc = scenario.load("lease-lapse")
     # handing on after every run: the first run (far longer than 1 ms) hands on, then the deadline stops it all
-    rep = parallel.explore(sc, "split", jobs=1, divide=True, donate=1, max_seconds=0.001)
+    rep = explore(sc, "split", jobs=1, divide=True, donate_every=1, max_seconds=0.001)
     assert not rep.complete and not rep.raw_exact
     assert "parts finished" in rep.params["inconclusive"] and "lower bounds" in rep.params["inconclusive"]
     assert judge(rep).kind == "inconclusive"
-    probe = parallel.explore(sc, "split", jobs=1, max_seconds=0.001)  # stops in the undivided probe
+    probe = explore(sc, "split", jobs=1, max_seconds=0.001)  # stops in the undivided probe
     assert not probe.complete and "undivided search stopped" in probe.params["inconclusive"]
     # and it was not divided because it stopped, not because it finished
     assert probe.params["divided"] == ("no: stopped after 1 run(s), before the first hand-on "
-                                       f"(after {parallel.PROBE_RUNS})")
+                                       f"(after {PROBE_RUNS})")
 
 
 def test_small_explorations_are_not_divided() -> None:
     sc = scenario.load("stalled-finish")
-    rep = parallel.explore(sc, "split", jobs=2)
+    rep = explore(sc, "split", jobs=2)
     assert rep.params["divided"].startswith("no: finished within")
     assert rep.claims() == explore(sc, "split").claims() and rep.explored == 4
 
@@ -164,8 +164,8 @@ def test_cli_max_seconds_and_a_bad_executor() -> None:
 
 def test_dask_executor_without_dask_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(parallel.ParallelError, match=r"pip install 'emqlab\[dask\]'"):
-        parallel.make_executor(executor="dask://127.0.0.1:8786")
+    with pytest.raises(explore_pool.ParallelError, match=r"pip install 'emqlab\[dask\]'"):
+        explore_pool.make_executor(executor="dask://127.0.0.1:8786")
 
 
 def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
@@ -176,11 +176,11 @@ def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
             pytest.fail("CI=true: Dask is not installed (pip install -e '.[test]')")
         pytest.skip("Dask is not installed (pip install 'emqlab[dask]')")
     sc = scenario.load("mark-then-recover")
-    one = parallel.explore(sc, "split", jobs=1, divide=True)
+    one = explore(sc, "split", jobs=1, divide=True)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
             as cluster, distributed.Client(cluster) as client:
-        stats = parallel.Stats()
-        two = parallel.explore(sc, "split", executor=client.get_executor(), divide=True, stats=stats)
+        stats = Stats()
+        two = explore(sc, "split", executor=client.get_executor(), divide=True, stats=stats)
     assert _json(two) == _json(one)
     assert len(stats.workers) == 2
 
@@ -189,8 +189,8 @@ def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
 def test_live_parts_run_under_their_own_queues_and_delete_them() -> None:
     conn = live_conn()
     sc = scenario.load("lease-lapse")
-    stats = parallel.Stats()
-    live = parallel.explore(sc, "split", conn=conn, jobs=2, divide=True, stats=stats)
+    stats = Stats()
+    live = explore(sc, "split", conn=conn, jobs=2, divide=True, stats=stats)
     assert live.claims() == explore(sc, "split").claims()
     assert stats.queues and all(q.startswith("emq:{q-") for q in stats.queues)
     for base in stats.queues:
@@ -210,10 +210,10 @@ def test_an_interrupted_part_deletes_its_live_keys(monkeypatch: pytest.MonkeyPat
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Explorer, "_dpor", interrupted)
-    url = parallel.url_of(conn)
-    job = parallel.Job(scenario.load("lease-lapse"), "split", url)
+    url = explore_pool.url_of(conn)
+    job = parts.Job(scenario.load("lease-lapse"), "split", url)
     with pytest.raises(KeyboardInterrupt):
-        parallel.run_part(job, parallel.Task(0, prefix="v1:W1"))
+        parts.run_part(job, parts.Task(0, prefix="v1:W1"))
     assert seen and Namespace(conn, seen[0]).existing() == []
 
 
@@ -223,18 +223,18 @@ def _every_case() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("name", "mode"), _every_case(), ids=[f"{n}-{m}" for n, m in _every_case()])
 def test_handing_on_after_every_run_claims_what_the_undivided_search_finds(name: str, mode: str) -> None:
-    """The oracle for :class:`emqlab.parallel.Donor` over every shipped scenario and mode: handing on at
+    """The oracle for :class:`emqlab.parts.Donor` over every shipped scenario and mode: handing on at
     the first run and after every run (the most parts the rule can make) changes no claim — interleavings,
     distinct final states, anomaly kinds and their counts, minimal preemptions, witnesses — and ``--jobs 2``
     gives the same JSON as ``--jobs 1`` (issue 14's acceptance, under the rule that divides the most)."""
     sc = scenario.load(name)
     whole = explore(sc, mode)
-    stats = parallel.Stats()
-    divided = parallel.explore(sc, mode, jobs=1, divide=True, donate=1, stats=stats)
+    stats = Stats()
+    divided = explore(sc, mode, jobs=1, divide=True, donate_every=1, stats=stats)
     assert divided.claims() == whole.claims()
     assert whole.explored <= 1 or stats.parts > 1  # it was divided wherever there was more than one run
     # and two jobs (a forked pool worker, its hand-ons streamed back) print exactly what one prints
-    assert _json(parallel.explore(sc, mode, jobs=2, divide=True, donate=1)) == _json(divided)
+    assert _json(explore(sc, mode, jobs=2, divide=True, donate_every=1)) == _json(divided)
 
 
 @pytest.mark.parametrize(("name", "mode"), CASES, ids=[f"{n}-{m}" for n, m in CASES])
@@ -243,28 +243,29 @@ def test_hand_ons_streamed_back_from_pool_workers_claim_what_the_undivided_searc
     """With a pool, a worker's part sends each node it hands on back at once (the coordinator queues it
     while the part goes on): the claims are the undivided search's, and the hand-ons did stream."""
     sc = scenario.load(name)
-    stats = parallel.Stats()
-    divided = parallel.explore(sc, mode, jobs=2, divide=True, donate=1, stats=stats)
+    stats = Stats()
+    divided = explore(sc, mode, jobs=2, divide=True, donate_every=1, stats=stats)
     assert divided.claims() == explore(sc, mode).claims()
     assert stats.streamed > 0 and len({w.split(":")[1] for w in stats.workers}) == 2  # two processes
 
 
 def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_does() -> None:
     """``emqlab simulate`` in a process of its own has no other thread, so its pool's worker is forked from
-    it (parallel.start_method): the report is the same as one job's, and a worker really ran parts."""
+    it (explore_pool.start_method): the report is the same as one job's, and a worker really ran parts."""
     import subprocess
 
     script = (
         "import json, threading\n"
-        "from emqlab import parallel, scenario\n"
-        "from emqlab.explore import pool\n"
+        "from emqlab import scenario\n"
+        "from emqlab.explore import explore, pool\n"
+        "from emqlab.explore.divide import Stats\n"
         "assert threading.active_count() == 1 and pool.start_method() == 'fork'\n"
         "sc = scenario.load('lease-lapse')\n"
         "pool.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
         "out = {}\n"
         "for jobs in (1, 2):\n"
-        "    st = parallel.Stats()\n"
-        "    rep = parallel.explore(sc, 'split', jobs=jobs, stats=st)\n"
+        "    st = Stats()\n"
+        "    rep = explore(sc, 'split', jobs=jobs, stats=st)\n"
         "    d = rep.to_dict(); d.pop('elapsed_s'); d.pop('runs_per_second')\n"
         "    out[jobs] = (d, sorted(st.workers))\n"
         "print(json.dumps(out))\n")
@@ -281,11 +282,11 @@ def test_a_search_shorter_than_the_warm_up_wait_starts_no_pool_and_reports_what_
     short search more than they save): until then the parts handed on run here, the report is the same,
     and with a long wait no pool starts at all; with none, the pool's worker takes parts."""
     sc = scenario.load("lease-lapse")
-    one = _json(parallel.explore(sc, "split", jobs=1, divide=True))
+    one = _json(explore(sc, "split", jobs=1, divide=True))
     for wait, processes in ((3600.0, 1), (0.0, 2)):
         monkeypatch.setattr(explore_pool, "WARM_AFTER_S", wait)
-        st = parallel.Stats()
-        assert _json(parallel.explore(sc, "split", jobs=2, divide=True, stats=st)) == one
+        st = Stats()
+        assert _json(explore(sc, "split", jobs=2, divide=True, stats=st)) == one
         assert st.parts > 1 and len({w.split(":")[1] for w in st.workers}) == processes
 
 
@@ -297,9 +298,9 @@ def test_a_job_keeps_its_runner_key_through_pickling_for_every_shipped_scenario(
     import pickle
 
     for name in scenario.shipped_names():
-        job = parallel.Job(scenario.load(name), "split")
+        job = parts.Job(scenario.load(name), "split")
         assert pickle.loads(pickle.dumps(job)).key == job.key, name
-    a, b = (parallel.Job(scenario.load("two-workers"), mode) for mode in ("split", "atomic"))
+    a, b = (parts.Job(scenario.load("two-workers"), mode) for mode in ("split", "atomic"))
     assert a.key != b.key
 
 
@@ -449,12 +450,12 @@ def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: p
     monkeypatch.setattr(Namespace, "claim", refused)
     sc = scenario.load("two-workers")
     whole = explore(sc, "split")
-    handing_on, swarm = parallel.Stats(), parallel.Stats()
+    handing_on, swarm = Stats(), Stats()
     with cf.ThreadPoolExecutor(2) as ex:
-        divided = parallel.explore(sc, "split", executor=ex, divide=True, donate=1, stats=handing_on)
-        sampled = parallel.explore(sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=swarm)
+        divided = explore(sc, "split", executor=ex, divide=True, donate_every=1, stats=handing_on)
+        sampled = explore(sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=swarm)
     assert divided.claims() == whole.claims() and divided.complete
-    assert _json(sampled) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5, jobs=1))
+    assert _json(sampled) == _json(explore(sc, "split", strategy="random", runs=300, seed=5, jobs=1))
     for stats in (handing_on, swarm):
         assert stats.refused is not None and "OOM" in stats.refused
 
@@ -469,8 +470,8 @@ def test_an_unreachable_dask_scheduler_is_an_error_even_when_the_coordinator_did
         raise OSError(f"Timed out trying to connect to {address} after {timeout} s")
 
     monkeypatch.setattr(distributed, "Client", refused)
-    with pytest.raises(parallel.ExecutorUnreachable, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
-        parallel.explore(scenario.load("two-workers"), "split", executor="dask://127.0.0.1:1", divide=True)
+    with pytest.raises(explore_pool.ExecutorUnreachable, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
+        explore(scenario.load("two-workers"), "split", executor="dask://127.0.0.1:1", divide=True)
     for strategy in ("exhaustive", "random"):
         res = CliRunner().invoke(main, ["simulate", "--split", "-s", "two-workers", "--strategy", strategy,
                                         "--executor", "dask://127.0.0.1:1"])

@@ -12,25 +12,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from emqlab.explore.search import (
-        INFRASTRUCTURE,
-        Abort,
-        Explorer,
-        Report,
-        Trace,
-        explore,
-        format_schedule,
-        independent,
-        multinomial,
-        shrink,
-    )
+    from emqlab.explore.config import ExploreConfig
+    from emqlab.explore.dpor import independent
+    from emqlab.explore.report import INFRASTRUCTURE, Abort, Report, Trace, multinomial
+    from emqlab.explore.run import explore
+    from emqlab.explore.sampling import Explorer
+    from emqlab.explore.shrink import shrink
+    from emqlab.protocol.schedules import format_schedule
 
 #: each public name and the module that holds it
-_HOMES = {"Abort": "emqlab.explore.search", "Explorer": "emqlab.explore.search",
-          "INFRASTRUCTURE": "emqlab.explore.search", "Report": "emqlab.explore.search",
-          "Trace": "emqlab.explore.search", "explore": "emqlab.explore.search",
-          "format_schedule": "emqlab.explore.search", "independent": "emqlab.explore.search",
-          "multinomial": "emqlab.explore.search", "shrink": "emqlab.explore.search"}
+_HOMES = {"Abort": "emqlab.explore.report", "Stats": "emqlab.explore.divide", "Explorer": "emqlab.explore.sampling",
+          "ExploreConfig": "emqlab.explore.config", "INFRASTRUCTURE": "emqlab.explore.report",
+          "Report": "emqlab.explore.report", "Trace": "emqlab.explore.report", "explore": "emqlab.explore.run",
+          "format_schedule": "emqlab.protocol.schedules", "independent": "emqlab.explore.dpor",
+          "multinomial": "emqlab.explore.report", "shrink": "emqlab.explore.shrink"}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,5 +38,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["Abort", "Explorer", "INFRASTRUCTURE", "Report", "Trace", "explore",
+__all__ = ["Abort", "ExploreConfig", "Explorer", "INFRASTRUCTURE", "Report", "Trace", "explore",
            "format_schedule", "independent", "multinomial", "shrink"]

@@ -3,9 +3,10 @@ divided into parts while it runs, on a process pool (the default) or a Dask clus
 a single process would give. The parts are :mod:`emqlab.explore.parts`'s; the pool, :mod:`emqlab.explore.pool`.
 
 **Handing on** (:class:`Donor`). The exhaustive search starts whole, in this process. After
-:data:`PROBE_RUNS` runs, and then every :data:`DONATE_EVERY` runs, it hands on the shallowest node of its
-search path that still has enabled, awake, unexplored children: the node's state (sleep set, children
-explored here with their footprints, children left) goes out as a :class:`emqlab.explore.Branch`, and the
+:data:`PROBE_RUNS` runs, and then every ``donate_every`` runs (:class:`~emqlab.explore.config.ExploreConfig`),
+it hands on the shallowest node of its search path that still has enabled, awake, unexplored children: the
+node's state (sleep set, children explored here with their footprints, children left) goes out as a
+:class:`emqlab.explore.dpor.Branch`, and the
 node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
 :meth:`emqlab.explore.dpor.Exhaustive.search` with ``root`` and ``branch``) and hands on in turn. An exploration
 that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool.
@@ -55,12 +56,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from emqlab.analysis.anomalies import checker
 from emqlab.engine.history import History
-from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
-from emqlab.explore.checked import Runner
+from emqlab.explore.config import ExploreConfig
 from emqlab.explore.parts import (
-    DONATE_EVERY,
     Donor,
     Job,
     Task,
@@ -120,31 +121,24 @@ class Stats:
     streamed: int = 0
 
 
-def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn: Any = None,
-            url: str | None = None, runs: int = 100, seed: int = 0, depth: int = 2,
-            preemptions: int | None = None, unbounded: bool = False, reduce: bool = True,
-            scripts: ScriptSet | None = None, jobs: int | None = None,
-            executor: str | cf.Executor | None = None, progress: Progress | None = None,
-            max_seconds: float | None = None, divide: bool | None = None, donate: int | None = None,
-            stats: Stats | None = None) -> Report:
-    """:func:`emqlab.explore.explore`, divided over ``jobs`` local processes (default: the cores) or an
-    ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``).
+def explore_divided(scenario: Scenario, mode: str, config: ExploreConfig, *, conn: Any = None,
+                    url: str | None = None, scripts: ScriptSet | None = None,
+                    executor: str | cf.Executor | None = None, progress: Progress | None = None,
+                    stats: Stats | None = None) -> Report:
+    """An exhaustive, random or PCT exploration (``config``) divided over ``config.jobs`` local processes
+    (None: the cores) or an ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``).
 
     The exhaustive search starts whole, here; once it has run :data:`PROBE_RUNS` runs (at once with
-    ``divide=True``; never with ``divide=False``) it hands subtrees on every ``donate`` runs (default
-    :data:`DONATE_EVERY`; :class:`Donor`), and so does every subtree handed on, so an exploration within
-    :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool. ``max_seconds`` stops it: the
-    report is then incomplete and says what was covered. ``progress(done, total)`` counts parts (``total``
-    None while parts may still be handed on); ``stats`` (a :class:`Stats`) is filled in. ``conn`` is the
-    coordinator's backend; workers connect to ``url`` (default: ``conn``'s; fakeredis: one server per
-    worker). Raises ValueError for a ``donate`` below 1."""
+    ``divide=True``; never with ``divide=False``) it hands subtrees on every ``donate_every`` runs
+    (:class:`Donor`), and so does every subtree handed on, so an exploration within :data:`PROBE_RUNS` runs
+    is exactly the undivided one and starts no pool. ``max_seconds`` stops it: the report is then incomplete
+    and says what was covered. ``progress(done, total)`` counts parts (``total`` None while parts may still
+    be handed on); ``stats`` (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers
+    connect to ``url`` (default: ``conn``'s; fakeredis: one server per worker). Raises
+    :class:`~emqlab.explore.pool.ParallelError` for a bad executor."""
     from emqlab.backend.connect import connect
-    from emqlab.explore import search as _explore
 
-    if strategy not in ("exhaustive", "random", "pct"):
-        return _explore.explore(scenario, mode, strategy=strategy, conn=conn, scripts=scripts, progress=progress)
-    if donate is not None and donate < 1:
-        raise ValueError(f"donate must be at least 1 (runs between two hand-ons), not {donate}")
+    strategy, jobs, max_seconds = config.strategy, config.jobs, config.max_seconds
     if not isinstance(executor, cf.Executor):
         check_executor(executor)
     st = stats if stats is not None else Stats()
@@ -155,20 +149,18 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
         conn = connect(url)
     if url is None:
         url = url_of(conn)
-    bound = None if unbounded else (preemptions if preemptions is not None else scenario.preemptions)
-    every = DONATE_EVERY if donate is None else donate
+    bound = config.bound(scenario.preemptions)
     # a runner kept across parts needs a clean-up hook where it lives: this process, or our pool's workers
     local = executor in (None, "local", "process") or isinstance(executor, (InlineExecutor, cf.ProcessPoolExecutor))
-    job = Job(scenario, mode, url, scripts, strategy, bound, depth, deadline, cache_live=local,
-              donate_every=every)
+    job = Job(scenario, mode, url, scripts, strategy, bound, config.depth, deadline, cache_live=local,
+              donate_every=config.donate_every)
     try:
-        with Runner(scenario, mode, conn, scripts=scripts) as runner:
+        with Runner(scenario, mode, conn, scripts=scripts, check=checker) as runner:
             if strategy == "exhaustive":
-                return _donating(runner, job, executor, jobs, reduce=reduce, divide=divide, progress=progress,
-                                 max_seconds=max_seconds, preemptions=preemptions, unbounded=unbounded,
-                                 stats=st, started=started)
+                return _donating(runner, job, config, executor, progress=progress, stats=st, started=started)
             pool, close_pool = _executor(executor, jobs)
             try:
+                runs, seed = config.runs, config.seed
                 chunks = max(1, math.ceil(runs / SWARM_CHUNK))
                 tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
                          for i in range(chunks)]
@@ -197,14 +189,14 @@ def explore(scenario: Scenario, mode: str, *, strategy: str = "exhaustive", conn
             conn.close()
 
 
-def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None, jobs: int | None, *,
-              reduce: bool, divide: bool | None, progress: Progress | None, max_seconds: float | None,
-              preemptions: int | None, unbounded: bool, stats: Stats, started: float) -> Report:
+def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | cf.Executor | None, *,
+              progress: Progress | None, stats: Stats, started: float) -> Report:
     """The exhaustive search run here, handing subtrees on (:class:`Donor`) to the executor as it goes, each
     of which may hand on more; one report from all of them, in prefix order."""
     st = stats
+    reduce, divide, max_seconds = config.reduce, config.divide, config.max_seconds
     first = 0 if not reduce or divide is False else (job.donate_every if divide else PROBE_RUNS)
-    dispatch = Dispatch(job, executor, jobs, progress, root=runner)
+    dispatch = Dispatch(job, executor, config.jobs, progress, root=runner)
     root = Explorer(runner)
     root.deadline = job.deadline
     donor = None
@@ -218,7 +210,7 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
             root.donate = None
         if donor is None or not donor.donated:
             rep.params["max_runs"] = None
-            rep.params["bound_from"] = _bound_from(preemptions, unbounded)
+            rep.params["bound_from"] = config.bound_from
             rep.params["divided"] = ("no" if divide is False else
                                      "no: --no-reduce runs every schedule here" if not reduce else
                                      f"no: finished within {first} runs" if rep.complete else
@@ -264,7 +256,7 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     st.cut_depth = max((len(pre) for pre, _s in dispatch.prefixes), default=0)
     merged = _merge(runner, job, parts)
     merged.params = {"preemption_bound": job.bound, "reduce": True, "max_runs": None,
-                     "bound_from": _bound_from(preemptions, unbounded),
+                     "bound_from": config.bound_from,
                      "divided": {"subtrees": len(parts), "deepest_prefix": st.cut_depth,
                                  "handed_on": f"after {first} runs, then every {job.donate_every}",
                                  "sleep_sets": "carried into every subtree handed on",
@@ -274,17 +266,8 @@ def _donating(runner: EngineRunner, job: Job, executor: str | cf.Executor | None
     return merged
 
 
-def check_case(scenario: Scenario, mode: str) -> tuple[list[str], dict[str, set[Any]]]:
-    """One case of ``emqlab scenarios --check``, in a worker: the anomaly kinds an exhaustive exploration of
-    ``scenario`` in ``mode`` finds (fakeredis), and the return codes each actor's finish saw."""
-    from emqlab.explore import search as _explore
-
-    rep = _explore.explore(scenario, mode)
-    return rep.anomaly_kinds, {a: {o.code for o in c} for a, c in rep.codes.items()}
 
 
-def _bound_from(preemptions: int | None, unbounded: bool) -> str:
-    return "none" if unbounded else ("option" if preemptions is not None else "scenario")
 
 
 def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> None:
@@ -336,7 +319,7 @@ def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None
     return [done.get(t.index) or Part(t.index, complete=False, started=False) for t in tasks]
 
 
-def _run_refused(runner: EngineRunner, job: Job, tasks: list[Task], parts: list[Part], st: Stats) -> list[Part]:
+def _run_refused(runner: Runner, job: Job, tasks: list[Task], parts: list[Part], st: Stats) -> list[Part]:
     """The parts a worker could not start because the server refused it a queue, run here on the
     coordinator's own (registered) queue, in part order."""
     out = []
@@ -361,7 +344,7 @@ def _tally(st: Stats, part: Part) -> None:
     w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
 
 
-def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
+def _merge(runner: Runner, job: Job, parts: list[Part]) -> Report:
     """One report from the parts, in part order (so the same whatever ran them, wherever): each witness
     replayed on ``runner`` (shrunk, for a sampled strategy)."""
     from emqlab.backend.connect import describe
@@ -380,7 +363,7 @@ def _merge(runner: EngineRunner, job: Job, parts: list[Part]) -> Report:
                         backend=describe(runner.conn), order=order, replay=replay)
 
 
-def _swarm_params(runner: EngineRunner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> None:
+def _swarm_params(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> None:
     # the chunks' seeds are seed, seed + 1, …: a range, not a list (a long run has thousands)
     rep.params = {"runs": runs, "seed": seed,
                   "swarm": {"seeds": {"from": seed, "to": seed + len(parts) - 1}, "runs_per_seed": SWARM_CHUNK,
@@ -433,4 +416,4 @@ def progress_bar(console: Any) -> Any:
     return bar()
 
 
-__all__ = ["PROBE_RUNS", "SWARM_CHUNK", "Stats", "check_case", "explore", "progress_bar"]
+__all__ = ["PROBE_RUNS", "SWARM_CHUNK", "Stats", "explore_divided", "progress_bar"]

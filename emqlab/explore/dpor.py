@@ -240,10 +240,10 @@ class Exhaustive(Strategy):
               branch: Branch | None = None) -> None:
         """Source-DPOR with sleep sets over observed footprints (the module docstring). With ``root`` (a
         schedule prefix), only the runs that begin with it: its steps are fixed, and races that would
-        reverse one of them are left to the subtrees of the other prefixes (:mod:`emqlab.parallel`). With
-        ``branch`` too, the node at the end of ``root`` starts as another search left it: its sleep set, the
-        children it explored (with their footprints: they sleep in the later ones) and the children to
-        explore here, in order."""
+        reverse one of them are left to the other parts (:mod:`emqlab.explore.divide`). With ``branch`` too,
+        the node at the end of ``root`` starts as another search left it: its sleep set, the children it
+        explored (with their footprints: they sleep in the later ones) and the children to explore here, in
+        order."""
         r = self.runner
         rep = self.report
         nodes: list[_Node] = []

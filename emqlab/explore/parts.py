@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from emqlab.analysis.anomalies import checker
 from emqlab.backend.connect import ServerFault
-from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
-from emqlab.explore.checked import Runner
 from emqlab.explore.dpor import Branch
 from emqlab.explore.report import Part
 from emqlab.explore.sampling import Explorer
@@ -122,7 +122,7 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
     def build() -> Runner | str:
         conn = connect(job.url)
         try:
-            return Runner(job.scenario, job.mode, conn, scripts=job.scripts)
+            return Runner(job.scenario, job.mode, conn, scripts=job.scripts, check=checker)
         except ServerFault as e:  # no queue here: the part goes back to the coordinator, whose queue stands
             conn.close()
             return str(e)
@@ -154,7 +154,7 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
 
 
 @contextmanager
-def _lending(runner: EngineRunner) -> Iterator[None]:
+def _lending(runner: Runner) -> Iterator[None]:
     """The parts run in this process meanwhile run on ``runner`` (the root search's, closed by its owner):
     one queue, one set of live keys, per process (:func:`_runner_for`)."""
     _local.lent = runner

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from emqlab.backend.connect import BackendError, is_fake
-from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.engine.runner import Runner
 from emqlab.explore.dpor import Branch
 from emqlab.explore.parts import (
     Job,
@@ -108,7 +108,7 @@ def default_jobs() -> int:
 
 #: the modules every pool worker needs, imported once in the fork server before it forks them
 FORKSERVER_PRELOAD = ["emqlab.explore._forkserver", "emqlab.explore.pool", "emqlab.explore.parts",
-                      "emqlab.backend.fakeserver", "emqlab.engine.runner", "emqlab.explore.search"]
+                      "emqlab.backend.fakeserver", "emqlab.engine.runner", "emqlab.explore.sampling"]
 
 
 def _start_forkserver() -> None:
@@ -276,7 +276,7 @@ class Dispatch:
     runs here. Which parts there are depends on the run counts alone, so the report is the same either way."""
 
     def __init__(self, job: Job, executor: str | cf.Executor | None, jobs: int | None,
-                 progress: Progress | None, root: EngineRunner | None = None) -> None:
+                 progress: Progress | None, root: Runner | None = None) -> None:
         self.job, self.executor, self.progress = job, executor, progress
         #: the root search's runner: a forked worker keeps its copy as its own (fakeredis only)
         self.root = root

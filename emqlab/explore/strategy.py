@@ -20,7 +20,8 @@ from emqlab.protocol.schedules import format_schedule
 
 
 class Strategy:
-    """Runs a strategy over one :class:`Runner` and collects a :class:`Report`.
+    """What every strategy shares over one :class:`Runner`: the :class:`Report` it fills (``report``, else a
+    new one), the tallies behind it (:meth:`part`), and a ``deadline``.
 
     ``progress(done, total_or_None)`` is called after each run (for progress bars)."""
 

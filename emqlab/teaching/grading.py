@@ -836,7 +836,7 @@ def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803
 def _explore_counts(case: str, mode: str) -> tuple[int, int]:
     """(runs explored, the sum of ``runs_with`` over the anomaly kinds) of an exhaustive exploration of an
     a1 case: the grader's own reference, computed, never stored."""
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     rep = explore(A1_CASES[case].scenario(), mode, conn=_conn())
     return rep.explored, sum(rep.runs_with.values())
@@ -967,7 +967,7 @@ def explore_finish(lua: str, scenario: str = "stalled-finish") -> FinishExplorat
     """Explore every interleaving of ``scenario`` (``stalled-finish``: the sweep; ``lease-lapse``: a lapsing
     lease and the sweep) with W1 finishing job 1 by ``lua``, one step per ``redis.call``. Deterministic
     (fakeredis, virtual clock), so results are cached per (script, scenario)."""
-    from emqlab.explore.search import Explorer
+    from emqlab.explore import Explorer
 
     violations: list[str] = []
     runs: list[tuple[str, tuple[str, ...], str]] = []

@@ -102,6 +102,7 @@ from typing import Any
 
 import redis
 
+from emqlab.analysis.anomalies import checker
 from emqlab.engine.actors import (
     ActorGen,
     Op,
@@ -117,8 +118,8 @@ from emqlab.engine.actors import (
 from emqlab.engine.context import StepRecord
 from emqlab.engine.effects import LockChanged, Placed, Removed
 from emqlab.engine.history import History
+from emqlab.engine.runner import T0, Runner
 from emqlab.engine.scenario import ActorSpec, JobSpec, Scenario
-from emqlab.explore.checked import T0, Runner
 from emqlab.protocol.outcome import Outcome
 from emqlab.scripting import calls as api
 
@@ -414,7 +415,7 @@ class TimedRun:
         self._started = time.perf_counter()
         self._annotator = _Exposure(self)
         self.runner = _TimedRunner(self.scenario, mode, conn, effects=effects, clock=self.now, queue=queue,
-                                   local_scripts=local_scripts, instruments=[self._annotator],
+                                   check=checker, local_scripts=local_scripts, instruments=[self._annotator],
                                    factories={"worker": self._worker, "sweep": self._sweep, "lease": self._lease})
         # without an effect recorder of its own, the exposure instrument records the effects the checks need
         self._annotate = not effects
@@ -808,10 +809,10 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     total = len(rtt_list) * len(mode_list) * cfg.jobs
     results: list[TimedResult] = []
     if processes > 1:
-        from emqlab.explore import parallel
+        from emqlab.explore.pool import make_executor, url_of
 
-        url = parallel.url_of(conn)
-        pool, close = parallel.make_executor(processes, live=url is not None)
+        url = url_of(conn)
+        pool, close = make_executor(processes, live=url is not None)
         try:
             futures = [pool.submit(_cell, m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
             for f in futures:

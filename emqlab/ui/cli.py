@@ -469,7 +469,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     if strategy != "exhaustive" and (preemptions is not None or no_reduce):
         _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
     if strategy != "exhaustive":
-        from emqlab.explore.parallel import SWARM_CHUNK
+        from emqlab.explore.divide import SWARM_CHUNK
 
         last = seed + math.ceil(runs / SWARM_CHUNK) - 1  # chunk i is replayed with --seed seed+i: one
         if last > SEED_RANGE[1]:
@@ -479,17 +479,20 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
-        from emqlab.explore import parallel
+        from emqlab.explore import run as explore_run
+        from emqlab.explore.divide import progress_bar
+        from emqlab.explore.pool import default_jobs
 
         def run(progress: Callable[[int, int | None], None] | None) -> Any:
-            return parallel.explore(sc, mode, strategy=strategy, conn=conn, url=redis_url, runs=runs, seed=seed,
-                                    depth=depth, preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
-                                    jobs=jobs, executor=executor, max_seconds=max_seconds, progress=progress)
+            return explore_run.explore(sc, mode, strategy=strategy, conn=conn, url=redis_url, runs=runs, seed=seed,
+                                       depth=depth, preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
+                                       jobs=jobs if jobs is not None else default_jobs(), executor=executor,
+                                       max_seconds=max_seconds, progress=progress)
 
         if as_json or not err_console.is_terminal:
             rep = run(None)
         else:
-            with parallel.progress_bar(err_console) as progress:
+            with progress_bar(err_console) as progress:
                 rep = run(progress)
     v = judge(rep, expect)
     width = _columns(wide)
@@ -521,7 +524,7 @@ def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | N
 
 def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
                   script_set: _Scripts, width: int | None = DEFAULT_WIDTH) -> None:
-    from emqlab.explore.search import RUN_RETRIES
+    from emqlab.explore.report import RUN_RETRIES
 
     # the scenario's own text (name, title, lesson) is printed as text, never read as console markup
     _say(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
@@ -664,13 +667,13 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
       emqlab replay 'v1:W1*9.S1' --split --expect double-placement   # exit 0: the witness reproduces
       emqlab replay 'v1:W1*9.S1' --split --wide                      # one line per step, unwrapped
     """
-    from emqlab.explore.search import explore
+    from emqlab.explore import run as explore_run
 
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
         try:
-            rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
+            rep = explore_run.explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
         except ScheduleError as e:
             if "has no step left" in str(e):
                 raise ScheduleError(f"{e}; a schedule only fits the scenario and mode it was found in"
@@ -757,12 +760,13 @@ def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
 
 
 def _check_scenarios(lib: Any, jobs: int | None) -> None:
-    from emqlab.explore import parallel
+    from emqlab.explore.pool import make_executor
+    from emqlab.explore.run import check_case
 
     cases = [(s, mode) for s in lib for mode in s.modes]
-    pool, close = parallel.make_executor(jobs, live=False)
+    pool, close = make_executor(jobs, live=False)
     try:  # each case explored whole in one worker; printed in library order as they come
-        futures = [pool.submit(parallel.check_case, s, mode) for s, mode in cases]
+        futures = [pool.submit(check_case, s, mode) for s, mode in cases]
         bad = 0
         for (s, mode), fut in zip(cases, futures, strict=True):
             got, seen_codes = fut.result()
@@ -1017,7 +1021,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
         conn = connect(redis_url)
         config = _TimingConfig(jobs=jobs, workers=workers, seed=seed, processing_ms=processing_ms,
                               stalled_interval_ms=interval_ms, jitter=jitter, lock_ms=lock_ms)
-        from emqlab.explore.parallel import default_jobs
+        from emqlab.explore.pool import default_jobs
 
         n = processes if processes is not None else min(default_jobs(), len(rtts) * len(mode_list))
         sweep = _with_timed_progress(lambda progress: sweep_rtt(rtts, mode_list, config, conn, progress=progress,
