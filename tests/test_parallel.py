@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
-from emqlab.explore import Explorer, explore, parts
+from emqlab.explore import ExploreConfig, Explorer, explore, parts
 from emqlab.explore import pool as explore_pool
 from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats
 from emqlab.protocol.verdict import judge
@@ -138,6 +138,35 @@ def test_small_explorations_are_not_divided() -> None:
     rep = explore(sc, "split", jobs=2)
     assert rep.params["divided"].startswith("no: finished within")
     assert rep.claims() == explore(sc, "split").claims() and rep.explored == 4
+
+
+def test_explore_takes_the_config_fields_as_options_and_names_them_when_one_is_wrong() -> None:
+    """``explore(sc, mode, **options)`` is ``explore(sc, mode, ExploreConfig(**options))``; an option that is
+    no field is a TypeError that lists the fields, a bad value a ValueError."""
+    sc = scenario.load("stalled-finish")
+    config = ExploreConfig(strategy="random", runs=40, seed=7)
+    assert _json(explore(sc, "split", config)) == _json(explore(sc, "split", strategy="random", runs=40, seed=7))
+    assert _json(explore(sc, "split", config, seed=8)) == _json(explore(sc, "split", strategy="random", runs=40,
+                                                                        seed=8))
+    with pytest.raises(TypeError, match="unknown exploration option donate .*donate_every"):
+        explore(sc, "split", donate=1)
+    with pytest.raises(ValueError, match="donate_every must be at least 1"):
+        explore(sc, "split", jobs=1, donate_every=0)
+    with pytest.raises(ValueError, match="unknown strategy 'dfs'"):
+        ExploreConfig(strategy="dfs")
+
+
+def test_the_console_scripts_entry_imports_no_exploration() -> None:
+    """The entry takes the stop signals before the CLI's heavy imports (a Ctrl-C meanwhile exits quietly):
+    importing it loads emqlab.explore.stops and nothing of the exploration itself."""
+    import subprocess
+
+    code = ("import sys, emqlab.ui.entry\n"
+            "print(sorted(m for m in sys.modules if m.startswith('emqlab.explore')))\n"
+            "print(sorted(m for m in ('redis', 'lupa', 'fakeredis', 'click') if m in sys.modules))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["['emqlab.explore', 'emqlab.explore.stops']", "[]"]
 
 
 def test_cli_jobs_one_and_two_print_the_same_json() -> None:
