@@ -17,7 +17,7 @@ from pathlib import Path
 from _tables import append_table
 
 from emqlab.engine import scenario
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 
 CASES = [
     ("stalled-finish", "split", None),

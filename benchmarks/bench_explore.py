@@ -18,7 +18,7 @@ from _tables import append_table
 
 from emqlab.backend.connect import BackendError, connect
 from emqlab.engine import scenario
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 
 CASES = [
     ("stalled-finish", "split", None),   # 2 actors: W1 split finish + S1 sweep

@@ -1,4 +1,4 @@
-"""Divided explorations (emqlab.parallel): wall time with one job against two, side by side in one run, next
+"""Divided explorations (emqlab.explore.divide): wall time with one job against two, side by side in one run, next
 to the undivided search; peak memory per process; and a projection to 8, 32 and 128 workers.
 
     python benchmarks/bench_parallel.py [--repeat N] [--budget S] [--write docs/benchmarks.md]
@@ -20,7 +20,7 @@ Two cases, and a control:
 Every side's clock starts after fakeredis is imported (once per process, most of it numpy's import; the
 notes give its time), as in a notebook's or a test session's second exploration; the CLI pays it once on every side.
 
-``--jobs 2`` is this process and one pool worker (:class:`emqlab.parallel._Dispatch`), forked from it, which
+``--jobs 2`` is this process and one pool worker (:class:`emqlab.explore.pool.Dispatch`), forked from it, which
 keeps its copy of this process's runner and streams the nodes its parts hand on back as it goes. Peak RSS
 (``ru_maxrss``, MB) is given for each process: the single-process runs (undivided, ``--jobs 1``) against
 ``--jobs 2``'s coordinator (this process: it searches the root and runs parts too) and its pool worker (whose
@@ -56,14 +56,14 @@ THREE = HERE / "scenarios" / "three-split-workers.yaml"
 def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
     from emqlab.backend.connect import connect
     from emqlab.engine import scenario
-    from emqlab.explore import parallel
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
+    from emqlab.explore.divide import Stats
 
     t0 = time.perf_counter()
     connect(None).close()  # fakeredis's import (numpy's among it): once per process, before any side's clock
     imported = time.perf_counter() - t0
     load = os.getloadavg()[0]
-    st = parallel.Stats()
+    st = Stats()
     t0 = time.perf_counter()
     if kind == "pair":  # the control: two undivided searches, one after the other or at once in two processes
         if jobs == 1:
@@ -79,9 +79,9 @@ def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
     elif kind == "whole":
         rep = explore(scenario.load("two-workers"), "split")
     elif kind == "divided":
-        rep = parallel.explore(scenario.load("two-workers"), "split", jobs=jobs, stats=st)
+        rep = explore(scenario.load("two-workers"), "split", jobs=jobs, stats=st)
     else:
-        rep = parallel.explore(scenario.load(str(THREE)), "split", jobs=jobs, stats=st, max_seconds=budget)
+        rep = explore(scenario.load(str(THREE)), "split", jobs=jobs, stats=st, max_seconds=budget)
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"seconds": seconds, "imported_s": imported,
                            "runs": rep.explored + rep.pruned + rep.outside_bound,

@@ -322,8 +322,8 @@ def _make() -> dict[str, bytes]:
     matplotlib.use("Agg")
     from emqlab.backend.connect import connect
     from emqlab.engine.scenario import load
+    from emqlab.explore import explore
     from emqlab.explore.checked import Runner
-    from emqlab.explore.search import explore
     from emqlab.timing import MODES, PRESETS, TimingConfig, sweep_rtt
     from emqlab.ui import plots
 

@@ -42,7 +42,7 @@ MOVED: dict[str, str] = {
     "emqlab.pyactors": "emqlab.engine.pyactors",
     "emqlab.blocks": "emqlab.engine.pyblocks",
     "emqlab.anomalies": "emqlab.analysis.anomalies",
-    "emqlab.parallel": "emqlab.explore.parallel",
+    "emqlab.parallel": "emqlab.explore",
     "emqlab.schedule": "emqlab.explore.checked",
     "emqlab.api": "emqlab.check.api",
     "emqlab.checking": "emqlab.check.lua",

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import connect
 from emqlab.engine import scenario
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 from emqlab.scripting import acl
 from emqlab.timing import TimingConfig, simulate
 from emqlab.ui.cli import main

@@ -9,7 +9,7 @@ import pytest
 
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import ScenarioError, load, loads, shipped_path
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 
 VARIANT = "variants/no-active-check"
 

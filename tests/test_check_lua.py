@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from emqlab.check.lua import check_scripts
 from emqlab.engine import scenario
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 from emqlab.scripting.registry import ScriptError, ScriptSet, default_scripts, lua_dir
 from emqlab.ui.cli import main
 

@@ -49,8 +49,8 @@ from emqlab.backend.connect import (
 from emqlab.backend.state import snapshot, write_state
 from emqlab.engine import scenario
 from emqlab.engine.runner import Runner
+from emqlab.explore import explore
 from emqlab.explore.checked import parse_schedule
-from emqlab.explore.search import explore
 from emqlab.protocol.keys import QUEUE_KEY_NAMES, QueueKeys, without_hash_tag
 from emqlab.scripting.registry import default_scripts
 from emqlab.teaching.cluster_lesson import docs_block, lesson_scenario, lesson_transcript, run_lesson

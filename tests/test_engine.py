@@ -13,8 +13,8 @@ from emqlab.engine import scenario
 from emqlab.engine.effects import HashCreated, HashDeleted, LockChanged, Marked, Placed, Removed, parse
 from emqlab.engine.history import Execution, FinalState, History, Step
 from emqlab.engine.scenario import ANOMALY_KINDS
+from emqlab.explore import Explorer
 from emqlab.explore.checked import Runner, parse_schedule
-from emqlab.explore.search import Explorer
 from emqlab.protocol.outcome import Outcome, Result
 
 
@@ -343,7 +343,7 @@ def test_pct_never_preempts_more_than_depth_minus_one_and_its_depth_check_is_exa
 
 
 def test_pct_warns_that_delayed_promotions_double_placement_needs_depth_three() -> None:
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     shallow = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=2)
     deep = explore(scenario.load("delayed-promotion"), "split", strategy="pct", runs=30, depth=3)

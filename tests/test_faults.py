@@ -10,8 +10,8 @@ import redis
 from emqlab.backend.connect import BackendError, connect
 from emqlab.engine import scenario
 from emqlab.engine.history import History
+from emqlab.explore import explore
 from emqlab.explore.checked import Runner, parse_schedule
-from emqlab.explore.search import explore
 from emqlab.protocol.outcome import Outcome
 from tests.conftest import live_conn
 

@@ -35,7 +35,7 @@ def _delete_lock(alone: Any) -> Any:
 
 
 def _count(scenario: Any, mode: str) -> int:
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     return sum(explore(scenario, mode, conn=conn()).runs_with.values())
 

@@ -25,7 +25,7 @@ import pytest
 
 from emqlab.backend.connect import connect
 from emqlab.engine.scenario import load, shipped_names
-from emqlab.explore.search import Report, explore
+from emqlab.explore import Report, explore
 from emqlab.timing import TimingConfig, sweep_rtt
 from emqlab.timing.model import MODES as TIMED_MODES
 

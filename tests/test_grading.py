@@ -234,7 +234,7 @@ def test_a1_copied_witness_fails_a_hidden_variant() -> None:
     """The issue's cheat: the witness of `emqlab simulate --split`, copied. It double-places on the
     assignment's case, and a function that returns it fails the grade."""
     from emqlab.engine.scenario import load
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     witness = explore(load("stalled-finish"), "split", conn=conn()).witnesses["double-placement"].schedule
     assert a1._a1_replay_verdict(G.A1_CASES["assignment"], witness).passed
@@ -277,7 +277,7 @@ def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
 
 
 def runs_with_anomaly(scenario: Any, mode: str) -> int:
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     return sum(explore(scenario, mode, conn=conn()).runs_with.values())
 

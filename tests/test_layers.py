@@ -20,17 +20,8 @@ from emqlab.layers import RANK
 
 PACKAGE = Path(__file__).resolve().parents[1] / "emqlab"
 
-
-
-#: modules over the size limit while the layered-package work splits them (each entry is a promise to cut)
+#: no module of emqlab/ is longer (a longer one does several jobs: split it along its seams)
 MAX_LINES = 700
-TOO_LONG_FOR_NOW = {"emqlab/explore/parallel.py", "emqlab/explore/search.py"}
-
-#: imports that break the layering today, each with the cut that removes it (the list only shrinks)
-KNOWN: dict[tuple[str, str], str] = {
-    ("emqlab.explore.parallel", "emqlab.ui.entry"): "the stop signals move to explore.pool",
-    ("emqlab.explore._forkserver", "emqlab.ui.entry"): "the stop signals move to explore.pool",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -94,8 +85,7 @@ def test_every_import_goes_down_the_layers() -> None:
                 continue
             if _rank(t) > _rank(m) or (_rank(t) == _rank(m) and m.split(".")[1:2] != t.split(".")[1:2]
                                        and _rank(m) >= 0):
-                if (m, t) not in KNOWN:
-                    upward.append(f"{m} -> {t}")
+                upward.append(f"{m} -> {t}")
     assert not upward, "imports that reach up a layer (or across timing/check):\n" + "\n".join(upward)
 
 
@@ -110,8 +100,6 @@ def test_no_import_loops() -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         for w in graph[v]:
-            if (v, w) in KNOWN:
-                continue
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -131,13 +119,6 @@ def test_no_import_loops() -> None:
         if v not in index:
             visit(v)
     assert not loops, "modules that import each other round:\n" + "\n".join(" ⇄ ".join(c) for c in loops)
-
-
-def test_known_exceptions_still_exist() -> None:
-    """An entry of :data:`KNOWN` whose import is gone is taken off (the list only shrinks)."""
-    graph = _imports()
-    gone = [f"{m} -> {t}" for m, t in KNOWN if t not in graph.get(m, set())]
-    assert not gone, "cut already, take them off KNOWN:\n" + "\n".join(gone)
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
@@ -167,7 +148,4 @@ def test_documented_packages_keep_their_names() -> None:
 def test_no_module_is_too_long() -> None:
     long = {str(p.relative_to(PACKAGE.parent)): n for p in MODULES.values()
             if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
-    over = {p: n for p, n in long.items() if p not in TOO_LONG_FOR_NOW}
-    assert not over, f"modules over {MAX_LINES} lines: {over}"
-    done = sorted(TOO_LONG_FOR_NOW - set(long))
-    assert not done, f"split already, take them off TOO_LONG_FOR_NOW: {done}"
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

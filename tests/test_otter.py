@@ -46,7 +46,7 @@ def test_export_layout(aid: str, tmp_path: Path) -> None:
 
 def _count(scenario: object, mode: str) -> int:
     from emqlab.backend.connect import connect
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     return sum(explore(scenario, mode, conn=connect()).runs_with.values())  # type: ignore[arg-type]
 

@@ -29,8 +29,7 @@ from emqlab.backend.connect import connect
 from emqlab.engine import scenario as scenario_module
 from emqlab.engine.history import History, Step, render_reply
 from emqlab.engine.scenario import shipped
-from emqlab.explore import parallel
-from emqlab.explore import search as explore_module
+from emqlab.explore import run as explore_module
 from emqlab.explore.checked import ScheduleError
 from emqlab.teaching import grading as G
 from emqlab.text import elide_words, line_breaks, wrap
@@ -196,17 +195,15 @@ def stand_in_report(name: str, mode: str) -> Any:
 @pytest.fixture
 def stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """`simulate`'s exploration replaced by :func:`stand_in_report`; `replay`'s memoized."""
-    def explore(sc: Any, mode: str, **_: Any) -> Any:
-        return stand_in_report(sc.name, mode)
-
-    def memo_replay(sc: Any, mode: str, *, strategy: str = "exhaustive", schedule: str | None = None,
-                    **kw: Any) -> Any:
-        if strategy == "replay" and kw.get("scripts") is None and schedule is not None:
+    def explore(sc: Any, mode: str, *, strategy: str = "exhaustive", schedule: str | None = None,
+                **kw: Any) -> Any:
+        if strategy != "replay":
+            return stand_in_report(sc.name, mode)
+        if kw.get("scripts") is None and schedule is not None:
             return _replayed(sc.name, mode, schedule)
         return EXPLORE(sc, mode, strategy=strategy, schedule=schedule, **kw)
 
-    monkeypatch.setattr(parallel, "explore", explore)
-    monkeypatch.setattr(explore_module, "explore", memo_replay)
+    monkeypatch.setattr(explore_module, "explore", explore)
     monkeypatch.setattr(scenario_module, "load", load)
 
 
@@ -316,7 +313,7 @@ def test_the_stand_in_prints_what_the_real_exploration_does() -> None:
     """The default scenario, explored for real: the same witness block as the stand-in's, line for line."""
     real = run("simulate", "--split", "-j", "1").output
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(parallel, "explore", lambda sc, mode, **_: stand_in_report(sc.name, mode))
+        mp.setattr(explore_module, "explore", lambda sc, mode, **_: stand_in_report(sc.name, mode))
         stand = run("simulate", "--split", "-j", "1").output
 
     def block(text: str) -> list[str]:

@@ -1,14 +1,12 @@
-"""Divided explorations (emqlab.parallel): for every shipped scenario × mode at its bound, the exploration
+"""Divided explorations (emqlab.explore.divide): for every shipped scenario × mode at its bound, the exploration
 divided into subtrees claims exactly what the undivided one does (interleavings, distinct final states,
 anomaly kinds, interleavings with each, minimal preemptions, witnesses), and one worker and two workers
-give the same report, runs executed included. Also: the prefix-restricted count against brute force, the
-simpler division (subtrees awake, counts by prefix), the seed swarm, --max-seconds, the CLI options, a
-Dask cluster, and a live server's keys after a run and after an interrupted part."""
+give the same report, runs executed included. Also: the seed swarm, --max-seconds, the CLI options, a Dask
+cluster, and a live server's keys after a run and after an interrupted part."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
 import json
 import sys
 from collections import Counter
@@ -20,12 +18,12 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
-from emqlab.explore import parallel
-from emqlab.explore.search import Explorer, Trace, explore
+from emqlab.explore import ExploreConfig, Explorer, explore, parts
+from emqlab.explore import pool as explore_pool
+from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
 from tests.conftest import live_conn, require
-from tests.test_reduction import sample_trace
 
 #: The shipped cases large enough to be divided (the undivided search takes more than PROBE_RUNS runs; the
 #: test asserts they are): a smaller search runs whole by design (test_small_explorations_are_not_divided),
@@ -33,8 +31,6 @@ from tests.test_reduction import sample_trace
 CASES = [("two-workers", "split"), ("two-workers", "transaction"), ("late-finish-deleted", "split"),
          ("late-finish-deleted", "transaction"), ("crash-mid-finish", "split"), ("cancel-active", "split"),
          ("stale-sweep", "atomic"), ("lost-finish-reply", "split")]
-#: subtrees for the matrix (fewer than the default: the same cut rule, cheaper to find on a busy machine)
-TARGET = 12
 
 
 def _json(rep: Any) -> dict[str, Any]:
@@ -49,13 +45,13 @@ def _oracle(name: str, mode: str) -> tuple[dict[str, Any], dict[str, Any], dict[
     job (in that worker's process)."""
     sc = scenario.load(name)
     whole = explore(sc, mode)
-    divided = parallel.explore(sc, mode, jobs=1, divide=True, target=TARGET)
+    divided = explore(sc, mode, jobs=1, divide=True)
     return whole.claims(), divided.claims(), _json(divided)
 
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[cf.Executor]:
-    ex, close = parallel.make_executor(2)
+    ex, close = explore_pool.make_executor(2)
     yield ex
     close()
 
@@ -72,73 +68,18 @@ def test_divided_claims_what_the_undivided_search_finds_and_two_jobs_print_what_
     whole, divided, one_job = oracles[(name, mode)]
     assert whole["interleavings"]["complete"] and whole["interleavings"]["raw_exact"]
     assert divided == whole
-    stats = parallel.Stats()
-    two = parallel.explore(scenario.load(name), mode, executor=pool, divide=True, target=TARGET, stats=stats)
+    stats = Stats()
+    two = explore(scenario.load(name), mode, executor=pool, divide=True, stats=stats)
     assert _json(two) == one_job
     assert stats.divided and stats.parts == one_job["params"]["divided"]["subtrees"] > 1
     assert sum(w["parts"] for w in stats.workers.values()) == stats.parts
     assert all(w["peak_rss_mb"] > 0 for w in stats.workers.values())
 
 
-@pytest.mark.parametrize("name", ["stalled-finish", "mark-then-recover"])
-def test_the_simpler_division_restarts_awake_and_counts_by_prefix(name: str) -> None:
-    sc = scenario.load(name)
-    whole = explore(sc, "split")
-    stats = parallel.Stats()
-    simple = parallel.explore(sc, "split", jobs=1, divide=True, carry_sleep=False, stats=stats, target=8)
-    assert simple.claims() == whole.claims()
-    assert simple.explored >= whole.explored  # the same trace may run in several subtrees: counted once
-    cut = parallel.explore(sc, "split", jobs=1, divide=True, donate=0, target=8)  # cut first, sleep sets kept
-    assert cut.claims() == whole.claims() and cut.params["divided"]["sleep_sets"] == "carried across the cut"
-
-
-def _brute_through(actors: list[str], preds: list[int], through: dict[str, int]) -> tuple[int, int]:
-    n, cut = len(actors), sum(through.values())
-    total = 0
-    best: int | None = None
-    for perm in itertools.permutations(range(n)):
-        pos = {e: i for i, e in enumerate(perm)}
-        if any(pos[p] > pos[e] for e in range(n) for p in range(n) if preds[e] >> p & 1):
-            continue
-        if Counter(actors[e] for e in perm[:cut]) != Counter({a: k for a, k in through.items() if k}):
-            continue
-        seq = [actors[e] for e in perm]
-        left = Counter(actors)
-        pre = 0
-        for i, a in enumerate(seq):
-            if i and a != seq[i - 1] and left[seq[i - 1]] > 0:
-                pre += 1
-            left[a] -= 1
-        total += 1
-        best = pre if best is None else min(best, pre)
-    return total, best if best is not None else -1
-
-
-@pytest.mark.parametrize("through", [{"A": 1}, {"A": 2, "B": 1}, {"B": 1, "C": 1}, {"C": 2}, {"A": 3, "B": 2}])
-def test_the_prefix_restricted_count_matches_brute_force(through: dict[str, int]) -> None:
-    actors, preds = sample_trace()
-    total, least = _brute_through(actors, preds, through)
-    trace = Trace(actors, preds, ["A", "B", "C"], through)
-    assert trace.counts(None)[0] == total
-    if total:
-        got, schedule = trace.best()
-        assert got == least and Counter(schedule[:sum(through.values())]) == Counter(
-            {a: k for a, k in through.items() if k})
-
-
-def test_the_counts_of_all_prefixes_of_one_depth_add_up() -> None:
-    actors = ["A", "A", "B", "A", "B", "C", "C"]
-    preds = [0, 1, 3, 7, 15, 0, 32]  # a chain A A B A B, and C C apart
-    whole = Trace(actors, preds, ["A", "B", "C"]).counts(None)[0]
-    parts = sum(Trace(actors, preds, ["A", "B", "C"], {"A": a, "B": b, "C": c}).counts(None)[0]
-                for a in range(4) for b in range(3) for c in range(3) if a + b + c == 3)
-    assert parts == whole
-
-
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
     sc = scenario.load("stalled-finish")
-    swarm = parallel.explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
-    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": parallel.SWARM_CHUNK,
+    swarm = explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
+    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": SWARM_CHUNK,
                                      "chunks_run": 2}
     res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "30", "--seed",
                                     str(2**63 - 1)])
@@ -149,15 +90,15 @@ def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds
     assert swarm.explored == 30
     assert swarm.runs_with == dict(Counter(a.runs_with) + Counter(b.runs_with))
     assert swarm.outcomes == a.outcomes | b.outcomes
-    one = parallel.explore(sc, "split", strategy="random", runs=10, seed=5, jobs=1)
+    one = explore(sc, "split", strategy="random", runs=10, seed=5, jobs=1)
     alone = explore(sc, "split", strategy="random", runs=10, seed=5)
     assert one.claims() == alone.claims() and one.runs_with == alone.runs_with and one.results == alone.results
 
 
 def test_a_pct_swarm_gives_the_combined_bound(pool: cf.Executor) -> None:
     sc = scenario.load("stalled-finish")
-    one = parallel.explore(sc, "split", strategy="pct", runs=40, seed=1, jobs=1)
-    two = parallel.explore(sc, "split", strategy="pct", runs=40, seed=1, executor=pool)
+    one = explore(sc, "split", strategy="pct", runs=40, seed=1, jobs=1)
+    two = explore(sc, "split", strategy="pct", runs=40, seed=1, executor=pool)
     assert _json(one) == _json(two)
     p = one.params["p_per_run_at_least"]
     assert one.params["p_all_runs_at_least"] == pytest.approx(1 - (1 - p) ** 40)
@@ -181,22 +122,51 @@ def test_a_seed_is_any_64_bit_signed_integer_and_the_help_splits_no_number() -> 
 def test_max_seconds_gives_an_inconclusive_report_that_says_what_was_covered() -> None:
     sc = scenario.load("lease-lapse")
     # handing on after every run: the first run (far longer than 1 ms) hands on, then the deadline stops it all
-    rep = parallel.explore(sc, "split", jobs=1, divide=True, donate=1, max_seconds=0.001)
+    rep = explore(sc, "split", jobs=1, divide=True, donate_every=1, max_seconds=0.001)
     assert not rep.complete and not rep.raw_exact
     assert "parts finished" in rep.params["inconclusive"] and "lower bounds" in rep.params["inconclusive"]
     assert judge(rep).kind == "inconclusive"
-    probe = parallel.explore(sc, "split", jobs=1, max_seconds=0.001)  # stops in the undivided probe
+    probe = explore(sc, "split", jobs=1, max_seconds=0.001)  # stops in the undivided probe
     assert not probe.complete and "undivided search stopped" in probe.params["inconclusive"]
     # and it was not divided because it stopped, not because it finished
     assert probe.params["divided"] == ("no: stopped after 1 run(s), before the first hand-on "
-                                       f"(after {parallel.PROBE_RUNS})")
+                                       f"(after {PROBE_RUNS})")
 
 
 def test_small_explorations_are_not_divided() -> None:
     sc = scenario.load("stalled-finish")
-    rep = parallel.explore(sc, "split", jobs=2)
+    rep = explore(sc, "split", jobs=2)
     assert rep.params["divided"].startswith("no: finished within")
     assert rep.claims() == explore(sc, "split").claims() and rep.explored == 4
+
+
+def test_explore_takes_the_config_fields_as_options_and_names_them_when_one_is_wrong() -> None:
+    """``explore(sc, mode, **options)`` is ``explore(sc, mode, ExploreConfig(**options))``; an option that is
+    no field is a TypeError that lists the fields, a bad value a ValueError."""
+    sc = scenario.load("stalled-finish")
+    config = ExploreConfig(strategy="random", runs=40, seed=7)
+    assert _json(explore(sc, "split", config)) == _json(explore(sc, "split", strategy="random", runs=40, seed=7))
+    assert _json(explore(sc, "split", config, seed=8)) == _json(explore(sc, "split", strategy="random", runs=40,
+                                                                        seed=8))
+    with pytest.raises(TypeError, match="unknown exploration option donate .*donate_every"):
+        explore(sc, "split", donate=1)
+    with pytest.raises(ValueError, match="donate_every must be at least 1"):
+        explore(sc, "split", jobs=1, donate_every=0)
+    with pytest.raises(ValueError, match="unknown strategy 'dfs'"):
+        ExploreConfig(strategy="dfs")
+
+
+def test_the_console_scripts_entry_imports_no_exploration() -> None:
+    """The entry takes the stop signals before the CLI's heavy imports (a Ctrl-C meanwhile exits quietly):
+    importing it loads emqlab.explore.stops and nothing of the exploration itself."""
+    import subprocess
+
+    code = ("import sys, emqlab.ui.entry\n"
+            "print(sorted(m for m in sys.modules if m.startswith('emqlab.explore')))\n"
+            "print(sorted(m for m in ('redis', 'lupa', 'fakeredis', 'click') if m in sys.modules))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["['emqlab.explore', 'emqlab.explore.stops']", "[]"]
 
 
 def test_cli_jobs_one_and_two_print_the_same_json() -> None:
@@ -223,8 +193,8 @@ def test_cli_max_seconds_and_a_bad_executor() -> None:
 
 def test_dask_executor_without_dask_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(parallel.ParallelError, match=r"pip install 'emqlab\[dask\]'"):
-        parallel.make_executor(executor="dask://127.0.0.1:8786")
+    with pytest.raises(explore_pool.ParallelError, match=r"pip install 'emqlab\[dask\]'"):
+        explore_pool.make_executor(executor="dask://127.0.0.1:8786")
 
 
 def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
@@ -233,11 +203,11 @@ def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
     except ImportError:
         require("Dask", "pip install -e '.[test]' (or 'emqlab[dask]')")
     sc = scenario.load("mark-then-recover")
-    one = parallel.explore(sc, "split", jobs=1, divide=True)
+    one = explore(sc, "split", jobs=1, divide=True)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) \
             as cluster, distributed.Client(cluster) as client:
-        stats = parallel.Stats()
-        two = parallel.explore(sc, "split", executor=client.get_executor(), divide=True, stats=stats)
+        stats = Stats()
+        two = explore(sc, "split", executor=client.get_executor(), divide=True, stats=stats)
     assert _json(two) == _json(one)
     assert len(stats.workers) == 2
 
@@ -246,8 +216,8 @@ def test_a_dask_cluster_of_two_workers_gives_the_same_report() -> None:
 def test_live_parts_run_under_their_own_queues_and_delete_them() -> None:
     conn = live_conn()
     sc = scenario.load("lease-lapse")
-    stats = parallel.Stats()
-    live = parallel.explore(sc, "split", conn=conn, jobs=2, divide=True, target=8, stats=stats)
+    stats = Stats()
+    live = explore(sc, "split", conn=conn, jobs=2, divide=True, stats=stats)
     assert live.claims() == explore(sc, "split").claims()
     assert stats.queues and all(q.startswith("emq:{q-") for q in stats.queues)
     for base in stats.queues:
@@ -267,10 +237,10 @@ def test_an_interrupted_part_deletes_its_live_keys(monkeypatch: pytest.MonkeyPat
         raise KeyboardInterrupt
 
     monkeypatch.setattr(Explorer, "_dpor", interrupted)
-    url = parallel.url_of(conn)
-    job = parallel.Job(scenario.load("lease-lapse"), "split", url)
+    url = explore_pool.url_of(conn)
+    job = parts.Job(scenario.load("lease-lapse"), "split", url)
     with pytest.raises(KeyboardInterrupt):
-        parallel.run_part(job, parallel.Task(0, prefix="v1:W1"))
+        parts.run_part(job, parts.Task(0, prefix="v1:W1"))
     assert seen and Namespace(conn, seen[0]).existing() == []
 
 
@@ -280,18 +250,18 @@ def _every_case() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("name", "mode"), _every_case(), ids=[f"{n}-{m}" for n, m in _every_case()])
 def test_handing_on_after_every_run_claims_what_the_undivided_search_finds(name: str, mode: str) -> None:
-    """The oracle for :class:`emqlab.parallel.Donor` over every shipped scenario and mode: handing on at
+    """The oracle for :class:`emqlab.parts.Donor` over every shipped scenario and mode: handing on at
     the first run and after every run (the most parts the rule can make) changes no claim — interleavings,
     distinct final states, anomaly kinds and their counts, minimal preemptions, witnesses — and ``--jobs 2``
     gives the same JSON as ``--jobs 1`` (issue 14's acceptance, under the rule that divides the most)."""
     sc = scenario.load(name)
     whole = explore(sc, mode)
-    stats = parallel.Stats()
-    divided = parallel.explore(sc, mode, jobs=1, divide=True, donate=1, stats=stats)
+    stats = Stats()
+    divided = explore(sc, mode, jobs=1, divide=True, donate_every=1, stats=stats)
     assert divided.claims() == whole.claims()
     assert whole.explored <= 1 or stats.parts > 1  # it was divided wherever there was more than one run
     # and two jobs (a forked pool worker, its hand-ons streamed back) print exactly what one prints
-    assert _json(parallel.explore(sc, mode, jobs=2, divide=True, donate=1)) == _json(divided)
+    assert _json(explore(sc, mode, jobs=2, divide=True, donate_every=1)) == _json(divided)
 
 
 @pytest.mark.parametrize(("name", "mode"), CASES, ids=[f"{n}-{m}" for n, m in CASES])
@@ -300,27 +270,29 @@ def test_hand_ons_streamed_back_from_pool_workers_claim_what_the_undivided_searc
     """With a pool, a worker's part sends each node it hands on back at once (the coordinator queues it
     while the part goes on): the claims are the undivided search's, and the hand-ons did stream."""
     sc = scenario.load(name)
-    stats = parallel.Stats()
-    divided = parallel.explore(sc, mode, jobs=2, divide=True, donate=1, stats=stats)
+    stats = Stats()
+    divided = explore(sc, mode, jobs=2, divide=True, donate_every=1, stats=stats)
     assert divided.claims() == explore(sc, mode).claims()
     assert stats.streamed > 0 and len({w.split(":")[1] for w in stats.workers}) == 2  # two processes
 
 
 def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_does() -> None:
     """``emqlab simulate`` in a process of its own has no other thread, so its pool's worker is forked from
-    it (parallel.start_method): the report is the same as one job's, and a worker really ran parts."""
+    it (explore_pool.start_method): the report is the same as one job's, and a worker really ran parts."""
     import subprocess
 
     script = (
         "import json, threading\n"
-        "from emqlab import parallel, scenario\n"
-        "assert threading.active_count() == 1 and parallel.start_method() == 'fork'\n"
+        "from emqlab import scenario\n"
+        "from emqlab.explore import explore, pool\n"
+        "from emqlab.explore.divide import Stats\n"
+        "assert threading.active_count() == 1 and pool.start_method() == 'fork'\n"
         "sc = scenario.load('lease-lapse')\n"
-        "parallel.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
+        "pool.WARM_AFTER_S = 0.0  # the pool at the first hand-on: this search is shorter than the wait\n"
         "out = {}\n"
         "for jobs in (1, 2):\n"
-        "    st = parallel.Stats()\n"
-        "    rep = parallel.explore(sc, 'split', jobs=jobs, stats=st)\n"
+        "    st = Stats()\n"
+        "    rep = explore(sc, 'split', jobs=jobs, stats=st)\n"
         "    d = rep.to_dict(); d.pop('elapsed_s'); d.pop('runs_per_second')\n"
         "    out[jobs] = (d, sorted(st.workers))\n"
         "print(json.dumps(out))\n")
@@ -337,11 +309,11 @@ def test_a_search_shorter_than_the_warm_up_wait_starts_no_pool_and_reports_what_
     short search more than they save): until then the parts handed on run here, the report is the same,
     and with a long wait no pool starts at all; with none, the pool's worker takes parts."""
     sc = scenario.load("lease-lapse")
-    one = _json(parallel.explore(sc, "split", jobs=1, divide=True))
+    one = _json(explore(sc, "split", jobs=1, divide=True))
     for wait, processes in ((3600.0, 1), (0.0, 2)):
-        monkeypatch.setattr(parallel, "WARM_AFTER_S", wait)
-        st = parallel.Stats()
-        assert _json(parallel.explore(sc, "split", jobs=2, divide=True, stats=st)) == one
+        monkeypatch.setattr(explore_pool, "WARM_AFTER_S", wait)
+        st = Stats()
+        assert _json(explore(sc, "split", jobs=2, divide=True, stats=st)) == one
         assert st.parts > 1 and len({w.split(":")[1] for w in st.workers}) == processes
 
 
@@ -353,9 +325,9 @@ def test_a_job_keeps_its_runner_key_through_pickling_for_every_shipped_scenario(
     import pickle
 
     for name in scenario.shipped_names():
-        job = parallel.Job(scenario.load(name), "split")
+        job = parts.Job(scenario.load(name), "split")
         assert pickle.loads(pickle.dumps(job)).key == job.key, name
-    a, b = (parallel.Job(scenario.load("two-workers"), mode) for mode in ("split", "atomic"))
+    a, b = (parts.Job(scenario.load("two-workers"), mode) for mode in ("split", "atomic"))
     assert a.key != b.key
 
 
@@ -459,7 +431,7 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
     """Ctrl-C (once, or twice 10 ms apart), SIGTERM (a CI timeout) or SIGHUP (a closed terminal) reaches the
     coordinator and its worker at once (the signal goes to the process group), and the coordinator passes
     it on as well: each part stops once and deletes its keys, a later signal never cuts that short or
-    hangs the pool's shutdown (parallel._on_sigint, parallel._quiet, entry._terminate). On the test's own
+    hangs the pool's shutdown (pool._on_sigint, pool._quiet, entry._terminate). On the test's own
     server, so any key left is this run's."""
     import os
     import signal
@@ -505,12 +477,12 @@ def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: p
     monkeypatch.setattr(Namespace, "claim", refused)
     sc = scenario.load("two-workers")
     whole = explore(sc, "split")
-    handing_on, swarm = parallel.Stats(), parallel.Stats()
+    handing_on, swarm = Stats(), Stats()
     with cf.ThreadPoolExecutor(2) as ex:
-        divided = parallel.explore(sc, "split", executor=ex, divide=True, donate=1, stats=handing_on)
-        sampled = parallel.explore(sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=swarm)
+        divided = explore(sc, "split", executor=ex, divide=True, donate_every=1, stats=handing_on)
+        sampled = explore(sc, "split", strategy="random", runs=300, seed=5, executor=ex, stats=swarm)
     assert divided.claims() == whole.claims() and divided.complete
-    assert _json(sampled) == _json(parallel.explore(sc, "split", strategy="random", runs=300, seed=5, jobs=1))
+    assert _json(sampled) == _json(explore(sc, "split", strategy="random", runs=300, seed=5, jobs=1))
     for stats in (handing_on, swarm):
         assert stats.refused is not None and "OOM" in stats.refused
 
@@ -525,8 +497,8 @@ def test_an_unreachable_dask_scheduler_is_an_error_even_when_the_coordinator_did
         raise OSError(f"Timed out trying to connect to {address} after {timeout} s")
 
     monkeypatch.setattr(distributed, "Client", refused)
-    with pytest.raises(parallel.ExecutorUnreachable, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
-        parallel.explore(scenario.load("two-workers"), "split", executor="dask://127.0.0.1:1", divide=True)
+    with pytest.raises(explore_pool.ExecutorUnreachable, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
+        explore(scenario.load("two-workers"), "split", executor="dask://127.0.0.1:1", divide=True)
     for strategy in ("exhaustive", "random"):
         res = CliRunner().invoke(main, ["simulate", "--split", "-s", "two-workers", "--strategy", strategy,
                                         "--executor", "dask://127.0.0.1:1"])

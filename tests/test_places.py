@@ -12,8 +12,8 @@ from emqlab.analysis.anomalies import check
 from emqlab.engine import scenario
 from emqlab.engine.effects import ExtraPlace, HashCreated, Placed, Removed, parse
 from emqlab.engine.history import FinalState, History, Step
+from emqlab.explore import explore
 from emqlab.explore.checked import Runner, parse_schedule
-from emqlab.explore.search import explore
 
 NAME = "empty-then-delete"
 

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from emqlab.engine.scenario import load  # noqa: E402
-from emqlab.explore.search import explore  # noqa: E402
+from emqlab.explore import explore  # noqa: E402
 from emqlab.timing import MODES, TimingConfig, simulate, sweep_rtt  # noqa: E402
 from emqlab.ui import plots  # noqa: E402
 

@@ -18,7 +18,7 @@ from emqlab.backend.connect import connect
 from emqlab.check.api import explore_actors, scenario
 from emqlab.engine.pyactors import ActorError, refusal
 from emqlab.engine.scenario import ScenarioError, loads
-from emqlab.explore.search import explore
+from emqlab.explore import explore
 from tests import pyactors_toys as toys
 from tests.conftest import live_conn
 

@@ -13,8 +13,8 @@ import pytest
 from emqlab.backend.connect import connect
 from emqlab.engine import scenario
 from emqlab.engine.footprints import prior
+from emqlab.explore import Explorer, Trace, explore
 from emqlab.explore.checked import Runner
-from emqlab.explore.search import Explorer, Trace, explore
 
 #: skip the unreduced side where it would enumerate more than this many interleavings: it runs every one of
 #: them (about 15 ms each on fakeredis), so a case above this is covered at its scenario's preemption bound

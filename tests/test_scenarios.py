@@ -26,8 +26,8 @@ import pytest
 
 from emqlab.backend.connect import connect
 from emqlab.engine.scenario import ANOMALY_KINDS, MODES, load, shipped_names
+from emqlab.explore import Report, explore
 from emqlab.explore.checked import Runner
-from emqlab.explore.search import Report, explore
 from emqlab.protocol.keys import QueueKeys
 
 from .conftest import live_conn

@@ -24,8 +24,9 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import FaultScope, ServerFault, connect, server_fault
 from emqlab.engine import scenario
+from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.explore import Abort, Explorer, Report, explore
 from emqlab.explore.checked import Runner, parse_schedule
-from emqlab.explore.search import Abort, Explorer, Report, explore
 from emqlab.protocol.verdict import ExitCode, judge
 from emqlab.scripting.registry import ScriptSet, default_scripts
 from emqlab.ui.cli import main
@@ -178,7 +179,7 @@ def test_a_run_a_passing_server_error_cut_short_is_run_again_and_counts_as_any_o
     """A run-scoped fault that does not recur (every other ZADD to completed gets OOM): each run that meets
     it is run again from its start and completes, so the claims are the healthy ones and nothing is
     aborted; a fault that does recur is retried RUN_RETRIES times, then the run is aborted."""
-    from emqlab.explore.search import RUN_RETRIES
+    from emqlab.explore.report import RUN_RETRIES
 
     sc = scenario.load("stalled-finish")
     healthy, _every = _explore(sc, "split", reduce=reduce)
@@ -262,16 +263,16 @@ def test_a_fault_of_the_first_reset_aborts_only_the_first_run() -> None:
     step (an exploration resets before every run anyway)."""
     sc = scenario.load("stalled-finish")
     calls = Counter[str]()
-    real_init = Runner._write_initial_state
+    real_init = EngineRunner._write_initial_state
 
-    def flaky(self: Runner) -> None:
+    def flaky(self: EngineRunner) -> None:
         calls["init"] += 1
         if calls["init"] == 1:
             raise ServerFault("writing the initial state got a server error (OOM …)", detail=OOM)
         real_init(self)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Runner, "_write_initial_state", flaky)
+        mp.setattr(EngineRunner, "_write_initial_state", flaky)
         with Runner(sc, "split") as r:
             with pytest.raises(ServerFault, match="OOM"):
                 r.step("W1")
@@ -320,7 +321,7 @@ def test_out_of_memory_mid_exploration_aborts_those_runs_and_the_cli_exits_3(
     """maxmemory + noeviction on a server the test starts: the runs in which a write follows the sweep are
     aborted with OOM, the one in which the sweep comes last completes, exactly as on fakeredis (without
     retries: how much memory the server counts moves a little with time, so a retry may complete)."""
-    from emqlab.explore import search as explore_module
+    from emqlab.explore import strategy as explore_module
 
     sc = scenario.load("stalled-finish")
     scripts = default_scripts().overlay(ballast)
@@ -424,9 +425,9 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
     """The merge of a divided exploration replays each witness; when the server fails that replay, the
     report has no history for it but keeps its schedule: the text prints its replay command, the JSON marks
     it not replayed, and the verdict does not point at a witness above that is not there."""
-    from emqlab.explore import parallel
+    from emqlab.explore import divide
 
-    real_merge = parallel._merge
+    real_merge = divide._merge
 
     def merge(runner: Any, job: Any, parts: Any) -> Any:
         def lost(*_a: Any, **_k: Any) -> Any:
@@ -434,9 +435,9 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
         monkeypatch.setattr(runner, "run", lost)
         return real_merge(runner, job, parts)
 
-    monkeypatch.setattr(parallel, "_merge", merge)
+    monkeypatch.setattr(divide, "_merge", merge)
     sc = scenario.load("two-workers")
-    rep = parallel.explore(sc, "split", jobs=1, divide=True)
+    rep = explore(sc, "split", jobs=1, divide=True)
     assert rep.anomaly_kinds and set(rep.unreplayed) == set(rep.anomaly_kinds) and not rep.witnesses
     whole = explore(sc, "split")
     assert rep.unreplayed == {k: h.schedule for k, h in whole.witnesses.items()}

@@ -13,8 +13,8 @@ from emqlab.analysis.anomalies import check
 from emqlab.backend.connect import KeysExist, Namespace, connect
 from emqlab.engine import scenario
 from emqlab.engine.history import History
+from emqlab.explore import Explorer, explore, multinomial
 from emqlab.explore.checked import Runner, ScheduleError, format_schedule, parse_schedule
-from emqlab.explore.search import Explorer, explore, multinomial
 from emqlab.protocol.keys import QueueKeys
 from emqlab.ui.cli import main
 from tests.conftest import admin_conn, backend_conn

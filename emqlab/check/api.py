@@ -31,7 +31,7 @@ import yaml
 from emqlab.engine.history import History
 from emqlab.engine.pyactors import resolve
 from emqlab.engine.scenario import Scenario, ScenarioError, loads
-from emqlab.explore.search import Report, explore
+from emqlab.explore import Report, explore
 from emqlab.protocol.verdict import Verdict, judge
 
 
@@ -169,8 +169,8 @@ def explore_actors(actors: Mapping[str, Any] | Scenario, *, mode: str = "split",
 
         sc = replace(sc, loaded_scripts=tuple(x.encode() if isinstance(x, str) else x for x in loaded))
     if schedule is not None:
+        from emqlab.explore import Explorer
         from emqlab.explore.checked import Runner
-        from emqlab.explore.search import Explorer
 
         with Runner(sc, mode, conn) as runner:
             rep = Explorer(runner).replay(schedule)

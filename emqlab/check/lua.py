@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emqlab.engine.scenario import Scenario
-from emqlab.explore.search import Report, explore
+from emqlab.explore import Report, explore
 from emqlab.scripting.registry import ScriptSet
 
 CHECK_MODES = ("atomic", "split")

@@ -1,5 +1,6 @@
 """The deterministic scheduler's public face: schedule strings (:mod:`emqlab.schedules`) and the
-:class:`Runner` (:mod:`emqlab.runner`) with emqlab's anomaly check plugged in.
+:class:`~emqlab.engine.runner.Runner` with emqlab's anomaly check plugged in (:func:`Runner`; kept for the
+documented path ``emqlab.schedule``).
 
 A **schedule** is the sequence of actors chosen at each scheduling point. Its string form is versioned,
 short and legible: ``v1:W1*9.S1.W1*8`` (actor ids joined by dots, ``*n`` repeats), case- and
@@ -16,7 +17,8 @@ from typing import Any
 from emqlab.analysis import anomalies
 from emqlab.engine.context import Check
 from emqlab.engine.runner import LOCK_MS, T0, EffectRecorder, seed_commands
-from emqlab.engine.runner import Runner as _EngineRunner
+from emqlab.engine.runner import Runner as EngineRunner
+from emqlab.engine.scenario import Scenario
 from emqlab.protocol.commands import command_keys
 from emqlab.protocol.schedules import (
     MAX_SCHEDULE_STEPS,
@@ -28,12 +30,12 @@ from emqlab.protocol.schedules import (
 )
 
 
-class Runner(_EngineRunner):
-    """:class:`emqlab.runner.Runner` whose histories carry emqlab's anomaly check
-    (:func:`emqlab.anomalies.check`) unless another ``check`` is given."""
-
-    def __init__(self, *args: Any, check: Check | None = anomalies.checker, **kwargs: Any) -> None:
-        super().__init__(*args, check=check, **kwargs)
+def Runner(scenario: Scenario, mode: str = "split", conn: Any = None, *,  # noqa: N802 - the documented name
+           check: Check | None = anomalies.checker, **options: Any) -> EngineRunner:
+    """The engine's :class:`~emqlab.engine.runner.Runner` for ``scenario`` in ``mode`` (the same ``options``),
+    with emqlab's anomaly check (:data:`emqlab.analysis.anomalies.checker`) unless another ``check`` is
+    given: what the documented ``emqlab.schedule.Runner`` gives."""
+    return EngineRunner(scenario, mode, conn, check=check, **options)
 
 
 __all__ = ["EffectRecorder", "LOCK_MS", "MAX_SCHEDULE_STEPS", "Runner", "SCHEDULE_VERSION", "ScheduleError", "T0",

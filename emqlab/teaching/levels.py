@@ -174,8 +174,8 @@ def solve(level: Level) -> tuple[int, str | None]:
     """The level's run explored, every interleaving (up to the explorer's sound reductions): (how many runs,
     the schedule of a run that wins, or None when none does)."""
     from emqlab.engine.scenario import load
+    from emqlab.explore import Explorer, explore
     from emqlab.explore.checked import Runner
-    from emqlab.explore.search import Explorer, explore
 
     sc = load(level.scenario)
     if not level.goal.placements:  # an anomaly goal: the explorer's witnesses answer it

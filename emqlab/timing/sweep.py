@@ -74,7 +74,7 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
               **overrides: Any) -> Sweep:
     """Every mode at every RTT. ``progress(done, total)`` counts jobs finished over the whole grid (total =
     runs x jobs). One backend connection is reused (each run claims and deletes its own queue). With
-    ``processes`` > 1 the runs of the grid go to a local pool (:func:`emqlab.parallel.make_executor`), each
+    ``processes`` > 1 the runs of the grid go to a local pool (:func:`emqlab.explore.pool.make_executor`), each
     on a fakeredis of its worker's or, on a live server, under its own queue; every run is a pure function
     of the mode and the configuration (virtual time, seeded draws), so the sweep is the same."""
     from emqlab.backend.connect import connect
@@ -89,10 +89,10 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     total = len(rtt_list) * len(mode_list) * cfg.jobs
     results: list[TimedResult] = []
     if processes > 1:
-        from emqlab.explore import parallel
+        from emqlab.explore.pool import make_executor, url_of
 
-        url = parallel.url_of(conn)
-        pool, close = parallel.make_executor(processes, live=url is not None)
+        url = url_of(conn)
+        pool, close = make_executor(processes, live=url is not None)
         try:
             futures = [pool.submit(_cell, m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
             for f in futures:

@@ -8,15 +8,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-#: the signals that stop a command or a run: Ctrl-C, SIGTERM (a CI timeout, `kill`), SIGHUP (a closed
-#: terminal); every part of emqlab that handles them takes this tuple (the CLI, the pool, the fork server)
-STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
-                                                 if hasattr(signal, n))
-
+from emqlab.explore.stops import STOP_SIGNALS
 
 #: the stop signal that came while the CLI was imported, if one did
 _early_stop: int | None = None
@@ -46,23 +41,6 @@ def hold_stops() -> None:
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is not None:
         mask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
-@contextmanager
-def stops_held(signals: Iterable[int] = STOP_SIGNALS) -> Iterator[None]:
-    """Hold ``signals`` back in this thread while the block runs (blocked, then the old mask put back, so one
-    that came meanwhile is taken when the block ends); nothing where the platform has no
-    ``pthread_sigmask``. For a step a stop signal must not land inside: a wait that holds futures' locks, or
-    starting a helper process, which inherits the mask."""
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is None:
-        yield
-        return
-    old = mask(signal.SIG_BLOCK, set(signals))
-    try:
-        yield
-    finally:
-        mask(signal.SIG_SETMASK, old)
 
 
 def ignore_stops() -> None:

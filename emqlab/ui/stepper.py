@@ -13,7 +13,7 @@ import ipywidgets as W
 
 from emqlab.engine.scenario import Scenario, load
 from emqlab.explore.checked import Runner, parse_schedule
-from emqlab.explore.search import multinomial
+from emqlab.explore.report import multinomial
 from emqlab.ui.view import View
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -258,7 +258,7 @@ def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803
 def _explore_counts(case: str, mode: str) -> tuple[int, int]:
     """(runs explored, the sum of ``runs_with`` over the anomaly kinds) of an exhaustive exploration of an
     a1 case: the grader's own reference, computed, never stored."""
-    from emqlab.explore.search import explore
+    from emqlab.explore import explore
 
     rep = explore(A1_CASES[case].scenario(), mode, conn=conn())
     return rep.explored, sum(rep.runs_with.values())

@@ -115,7 +115,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     if strategy != "exhaustive" and (preemptions is not None or no_reduce):
         _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
     if strategy != "exhaustive":
-        from emqlab.explore.parallel import SWARM_CHUNK
+        from emqlab.explore.divide import SWARM_CHUNK
 
         last = seed + math.ceil(runs / SWARM_CHUNK) - 1  # chunk i is replayed with --seed seed+i: one
         if last > SEED_RANGE[1]:
@@ -125,12 +125,14 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
-        from emqlab.explore import parallel
+        from emqlab.explore import run as explore_run
+        from emqlab.explore.pool import default_jobs
 
         def run(progress: Callable[[int, int | None], None] | None) -> Any:
-            return parallel.explore(sc, mode, strategy=strategy, conn=conn, url=redis_url, runs=runs, seed=seed,
-                                    depth=depth, preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
-                                    jobs=jobs, executor=executor, max_seconds=max_seconds, progress=progress)
+            return explore_run.explore(sc, mode, strategy=strategy, conn=conn, url=redis_url, runs=runs, seed=seed,
+                                       depth=depth, preemptions=preemptions, reduce=not no_reduce, scripts=scripts,
+                                       jobs=jobs if jobs is not None else default_jobs(), executor=executor,
+                                       max_seconds=max_seconds, progress=progress)
 
         if as_json or not err_console.is_terminal:
             rep = run(None)
@@ -167,7 +169,7 @@ def _replay_cmd(schedule: str, scenario_name: str, mode: str, redis_url: str | N
 
 def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: str | None,
                   script_set: _Scripts, width: int | None = DEFAULT_WIDTH) -> None:
-    from emqlab.explore.search import RUN_RETRIES
+    from emqlab.explore.report import RUN_RETRIES
 
     # the scenario's own text (name, title, lesson) is printed as text, never read as console markup
     _say(Text.assemble(("emqlab simulate", "bold"), " · scenario ", (sc.name, "cyan"), " · mode ",
@@ -310,13 +312,13 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
       emqlab replay 'v1:W1*9.S1' --split --expect double-placement   # exit 0: the witness reproduces
       emqlab replay 'v1:W1*9.S1' --split --wide                      # one line per step, unwrapped
     """
-    from emqlab.explore.search import explore
+    from emqlab.explore import run as explore_run
 
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
         try:
-            rep = explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
+            rep = explore_run.explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
         except ScheduleError as e:
             if "has no step left" in str(e):
                 raise ScheduleError(f"{e}; a schedule only fits the scenario and mode it was found in"

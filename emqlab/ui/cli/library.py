@@ -63,12 +63,13 @@ def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
 
 
 def _check_scenarios(lib: Any, jobs: int | None) -> None:
-    from emqlab.explore import parallel
+    from emqlab.explore.pool import make_executor
+    from emqlab.explore.run import check_case
 
     cases = [(s, mode) for s in lib for mode in s.modes]
-    pool, close = parallel.make_executor(jobs, live=False)
+    pool, close = make_executor(jobs, live=False)
     try:  # each case explored whole in one worker; printed in library order as they come
-        futures = [pool.submit(parallel.check_case, s, mode) for s, mode in cases]
+        futures = [pool.submit(check_case, s, mode) for s, mode in cases]
         bad = 0
         for (s, mode), fut in zip(cases, futures, strict=True):
             got, seen_codes = fut.result()

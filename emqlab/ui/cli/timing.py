@@ -116,7 +116,7 @@ def sweep_rtt_command(modes: str, rtt_text: str, jobs: int, workers: int, seed: 
         conn = connect(redis_url)
         config = _TimingConfig(jobs=jobs, workers=workers, seed=seed, processing_ms=processing_ms,
                               stalled_interval_ms=interval_ms, jitter=jitter, lock_ms=lock_ms)
-        from emqlab.explore.parallel import default_jobs
+        from emqlab.explore.pool import default_jobs
 
         n = processes if processes is not None else min(default_jobs(), len(rtts) * len(mode_list))
 

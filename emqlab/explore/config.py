@@ -1,0 +1,78 @@
+"""The home of an exploration's options: one frozen :class:`ExploreConfig` that :func:`emqlab.explore.explore`
+takes, whether it runs in this process or divided over processes (:mod:`emqlab.explore.divide`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+#: the strategies an exploration can run
+STRATEGIES = ("exhaustive", "random", "pct", "replay")
+#: a divided search hands on part of a subtree after every this many runs (:class:`emqlab.explore.parts.Donor`)
+DONATE_EVERY = 6
+
+
+@dataclass(frozen=True)
+class ExploreConfig:
+    """What to explore and how.
+
+    ``strategy``: ``exhaustive`` (every interleaving, within ``preemptions`` — default the scenario's bound;
+    ``unbounded``: none — with partial-order reduction unless ``reduce`` is False), ``random`` and ``pct``
+    (``runs`` runs from ``seed``; PCT at ``depth``), or ``replay`` (one run along ``schedule``).
+
+    Dividing over processes: ``jobs`` (processes; None: the exploration runs in this process, undivided,
+    unless ``max_seconds`` or ``divide`` is set, which mean one job), ``max_seconds`` (a wall-clock budget;
+    the report then says what it covered), ``divide`` (True: hand subtrees on from the start; False: never;
+    None: once the search outlasts a probe) and ``donate_every`` (runs between two hand-ons).
+
+    Raises ValueError for an unknown strategy or a ``donate_every`` below 1."""
+
+    strategy: str = "exhaustive"
+    runs: int = 100
+    seed: int = 0
+    depth: int = 2
+    preemptions: int | None = None
+    unbounded: bool = False
+    reduce: bool = True
+    schedule: str | None = None
+    jobs: int | None = None
+    max_seconds: float | None = None
+    divide: bool | None = None
+    donate_every: int = DONATE_EVERY
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r} (one of: {', '.join(STRATEGIES)})")
+        if self.donate_every < 1:
+            raise ValueError(f"donate_every must be at least 1 (runs between two hand-ons), not {self.donate_every}")
+
+    @property
+    def divided(self) -> bool:
+        """Whether the exploration goes through the division over processes (even with one job)."""
+        return self.jobs is not None or self.max_seconds is not None or self.divide is not None
+
+    def bound(self, scenario_bound: int | None) -> int | None:
+        """The preemption bound: ``preemptions`` if given, else the scenario's (``unbounded``: None)."""
+        return None if self.unbounded else (self.preemptions if self.preemptions is not None else scenario_bound)
+
+    @property
+    def bound_from(self) -> str:
+        """Where the preemption bound came from: ``none``, ``option`` or ``scenario`` (a report's param)."""
+        return "none" if self.unbounded else ("option" if self.preemptions is not None else "scenario")
+
+    @classmethod
+    def of(cls, config: ExploreConfig | None = None, **options: Any) -> ExploreConfig:
+        """``config`` (default: the defaults) with ``options`` replacing its fields. Raises TypeError for an
+        option that is no field, naming the valid ones."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        wrong = sorted(set(options) - set(names))
+        if wrong:
+            raise TypeError(f"unknown exploration option{'s' if len(wrong) > 1 else ''} {', '.join(wrong)}"
+                            f" (the options are: {', '.join(names)})")
+        base = config if config is not None else cls()
+        return dataclasses.replace(base, **options) if options else base
+
+
+__all__ = ["DONATE_EVERY", "ExploreConfig", "STRATEGIES"]

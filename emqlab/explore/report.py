@@ -1,0 +1,390 @@
+"""The home of what an exploration found: the :class:`Report` (and :meth:`Report.merge`, one report from the
+parts of a divided exploration), the tallies of one search (:class:`Part`), the causes of aborted runs
+(:class:`Abort`, :data:`INFRASTRUCTURE`), and the exact counts over one trace's interleavings
+(:class:`Trace`, :func:`multinomial`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import redis
+
+from emqlab.backend.connect import FaultScope, ServerFault
+from emqlab.engine.history import History
+from emqlab.protocol.outcome import Outcome
+
+#: what aborts a run or stops an exploration: a server fault, or a connection that failed under redis-py
+INFRASTRUCTURE = (ServerFault, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+#: how many times an exhaustive search runs a run again after a run-scoped server error before it counts
+#: the run as aborted (sampled strategies never retry: a retry would draw another schedule)
+RUN_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class Abort:
+    """The cause of aborted runs or of a stopped exploration: the error's ``code`` (``OOM``, ``NOSCRIPT``,
+    ``BUSY``, ``READONLY``, ``RESTARTED``, ``CONNECTION``, … — :class:`emqlab.backends.ServerFault`) and
+    ``reason``, the server's words in one line (no actor, no step: one cause for every run it aborted)."""
+
+    code: str
+    reason: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> tuple[Abort, FaultScope]:
+        """The cause and scope of an :data:`INFRASTRUCTURE` error."""
+        if isinstance(error, ServerFault):
+            return cls(error.code, " ".join(error.detail.split())), error.scope
+        what = "timed out" if isinstance(error, redis.exceptions.TimeoutError) else "was lost"
+        return cls("CONNECTION", f"the connection to the server {what} ({' '.join(str(error).split())})"), \
+            FaultScope.EXPLORATION
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "reason": self.reason}
+
+
+@dataclass
+class Report:
+    """What an exploration found.
+
+    ``explored`` counts runs executed to completion, ``pruned`` runs cut short by a sleep set (the
+    reduction knew they would repeat a trace), ``raw_interleavings`` the interleavings the exploration
+    covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
+    from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
+    :meth:`emqlab.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
+    ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``).
+
+    ``aborted`` counts the runs an infrastructure error aborted, by cause (:class:`Abort`); they are in no
+    other figure, and with any of them ``raw_exact`` is False (the reduction may have missed subtrees below
+    them). ``stopped`` is the cause that stopped the exploration (every later run would have been
+    untrustworthy), ``None`` if none did; ``complete`` is then False."""
+
+    scenario: str
+    mode: str
+    strategy: str
+    backend: str
+    steps_per_actor: dict[str, int] = field(default_factory=dict)
+    raw_interleavings: int = 0
+    raw_exact: bool = False
+    explored: int = 0
+    pruned: int = 0
+    outside_bound: int = 0
+    distinct_outcomes: int = 0
+    runs_with: dict[str, int] = field(default_factory=dict)
+    interleavings_with: dict[str, int] = field(default_factory=dict)
+    min_preemptions: dict[str, int] = field(default_factory=dict)
+    witnesses: dict[str, History] = field(default_factory=dict)
+    #: kind -> the witness's schedule, for a kind whose witness the server failed to replay (no history)
+    unreplayed: dict[str, str] = field(default_factory=dict)
+    results: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per actor, the outcomes of its finishes and cancels → runs (typed: ``Outcome(code=-2)``)
+    codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    complete: bool = True
+    reduction: str = "off"
+    steps_executed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    #: what the reader must know about the figures (a PCT depth too shallow for an expected anomaly)
+    warnings: list[str] = field(default_factory=list)
+    outcomes: set[Any] = field(default_factory=set, repr=False)
+    aborted: dict[Abort, int] = field(default_factory=dict)
+    stopped: Abort | None = None
+    #: the times a run was run again from its start after a run-scoped server error (:data:`RUN_RETRIES`),
+    #: by cause: a retried run that then completed counts like any other; one that never did is in ``aborted``
+    retried: dict[Abort, int] = field(default_factory=dict)
+
+    @property
+    def aborted_runs(self) -> int:
+        """How many runs infrastructure errors aborted (the run in which one stopped the exploration aside)."""
+        return sum(self.aborted.values())
+
+    def infrastructure(self) -> str:
+        """One sentence on what infrastructure errors did to this exploration ('' when none occurred)."""
+        causes = "; ".join(f"{a.reason} ×{n}" for a, n in sorted(self.aborted.items(), key=lambda kv: -kv[1]))
+        aborted = (f"{self.aborted_runs:,} run(s) aborted by server errors ({causes}): no count includes them,"
+                   " and the reduction may have missed interleavings below them") if self.aborted else ""
+        if self.stopped is None:
+            return aborted
+        done = f"{self.explored:,} complete run(s)" + (f" and {self.aborted_runs:,} aborted" if self.aborted else "")
+        return (f"the exploration stopped after {done}: {self.stopped.reason} — later runs could not be trusted,"
+                " so the counts are lower bounds and a missing anomaly proves nothing")
+
+    @property
+    def anomaly_kinds(self) -> list[str]:
+        return sorted(k for k, n in self.runs_with.items() if n)
+
+    @property
+    def runs_per_second(self) -> float:
+        return self.explored / self.elapsed_s if self.elapsed_s else 0.0
+
+    def share(self, kind: str) -> float:
+        """The fraction of the covered interleavings that show ``kind``."""
+        if self.raw_exact and self.raw_interleavings:
+            return self.interleavings_with.get(kind, 0) / self.raw_interleavings
+        return self.runs_with.get(kind, 0) / max(1, self.explored)
+
+    def claims(self) -> dict[str, Any]:
+        """What the exploration says about the system, without how much work it took: the same on every
+        backend and with or without reduction (where the counts are exact)."""
+        d = self.to_dict()
+        inter = d["interleavings"]
+        return {"scenario": self.scenario, "mode": self.mode, "strategy": self.strategy,
+                "steps_per_actor": self.steps_per_actor,
+                "interleavings": {k: inter[k] for k in ("raw", "raw_exact", "distinct_outcomes", "complete")},
+                "interleavings_with": d["interleavings_with"], "min_preemptions": d["min_preemptions"],
+                "witnesses": d["witnesses"], "infrastructure": {k: d["infrastructure"][k]
+                                                                for k in ("aborted_runs", "stopped")}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "mode": self.mode, "strategy": self.strategy, "backend": self.backend,
+            "params": self.params, "steps_per_actor": self.steps_per_actor,
+            "interleavings": {"raw": self.raw_interleavings, "raw_exact": self.raw_exact,
+                              "explored": self.explored, "pruned": self.pruned,
+                              "outside_bound": self.outside_bound,
+                              "distinct_outcomes": self.distinct_outcomes, "complete": self.complete,
+                              "reduction": self.reduction, "steps_executed": self.steps_executed},
+            "runs_with": dict(sorted(self.runs_with.items())),
+            "interleavings_with": dict(sorted(self.interleavings_with.items())),
+            "min_preemptions": dict(sorted(self.min_preemptions.items())),
+            "results": self.results, "warnings": self.warnings,
+            "witnesses": {k: {"schedule": h.schedule, "anomalies": [a for a in h.anomalies if a["kind"] == k],
+                              "steps": len(h.steps)} for k, h in sorted(self.witnesses.items())}
+            | {k: {"schedule": s, "replayed": False} for k, s in sorted(self.unreplayed.items())},
+            "infrastructure": {"aborted_runs": self.aborted_runs,
+                               "aborted": [{**a.to_dict(), "runs": n} for a, n in sorted(
+                                   self.aborted.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],
+                               "stopped": self.stopped.to_dict() if self.stopped else None,
+                               "retried": [{**a.to_dict(), "times": n} for a, n in sorted(
+                                   self.retried.items(), key=lambda kv: (-kv[1], kv[0].code, kv[0].reason))],
+                               "note": self.infrastructure()},
+            "elapsed_s": round(self.elapsed_s, 4), "runs_per_second": round(self.runs_per_second, 1),
+        }
+
+    @classmethod
+    def merge(cls, parts: Sequence[Part], *, scenario: str, mode: str, strategy: str, backend: str,
+              order: Sequence[str], replay: Callable[[str, str, str], History]) -> Report:
+        """One report from the ``parts`` of an exploration, in part order (so the same whatever ran them,
+        wherever): their counts added up, their final states united, the witness of each anomaly the least
+        (preemptions, steps, schedule in scenario order) over the parts. ``replay(kind, schedule, ran)``
+        gives the witness's history (``ran``: the schedule of the run that showed it); when it raises an
+        :data:`INFRASTRUCTURE` error the report keeps the witness's schedule only (``unreplayed``) and says
+        the exploration stopped. ``params`` are left to the caller."""
+        rep = cls(scenario, mode, strategy, backend)
+        rep.reduction = "source-dpor" if strategy == "exhaustive" else "off"
+        rep.steps_per_actor = {a: 0 for a in order}
+        results: dict[str, Counter[str]] = {a: Counter() for a in order}
+        codes: dict[str, Counter[Outcome]] = {a: Counter() for a in order}
+        best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = {}
+        for p in parts:
+            rep.complete = rep.complete and p.complete
+            rep.explored += p.explored
+            rep.pruned += p.pruned
+            rep.outside_bound += p.outside_bound
+            rep.raw_interleavings += p.raw
+            rep.steps_executed += p.steps_executed
+            for a, n in p.steps_per_actor.items():
+                rep.steps_per_actor[a] = max(rep.steps_per_actor.get(a, 0), n)
+            for k, n in p.runs_with.items():
+                rep.runs_with[k] = rep.runs_with.get(k, 0) + n
+            for k, n in p.interleavings_with.items():
+                rep.interleavings_with[k] = rep.interleavings_with.get(k, 0) + n
+            for k, b in p.best.items():
+                if k not in best or b[:3] < best[k][:3]:
+                    best[k] = b
+            rep.outcomes |= p.outcomes
+            for a, c in p.results.items():
+                results[a].update(c)
+            for a, oc in p.codes.items():
+                codes[a].update(oc)
+            for cause, n in p.aborted.items():
+                rep.aborted[cause] = rep.aborted.get(cause, 0) + n
+            for cause, n in p.retried.items():
+                rep.retried[cause] = rep.retried.get(cause, 0) + n
+            rep.stopped = rep.stopped or p.stopped
+        rep.raw_exact = strategy == "exhaustive" and rep.complete and not rep.aborted
+        rep.distinct_outcomes = len(rep.outcomes)
+        rep.results = {a: dict(sorted(c.items())) for a, c in results.items() if c}
+        rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c}
+        for k, (pre, _n, _rank, schedule, ran) in sorted(best.items()):
+            try:
+                h = replay(k, schedule, ran)
+            except INFRASTRUCTURE as e:  # the server failed the replay: the report says so, without this witness
+                rep.stopped = rep.stopped or Abort.of(e)[0]
+                rep.complete = False
+                rep.min_preemptions[k] = pre
+                rep.unreplayed[k] = schedule
+                continue
+            rep.witnesses[k] = h
+            rep.min_preemptions[k] = pre
+        return rep
+
+
+@dataclass
+class Part:
+    """What one search found, or one part of a divided exploration (:mod:`emqlab.explore.parts`): the
+    counters of its :class:`Report`, the best witness key per anomaly (the merge replays the winner), and
+    where and how it ran. :meth:`Report.merge` builds one report from parts."""
+
+    index: int
+    complete: bool = True
+    started: bool = True
+    explored: int = 0
+    pruned: int = 0
+    outside_bound: int = 0
+    raw: int = 0
+    steps_executed: int = 0
+    steps_per_actor: dict[str, int] = field(default_factory=dict)
+    runs_with: dict[str, int] = field(default_factory=dict)
+    interleavings_with: dict[str, int] = field(default_factory=dict)
+    #: kind -> (preemptions, steps, rank, witness schedule, schedule of the run that showed it)
+    best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = field(default_factory=dict)
+    outcomes: set[Any] = field(default_factory=set)
+    results: dict[str, dict[str, int]] = field(default_factory=dict)
+    codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
+    longest: int = 0
+    seconds: float = 0.0
+    worker: str = ""
+    peak_rss_kb: int = 0
+    #: the base of the queue it ran under (``emq:{q-1a2b3c4d}:`` on a live server)
+    queue: str = ""
+    #: CPU seconds the part took in its worker (wall ``seconds`` also counts waiting for a shared core)
+    cpu_s: float = 0.0
+    #: the nodes it handed on (:class:`emqlab.explore.parts.Donor`): each a prefix (schedule string) and the
+    #: node's branch (:class:`emqlab.explore.dpor.Branch`)
+    donated: list[tuple[str, Any]] = field(default_factory=list)
+    #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
+    aborted: dict[Abort, int] = field(default_factory=dict)
+    stopped: Abort | None = None
+    #: runs run again after a run-scoped server error, by cause (Report.retried)
+    retried: dict[Abort, int] = field(default_factory=dict)
+    #: how many nodes it handed on through the worker's channel (:data:`_back`) instead of in ``donated``
+    streamed: int = 0
+    #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
+    #: the other queues hold their keys): the part did not start, and the coordinator runs it itself
+    refused: str | None = None
+
+
+def multinomial(counts: list[int]) -> int:
+    """(n1 + n2 + …)! / (n1! n2! …): the number of interleavings of sequences of these lengths."""
+    total = math.factorial(sum(counts))
+    for c in counts:
+        total //= math.factorial(c)
+    return total
+
+
+class Trace:
+    """A complete run's happens-before order: ``actors[i]`` took event ``i``; ``preds[i]`` is the bit set
+    of events that happen before it (dependent events earlier in the run, transitively, program order
+    included). Answers questions about all interleavings of the trace by dynamic programming over the
+    actors' positions."""
+
+    def __init__(self, actors: Sequence[str], preds: Sequence[int], order: Sequence[str],
+                 kills: dict[str, int] | None = None) -> None:
+        self.order = [a for a in order if a in set(actors)]
+        idx = {a: i for i, a in enumerate(self.order)}
+        self.lanes: list[list[int]] = [[] for _ in self.order]
+        pos_of: dict[int, tuple[int, int]] = {}  # event -> (its lane, its position in the lane)
+        for i, a in enumerate(actors):
+            pos_of[i] = (idx[a], len(self.lanes[idx[a]]))
+            self.lanes[idx[a]].append(i)
+        self.lengths = tuple(len(lane) for lane in self.lanes)
+        # need[e][b]: how many of lane b's events must have run before event e can
+        self.need: dict[int, tuple[int, ...]] = {}
+        for e in range(len(actors)):
+            n = [0] * len(self.order)
+            bits = preds[e]
+            while bits:
+                low = bits & -bits
+                p = low.bit_length() - 1
+                bits ^= low
+                lane, k = pos_of[p]
+                n[lane] = max(n[lane], k + 1)
+            self.need[e] = tuple(n)
+        # ``kills``: actor -> the event (a crash) that ended it while it still had a step to take; until that
+        # event has run, switching away from the actor is a preemption even after its last event
+        self.killed: dict[int, tuple[int, int]] = {}
+        for a, e in (kills or {}).items():
+            if a in idx:
+                self.killed[idx[a]] = pos_of[e]
+
+    def _moves(self, pos: tuple[int, ...]) -> list[int]:
+        out = []
+        for lane, k in enumerate(pos):
+            if k < self.lengths[lane]:
+                e = self.lanes[lane][k]
+                if all(pos[b] >= self.need[e][b] for b in range(len(pos))):
+                    out.append(lane)
+        return out
+
+    def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:
+        if last < 0 or lane == last:
+            return 0
+        if pos[last] < self.lengths[last]:
+            return 1
+        kill = self.killed.get(last)
+        return int(kill is not None and pos[kill[0]] <= kill[1])
+
+    def counts(self, bound: int | None) -> tuple[int, int]:
+        """(interleavings of this trace, those with at most ``bound`` preemptions)."""
+
+        @cache
+        def go(pos: tuple[int, ...], last: int) -> tuple[int, ...]:
+            # ways[u] = completions from here using exactly u more preemptions (u capped at cap)
+            if pos == self.lengths:
+                return (1,) + (0,) * cap
+            acc = [0] * (cap + 1)
+            for lane in self._moves(pos):
+                c = self._cost(pos, last, lane)
+                nxt = list(pos)
+                nxt[lane] += 1
+                sub = go(tuple(nxt), lane)
+                for u, w in enumerate(sub):
+                    acc[min(cap, u + c)] += w
+            return tuple(acc)
+
+        cap = bound + 1 if bound is not None else 0
+        ways = go(tuple(0 for _ in self.order), -1)
+        total = sum(ways)
+        within = total if bound is None else sum(ways[: bound + 1])
+        go.cache_clear()
+        return total, within
+
+    def best(self) -> tuple[int, list[str]]:
+        """The fewest preemptions of any interleaving, and the earliest such interleaving in scenario
+        order."""
+
+        @cache
+        def least(pos: tuple[int, ...], last: int) -> int:
+            if pos == self.lengths:
+                return 0
+            return min(self._cost(pos, last, lane) + least(_adv(pos, lane), lane) for lane in self._moves(pos))
+
+        pos, last = tuple(0 for _ in self.order), -1
+        total = least(pos, last)
+        out: list[str] = []
+        while pos != self.lengths:
+            target = least(pos, last)
+            for lane in self._moves(pos):
+                if self._cost(pos, last, lane) + least(_adv(pos, lane), lane) == target:
+                    out.append(self.order[lane])
+                    pos, last = _adv(pos, lane), lane
+                    break
+        least.cache_clear()
+        return total, out
+
+
+def _adv(pos: tuple[int, ...], lane: int) -> tuple[int, ...]:
+    nxt = list(pos)
+    nxt[lane] += 1
+    return tuple(nxt)
+
+
+__all__ = ["Abort", "INFRASTRUCTURE", "Part", "RUN_RETRIES", "Report", "Trace", "multinomial"]
