@@ -46,6 +46,7 @@ ACL_MARK = "<!-- emqlab:acl -->"
 SWEEP_COMMAND_MARK = "<!-- emqlab:sweep-command -->"
 RTT_DATA_MARK = "<!-- emqlab:rtt-data -->"
 LAYERS_MARK = "<!-- emqlab:layers -->"
+MOVED_MARK = "<!-- emqlab:moved -->"
 OPTIONAL_PAGES = [("Round trips", "round-trips.md", "Concepts")]
 ROOT = Path(__file__).resolve().parents[1]
 #: The docs' sweep over RTT (every finish mode at each RTT; TimingConfig's defaults otherwise). Small, because
@@ -104,6 +105,12 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         markdown = markdown.replace(ACL_MARK, acl.markdown())
     if LAYERS_MARK in markdown:
         markdown = markdown.replace(LAYERS_MARK, layers_table())
+    if MOVED_MARK in markdown:
+        from emqlab._moved import MOVED
+
+        rows = ["| old path | the module that holds its code |", "|---|---|"]
+        rows += [f"| `{old}` | `{new}` |" for old, new in sorted(MOVED.items())]
+        markdown = markdown.replace(MOVED_MARK, "\n".join(rows))
     return markdown
 
 
