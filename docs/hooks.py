@@ -381,12 +381,14 @@ def layers_table() -> str:
     mods = layer_modules()
     rows = ["| rank | folder | holds | modules |", "|---:|---|---|---|"]
     for rank, folder, holds in reversed(LAYERS):
-        rows.append(f"| {rank} | `emqlab/{folder}/` | {holds} | {', '.join(f'`{m}`' for m in mods[folder])} |")
+        rows.append(f"| {rank} | `{folder}/` | {holds} | {', '.join(f'`{m}`' for m in mods[folder])} |")
     return "\n".join(rows)
 
 
 def layers_figure() -> Any:
     """The layers as stacked bands, bottom to top, each with its modules; imports point down."""
+    import textwrap
+
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
@@ -394,24 +396,28 @@ def layers_figure() -> Any:
 
     mods = layer_modules()
     ranks = sorted({r for r, _, _ in LAYERS})
-    fig, ax = plt.subplots(figsize=(10, 0.62 * len(ranks) + 0.6))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(-0.2, len(ranks) + 0.1)
+    band = 0.95
+    fig, ax = plt.subplots(figsize=(9, band * len(ranks) + 0.4))
+    ax.set_xlim(0, 9)
+    ax.set_ylim(-0.1, len(ranks) * band + 0.05)
     ax.axis("off")
     for rank in ranks:
         row = [(f, h) for r, f, h in LAYERS if r == rank]
-        width = 9.0 / len(row)
+        width = 8.2 / len(row)
         for i, (folder, _) in enumerate(row):
-            x, y = 0.9 + i * width, rank + 0.06
-            ax.add_patch(FancyBboxPatch((x + 0.04, y), width - 0.08, 0.82, boxstyle="round,pad=0.0,rounding_size=0.08",
-                                        facecolor=plt.cm.Purples(0.15 + 0.07 * rank), edgecolor="#5b3f8c", lw=1))
-            ax.text(x + 0.15, y + 0.58, f"{folder}/", fontsize=10, fontweight="bold", va="center")
-            names = ", ".join(mods[folder])
-            line = names if len(names) * 0.075 < width - 0.3 else names[: int((width - 0.3) / 0.075) - 1] + "…"
-            ax.text(x + 0.15, y + 0.25, line, fontsize=7.5, va="center", color="#333333")
-    ax.add_patch(FancyArrowPatch((0.45, len(ranks) - 0.1), (0.45, 0.1), arrowstyle="-|>", mutation_scale=14,
+            x, y = 0.75 + i * width, rank * band + 0.05
+            ax.add_patch(FancyBboxPatch((x + 0.04, y), width - 0.08, band - 0.1,
+                                        boxstyle="round,pad=0.0,rounding_size=0.08",
+                                        facecolor=plt.cm.Purples(0.12 + 0.06 * rank), edgecolor="#5b3f8c", lw=1))
+            ax.text(x + 0.15, y + band - 0.27, f"{folder}/", fontsize=11, fontweight="bold", va="center")
+            chars = max(20, int((width - 0.3) / 0.085))  # about how many 9 pt characters fit
+            lines = textwrap.wrap(", ".join(mods[folder]), chars)[:2]
+            ax.text(x + 0.15, y + 0.27, "\n".join(lines), fontsize=9, va="center", color="#333333",
+                    linespacing=1.3)
+    top = len(ranks) * band
+    ax.add_patch(FancyArrowPatch((0.35, top - 0.1), (0.35, 0.1), arrowstyle="-|>", mutation_scale=14,
                                  color="#5b3f8c", lw=1.5))
-    ax.text(0.3, len(ranks) / 2, "imports go down", rotation=90, va="center", ha="center", fontsize=9,
+    ax.text(0.18, top / 2, "imports go down", rotation=90, va="center", ha="center", fontsize=10,
             color="#5b3f8c")
     fig.tight_layout()
     return fig
