@@ -57,7 +57,7 @@ class Namespace:
     that ``emqlab clean`` can find the keys of a run that died (kill -9, a lost machine) and delete them.
 
     On a Redis Cluster the same rules hold: a tagged queue's keys all live in the slot of its name, so the
-    SCANs go to the one node owning it (an untagged queue's, :func:`emqlab.keys.without_hash_tag`, to every
+    SCANs go to the one node owning it (an untagged queue's, :func:`emqlab.protocol.keys.without_hash_tag`, to every
     primary), and the deletes go to each key's node.
     """
 
