@@ -4,16 +4,13 @@ forms, a pipeline on it, and SCAN over its keys — the helpers every other back
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import redis
 
 from emqlab.backend import cluster as _cluster
 from emqlab.backend.cluster import is_cluster
 from emqlab.backend.faults import BackendError
-
-if TYPE_CHECKING:
-    pass
 
 FAKE = "fakeredis"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 import redis
@@ -55,9 +55,6 @@ from emqlab.backend.namespace import (
     unique_queue,
 )
 from emqlab.scripting.clock import frozen_clock as frozen_clock  # documented as emqlab.backends.frozen_clock
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_LIVE_URL = "redis://127.0.0.1:6379/0"
 

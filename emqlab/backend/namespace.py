@@ -7,17 +7,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
-from emqlab.protocol.keys import QueueKeys
-
-if TYPE_CHECKING:
-    pass
-
 from emqlab.backend.clients import describe, is_fake, pipeline, scan_keys
 from emqlab.backend.faults import KeysExist, ServerFault, server_fault
+from emqlab.protocol.keys import QueueKeys
 
 #: the run index on a live server: a sorted set of the queues runs have claimed, scored by the time (ms)
 #: until which their owner is known to be alive (refreshed while it runs). Its key sits under emqlab's own
