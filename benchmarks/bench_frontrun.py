@@ -77,7 +77,7 @@ return 1
 
 
 def finish_split(r: Any, k: Any, now: int) -> None:
-    """W1's finish as five separate commands (``k``: the queue's key names, ``emqlab.keys.QueueKeys``)."""
+    """W1's finish as five separate commands (``k``: the queue's key names, ``emqlab.protocol.keys.QueueKeys``)."""
     if r.get(k.lock(JOB)) != TOKEN.encode():
         return
     r.delete(k.lock(JOB))

@@ -95,7 +95,7 @@ def _walk(row: list[Any], out: dict[str, dict[str, Any]]) -> None:
     entry["key_specs"] = [_key_spec(s) for s in specs]
     first, last, step = int(row[3]), int(row[4]), int(row[5])
     if not specs and (first > 0 or "movablekeys" in entry["flags"]):
-        # A module command without key specs: keep the legacy (first, last, step) triple; emqlab.commands
+        # A module command without key specs: keep the legacy (first, last, step) triple; emqlab.protocol.commands
         # treats such a command conservatively (every argument may be a key, read and written).
         entry["legacy_keys"] = [first, last, step]
     out[name] = entry

@@ -3,7 +3,7 @@
 Live-Redis tests use ``$EMQLAB_REDIS_URL`` or ``redis://127.0.0.1:6379/0``. Without a server they skip with
 the reason, except in CI (``CI=true``), where a missing server is an error.
 
-The live suite runs under a user restricted to emqlab's key patterns and commands (:mod:`emqlab.acl`): what
+The live suite runs under a user restricted to emqlab's key patterns and commands (:mod:`emqlab.scripting.acl`): what
 the tests write *outside* those patterns — the foreign keys that prove emqlab never touches them — goes
 through ``$EMQLAB_ADMIN_URL`` (default: ``$EMQLAB_REDIS_URL``). Tests that need more than the restricted user
 has (MONITOR, INFO, CONFIG) carry the ``admin`` marker and are skipped, with the reason, when the live user

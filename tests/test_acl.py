@@ -1,5 +1,5 @@
 """ACL-ready (issue 15, item 7): under a Redis ACL user limited to emqlab's key pattern and command list
-(emqlab.acl, one table), the scenarios run in every mode without a single NOPERM, on a server the test
+(emqlab.scripting.acl, one table), the scenarios run in every mode without a single NOPERM, on a server the test
 starts itself (a shared server's users are never changed); a command outside the list is refused."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_the_restricted_user_cannot_flush_or_touch_other_keys(restricted_url: st
 
 def test_the_live_suite_core_passes_under_a_restricted_user() -> None:
     """The live tests' core (the live scenario cases and witness replays of test_simulate, the clean-up tests)
-    in a pytest subprocess with EMQLAB_REDIS_URL = a user limited to emqlab.acl's patterns and commands and
+    in a pytest subprocess with EMQLAB_REDIS_URL = a user limited to emqlab.scripting.acl's patterns and commands and
     EMQLAB_ADMIN_URL = the server's default user (the foreign-keys guard): it passes, with no NOPERM."""
     import os
     import subprocess

@@ -1,4 +1,4 @@
-"""The scenario building blocks (emqlab/blocks.py): each block on a tiny state — what it writes, how many
+"""The scenario building blocks (emqlab/engine/pyblocks.py): each block on a tiny state — what it writes, how many
 scheduling points it is atomic and split — and the races they exist for, found where they are. The
 scenarios built from them are checked with the rest of the library (tests/test_scenarios.py), on fakeredis
 and, each in its headline mode, on the live server (``LIVE_CASES`` there: one home for the live runs)."""

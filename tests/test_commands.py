@@ -1,4 +1,4 @@
-"""emqlab.commands, the Redis command table: unit tests on hand-built commands, and (marked ``live``) the key
+"""emqlab.protocol.commands, the Redis command table: unit tests on hand-built commands, and (marked ``live``) the key
 positions and read/write split checked against the server's ``COMMAND GETKEYS`` / ``COMMAND GETKEYSANDFLAGS``,
 and the committed ``emqlab/protocol/commands.json`` checked against what ``scripts/gen_commands.py`` produces now."""
 

@@ -1,10 +1,10 @@
 """Conformance with BullMQ (issue 3): emqlab's queue scripts against BullMQ 3.4.4's shipped scripts.
 
 For each script pair, hypothesis generates cases — a starting queue state and one call — and each case runs
-twice from the IDENTICAL state (:func:`emqlab.state.write_state`), once with BullMQ's script
+twice from the IDENTICAL state (:func:`emqlab.backend.state.write_state`), once with BullMQ's script
 (:meth:`ScriptSet.bullmq`, loaded at run time from the installed ``bullmq`` package) and once with ours,
 with IDENTICAL KEYS and ARGV, each through ``EVALSHA``. The two replies and the two resulting states
-(:func:`emqlab.state.snapshot`: every key of the queue, job hashes included; event streams as ordered field
+(:func:`emqlab.backend.state.snapshot`: every key of the queue, job hashes included; event streams as ordered field
 lists per entry, since entry ids are server time) must be equal. Keys with a TTL must both have one, and
 the two TTLs must agree to within :data:`TTL_TOLERANCE_MS` (they are read a few ms apart); likewise the
 ``rateLimitDelay`` of a ``{0, 0, ttl, 0}`` reply, which is a PTTL.
@@ -90,7 +90,7 @@ def fill(value: Any, k: QueueKeys) -> Any:
 
 
 def pack(value: Any) -> bytes:
-    # msgpack str types only (Redis's cmsgpack rejects bin), as emqlab.scripts packs.
+    # msgpack str types only (Redis's cmsgpack rejects bin), as emqlab.scripting.calls packs.
     return msgpack.packb(value, use_bin_type=False)
 
 

@@ -1,7 +1,7 @@
 """The embedded server for other people's tests (issue 16): ``INFO``, routing, the pytest fixture, and BullMQ's
 Python client (``bullmq`` 3.4.4, asyncio) end to end on emqlab's fakeredis and on the live server.
 
-Each BullMQ scenario runs once per backend: on ``fake`` inside :func:`emqlab.fakeserver.fake_server` (BullMQ
+Each BullMQ scenario runs once per backend: on ``fake`` inside :func:`emqlab.backend.fakeserver.fake_server` (BullMQ
 connects to ``redis://localhost:6379``, routed to the embedded server), on ``live`` against the live Redis.
 Both runs assert the scenario's outcome; the live run then compares its **final key state** and its
 **events** (the ``events`` stream as read by ``QueueEvents``) with the fake run's. What legitimately differs
@@ -79,7 +79,7 @@ def test_info_text_sections_and_version() -> None:
 
 
 def test_plain_fakeredis_is_left_alone() -> None:
-    """Importing emqlab.fakeserver does not give plain fakeredis an INFO that it cannot run."""
+    """Importing emqlab.backend.fakeserver does not give plain fakeredis an INFO that it cannot run."""
     plain = fakeredis.FakeRedis()
     with pytest.raises(redis.ResponseError, match="unknown command"):
         plain.info()

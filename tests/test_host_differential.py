@@ -1,7 +1,7 @@
 """Differential tests of the Lua host against Redis's own scripting engine (issue 12, items 2-5).
 
 Every case is a script (with its KEYS suffixes, ARGV and the commands that set up its keys) run twice from the
-same starting state on the live server: once through EVAL and once through :class:`emqlab.luahost.LuaHost`,
+same starting state on the live server: once through EVAL and once through :class:`emqlab.scripting.host.LuaHost`,
 each on a client with one dedicated connection. Compared: the reply or the full error text, a follow-up on
 the same connection (its database and MULTI state from CLIENT INFO, and a PING), and the full key state
 under each run's own prefix in databases 0 and 9 (DUMP of every key, and whether it has a TTL).

@@ -1,5 +1,5 @@
 """Resources a caller abandons come back: Lua coroutines of script runs that are not driven to their end
-(:meth:`emqlab.luahost.ScriptRun.close`), and pooled connections of command executors
+(:meth:`emqlab.scripting.host.ScriptRun.close`), and pooled connections of command executors
 (``command_executor(conn).close()``). Also: an executor is a ``send`` for :meth:`ScriptSet.call` (it takes
 the str/int arguments the registry passes), on fakeredis and on the live server."""
 

@@ -2,7 +2,7 @@
 
 moveToFinished-14 reads (lock, active) and then writes (DEL lock, SREM stalled, LREM active, ZADD completed)
 without re-checking. Run as one EVALSHA, nothing can come between the reads and the writes. Run "split" — the
-very same Lua, but each ``redis.call`` sent as its own command (emqlab.luahost) — a stalled-jobs sweep can run
+very same Lua, but each ``redis.call`` sent as its own command (emqlab.scripting.host) — a stalled-jobs sweep can run
 in the gap right after the finish deletes the lock: it sees a marked job without a lock, moves it back to
 ``wait``, and the finish, which does not look again, files it as ``completed`` too. The job is then both done
 and waiting to run again.

@@ -103,7 +103,7 @@ _FAKE_PREFIX = re.compile(r"^Error running script \(call to f_[0-9a-f]+\): @user
 
 def normalize(outcome: object) -> object:
     """Errors compared by their message without Redis's ' script: <sha>, on @user_script:N.' suffix (the
-    line is unknowable after a tail call, see emqlab.luahost) and without fakeredis's own wrapping."""
+    line is unknowable after a tail call, see emqlab.scripting.host) and without fakeredis's own wrapping."""
     if isinstance(outcome, BaseException):
         msg = str(outcome).split("\n")[0]
         msg = _FAKE_PREFIX.sub("", msg)

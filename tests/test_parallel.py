@@ -250,7 +250,7 @@ def _every_case() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("name", "mode"), _every_case(), ids=[f"{n}-{m}" for n, m in _every_case()])
 def test_handing_on_after_every_run_claims_what_the_undivided_search_finds(name: str, mode: str) -> None:
-    """The oracle for :class:`emqlab.parts.Donor` over every shipped scenario and mode: handing on at
+    """The oracle for :class:`emqlab.explore.parts.Donor` over every shipped scenario and mode: handing on at
     the first run and after every run (the most parts the rule can make) changes no claim — interleavings,
     distinct final states, anomaly kinds and their counts, minimal preemptions, witnesses — and ``--jobs 2``
     gives the same JSON as ``--jobs 1`` (issue 14's acceptance, under the rule that divides the most)."""

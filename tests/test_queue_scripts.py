@@ -1,4 +1,4 @@
-"""emqlab's queue scripts (lua/*.lua) through the Python API (emqlab.scripts), on fakeredis and the live
+"""emqlab's queue scripts (lua/*.lua) through the Python API (emqlab.scripting.calls), on fakeredis and the live
 server.
 
 Every test asserts the final state of the queue's keys (lists, sets, hashes, event stream), not only the

@@ -3,7 +3,7 @@
 
 Each case below edits one line of a valid scenario and checks the message: the file name, the line the
 mistake is on, the field path, and the words that tell the author what to do. The loader is
-:func:`emqlab.scenario.loads` / :func:`emqlab.scenario.load`; the CLI prints the same line after
+:func:`emqlab.engine.scenario.loads` / :func:`emqlab.engine.scenario.load`; the CLI prints the same line after
 ``error:`` and exits with status 2.
 """
 

@@ -294,7 +294,7 @@ def test_cli_fail_on_anomaly_and_errors() -> None:
     missing = r.invoke(main, ["simulate", "--scenario", "no-such-scenario"])
     assert missing.exit_code == 2 and "no scenario named 'no-such-scenario'" in missing.output
     unreachable = r.invoke(main, ["simulate", "--redis", "redis://127.0.0.1:1/0"])
-    # an unreachable server is an infrastructure error (emqlab.verdict.ExitCode.INFRASTRUCTURE), not usage
+    # an unreachable server is an infrastructure error (emqlab.protocol.verdict.ExitCode.INFRASTRUCTURE), not usage
     assert unreachable.exit_code == 4 and "cannot reach Redis at redis://127.0.0.1:1/0" in unreachable.output
     malformed = r.invoke(main, ["simulate", "--redis", "http://nope"])
     assert malformed.exit_code == 2 and "malformed Redis URL" in malformed.output

@@ -1,4 +1,4 @@
-"""Anomaly checks: pure functions over a run's typed :class:`~emqlab.history.History` (its steps and their
+"""Anomaly checks: pure functions over a run's typed :class:`~emqlab.engine.history.History` (its steps and their
 effects, the executions, the final state). Each finding names its job, the steps that cause it, and a
 "because" sentence that explains it in terms of those steps, in the manner of Elle's explanations.
 
@@ -40,7 +40,7 @@ work-thrown-away     effects          an execution's finish was refused although
 ==================== ================ =====================================================================
 
 "needs" is what the check reads: the final state (always recorded) or the per-step effects (recorded by
-the :class:`emqlab.runner.EffectRecorder`). A history recorded without effects gets the first kind of
+the :class:`emqlab.engine.recorder.EffectRecorder`). A history recorded without effects gets the first kind of
 check only, and the others are reported as *unchecked* rather than guessed.
 """
 

@@ -4,16 +4,13 @@ forms, a pipeline on it, and SCAN over its keys — the helpers every other back
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import redis
 
 from emqlab.backend import cluster as _cluster
 from emqlab.backend.cluster import is_cluster
 from emqlab.backend.faults import BackendError
-
-if TYPE_CHECKING:
-    pass
 
 FAKE = "fakeredis"
 
@@ -41,7 +38,8 @@ def adopt(conn: redis.Redis) -> tuple[redis.Redis, bool]:
     your own that does not — redis-py 8's default ``redis.Redis()`` speaks RESP3 (``HGETALL`` answers a
     dict), or one with ``decode_responses=True`` — is replaced by one on the same server, database and
     credentials that does (a pool of its own); returns it and whether it is new (then the caller closes
-    it). fakeredis and cluster clients, and clients made by :func:`connect`, come back as they are."""
+    it). fakeredis and cluster clients, and clients made by :func:`~emqlab.backend.connect.connect`, come back
+    as they are."""
     if is_fake(conn) or is_cluster(conn):
         return conn, False
     pool = conn.connection_pool
@@ -68,7 +66,7 @@ def raw_client(conn: redis.Redis) -> redis.Redis:
     """A client on ``conn``'s connection pool that returns replies exactly as parsed from RESP2 (no
     response callbacks: ``HGETALL`` stays a flat list, ``SET`` stays ``b"OK"``). The Lua host needs raw
     replies to apply Redis's reply → Lua conversion rules. Not for a cluster (no one pool serves it): its
-    :func:`command_executor` routes raw commands."""
+    :func:`~emqlab.backend.executor.command_executor` routes raw commands."""
     if is_cluster(conn):
         raise BackendError("raw_client: a Redis Cluster has no single connection pool; use command_executor(conn)")
     raw = type(conn)(connection_pool=conn.connection_pool) if not is_fake(conn) else _fake_raw(conn)
@@ -81,7 +79,7 @@ def session_client(conn: redis.Redis) -> redis.Redis:
     :func:`raw_client`: per-connection state — WATCH, MULTI — belongs to it alone. ``close()`` it when done
     (that closes the connection and with it any WATCH or open MULTI).
 
-    On a cluster: a :class:`emqlab.cluster.ClusterSession`, whose connection goes to the node that owns the
+    On a cluster: a :class:`emqlab.backend.cluster.ClusterSession`, whose connection goes to the node that owns the
     slot of its first keyed command (all of a tagged queue's keys are on that node)."""
     if is_cluster(conn):
         return cast(redis.Redis, _cluster.ClusterSession(conn))  # type: ignore[arg-type]
@@ -100,7 +98,7 @@ def session_client(conn: redis.Redis) -> redis.Redis:
 
 def pipeline(conn: redis.Redis, *, transaction: bool) -> Any:
     """``conn.pipeline(transaction=…)``, except on any cluster client — a :class:`redis.cluster.RedisCluster`
-    of your own included — where it is emqlab's :class:`emqlab.cluster.SlotPipeline`: raw commands with bytes
+    of your own included — where it is emqlab's :class:`emqlab.backend.cluster.SlotPipeline`: raw commands with bytes
     names, one transaction per hash slot (one in all for a tagged queue's keys)."""
     if is_cluster(conn):
         return _cluster.SlotPipeline(conn, transaction)  # type: ignore[arg-type]
@@ -115,7 +113,7 @@ def _fake_raw(conn: redis.Redis) -> redis.Redis:
 
 def scan_keys(conn: redis.Redis, pattern: str, count: int = 500) -> Iterator[bytes]:
     """Every key matching ``pattern`` (SCAN, never KEYS). On a cluster: on the one node that owns the slot of
-    the pattern's hash tag (a queue's :attr:`~emqlab.keys.QueueKeys.pattern`), else on every primary."""
+    the pattern's hash tag (a queue's :attr:`~emqlab.protocol.keys.QueueKeys.pattern`), else on every primary."""
     if is_cluster(conn):
         yield from _cluster.scan_keys(conn, pattern, count)  # type: ignore[arg-type]
         return

@@ -5,15 +5,15 @@ whose keys hash to different slots is refused with ``CROSSSLOT``. A queue's keys
 ``emq:{<queue>}:<suffix>``: only the text in braces — the *hash tag* — is hashed, so all of them, job hashes
 and locks included, share one slot and a script's 14 keys are one node's business (``docs/cluster.md``).
 
-* :func:`emqlab.backends.connect` finds a cluster by itself: a URL of any one node (``redis://127.0.0.1:7000``)
+* :func:`emqlab.backend.connect.connect` finds a cluster by itself: a URL of any one node (``redis://127.0.0.1:7000``)
   whose ``INFO cluster`` says ``cluster_enabled:1`` gives a :class:`ClusterClient` — redis-py's
   :class:`redis.cluster.RedisCluster`, discovering the other nodes, with a pipeline that takes raw commands.
-* :class:`ClusterExecutor` is :func:`emqlab.backends.command_executor` for a cluster: each command goes to
+* :class:`ClusterExecutor` is :func:`emqlab.backend.executor.command_executor` for a cluster: each command goes to
   the primary owning the slot of its first key (``EVALSHA`` by its KEYS), raw reply back; ``SCRIPT LOAD`` and
   ``SCRIPT EXISTS`` go to every primary; any other keyless command is refused (there is no "the server" to
   send it to). A multi-key command is not split: the node answers what Redis answers, ``CROSSSLOT`` when its
   keys' slots differ.
-* :class:`ClusterSession` is :func:`emqlab.backends.session_client`'s connection of its own: bound to the
+* :class:`ClusterSession` is :func:`emqlab.backend.clients.session_client`'s connection of its own: bound to the
   node of its first keyed command, so that WATCH, MULTI and EXEC share one connection as they must.
 * :func:`scan_keys` finds a queue's keys with SCAN on the one node that owns the hash tag's slot (every
   primary for a pattern without a literal tag).
@@ -127,7 +127,7 @@ def _raw(node: ClusterNode) -> redis.Redis:
 
 
 class ClusterExecutor:
-    """:func:`emqlab.backends.command_executor` on a cluster: ``execute(*command) -> raw reply``, each
+    """:func:`emqlab.backend.executor.command_executor` on a cluster: ``execute(*command) -> raw reply``, each
     command sent to the primary owning its first key's slot, on that node's pool (a connection borrowed per
     command, as the standalone executor does). ``close()`` makes it refuse further commands."""
 
@@ -209,7 +209,7 @@ class ClusterExecutor:
 
 
 class ClusterSession:
-    """:func:`emqlab.backends.session_client` on a cluster: one connection of its own, to the primary that
+    """:func:`emqlab.backend.clients.session_client` on a cluster: one connection of its own, to the primary that
     owns the slot of its first keyed command (a queue's keys share one slot, so that is the queue's node), with
     raw replies. Per-connection state — WATCH, MULTI — lives on that one connection, as on a standalone server:
     a later command for a key another node owns is sent there all the same, and Redis answers it (``MOVED``,
@@ -350,7 +350,7 @@ class SlotPipeline(DataAccessCommands):
 
 
 class ClusterClient(RedisCluster):
-    """The cluster client :func:`emqlab.backends.connect` hands out: redis-py's :class:`RedisCluster` (same
+    """The cluster client :func:`emqlab.backend.connect.connect` hands out: redis-py's :class:`RedisCluster` (same
     arguments, same commands), with two differences that let emqlab's Runner use it as it uses a server:
 
     * :meth:`pipeline` is a :class:`SlotPipeline`, which takes raw commands with bytes names (redis-py's

@@ -7,9 +7,9 @@ server safe.
   emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, so ``EVALSHA`` runs the queue scripts unchanged.
 * ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
   ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``INFO cluster`` says
-  ``cluster_enabled:1``) gives a :class:`emqlab.cluster.ClusterClient` instead: every function here takes it,
+  ``cluster_enabled:1``) gives a :class:`emqlab.backend.cluster.ClusterClient` instead: every function here takes it,
   or a :class:`redis.cluster.RedisCluster` of your own, and sends each command to the node owning its key's
-  slot (:mod:`emqlab.cluster`).
+  slot (:mod:`emqlab.backend.cluster`).
 
 Live safety (:class:`Namespace`): a run writes and deletes only keys under its own queue's base
 (``emq:{<queue>}:``), refuses to start where such keys already exist, and its clean-up deletes only those.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 import redis
@@ -56,9 +56,6 @@ from emqlab.backend.namespace import (
 )
 from emqlab.scripting.clock import frozen_clock as frozen_clock  # documented as emqlab.backends.frozen_clock
 
-if TYPE_CHECKING:
-    pass
-
 DEFAULT_LIVE_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -70,7 +67,7 @@ def live_url() -> str:
 def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
     """A redis-py client: fakeredis when ``url`` is ``None``/``"fakeredis"``, else the live server at ``url``
     (``"live"`` = :func:`live_url`). Replies are bytes (no decoding). When the server at ``url`` is a node of a
-    Redis Cluster, the client is a :class:`emqlab.cluster.ClusterClient` on the whole cluster (found through
+    Redis Cluster, the client is a :class:`emqlab.backend.cluster.ClusterClient` on the whole cluster (found through
     that node; database 0 only); ``ping=False`` connects to nothing, so it cannot tell and gives a standalone
     client.
 
@@ -90,7 +87,7 @@ def connect(url: str | None = None, *, ping: bool = True) -> redis.Redis:
 
 
 def _connect_fake() -> redis.Redis:
-    # One home for the embedded server (modules, sandbox, INFO, empty script cache): emqlab.fakeserver.
+    # One home for the embedded server (modules, sandbox, INFO, empty script cache): emqlab.backend.fakeserver.
     from emqlab.backend.fakeserver import new_server, sync_client
 
     conn = sync_client(new_server(), protocol=2)
@@ -165,7 +162,7 @@ def _connect_live(url: str, *, ping: bool) -> redis.Redis:
 
 
 def _connect_cluster(node: redis.Redis, url: str, safe: str, known: Iterable[str]) -> redis.Redis:
-    """The :class:`emqlab.cluster.ClusterClient` for the cluster ``node`` (at ``url``) belongs to."""
+    """The :class:`emqlab.backend.cluster.ClusterClient` for the cluster ``node`` (at ``url``) belongs to."""
     db = node.connection_pool.connection_kwargs.get("db", 0) or 0
     node.close()
     node.connection_pool.disconnect()

@@ -33,10 +33,10 @@ class Executor(Protocol):
 
 def command_executor(conn: redis.Redis) -> Executor:
     """A function ``execute(*command) -> reply`` that sends one command and returns its raw reply: bytes,
-    int, None, lists, :class:`emqlab.luahost.Status` for a status reply (when the backend can tell), or
+    int, None, lists, :class:`emqlab.scripting.replies.Status` for a status reply (when the backend can tell), or
     raises ``redis.ResponseError``. Arguments may be bytes, str (UTF-8, or the client's encoding), int or
     float (their decimal text): what redis-py's ``execute_command`` accepts, so the executor can be the
-    ``send`` of :meth:`emqlab.registry.ScriptSet.call`.
+    ``send`` of :meth:`emqlab.scripting.registry.ScriptSet.call`.
 
     On fakeredis the command goes straight to the in-process server's command table (no RESP encoding):
     the same entry point fakeredis's own ``redis.call`` uses, under the server lock, so each command is
@@ -49,9 +49,9 @@ def command_executor(conn: redis.Redis) -> Executor:
     created. On a live server the executor borrows a pooled connection per command; its ``close()`` only
     makes it refuse further commands.
 
-    On a cluster (:class:`emqlab.cluster.ClusterExecutor`): each command goes to the primary owning the slot of
+    On a cluster (:class:`emqlab.backend.cluster.ClusterExecutor`): each command goes to the primary owning the slot of
     its first key — ``EVALSHA`` by its KEYS — on that node's pool; ``SCRIPT LOAD``/``EXISTS``/``KILL`` go to
-    every primary, any other keyless command is refused (:class:`emqlab.cluster.ClusterError`). Cluster
+    every primary, any other keyless command is refused (:class:`emqlab.backend.cluster.ClusterError`). Cluster
     errors keep their code (``CROSSSLOT Keys in request don't hash to the same slot``).
     """
     if is_cluster(conn):

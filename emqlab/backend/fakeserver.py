@@ -20,7 +20,7 @@ Use it through :func:`fake_server`::
         r = fake.client()                      # a redis.Redis on it
         queue = bullmq.Queue("q", {"connection": "redis://localhost:6379"})   # lands on `fake` too
 
-or, in pytest, through the ``emqlab_redis`` fixture of :mod:`emqlab.pytest_plugin`.
+or, in pytest, through the ``emqlab_redis`` fixture of :mod:`emqlab.check.pytest_plugin`.
 
 Routing works by wrapping ``redis.ConnectionPool.__init__`` and ``redis.asyncio.ConnectionPool.__init__``
 while the context is active: a pool asked for a TCP, TLS or Unix-socket connection gets a connection to the

@@ -5,15 +5,11 @@ script, a read-only replica, a restart, …), with the scope it spoils (one run 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
 import redis
 
 from emqlab.backend import cluster as _cluster
 from emqlab.protocol.errors import error_text
-
-if TYPE_CHECKING:
-    pass
 
 
 class BackendError(Exception):

@@ -7,17 +7,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 
-from emqlab.protocol.keys import QueueKeys
-
-if TYPE_CHECKING:
-    pass
-
 from emqlab.backend.clients import describe, is_fake, pipeline, scan_keys
 from emqlab.backend.faults import KeysExist, ServerFault, server_fault
+from emqlab.protocol.keys import QueueKeys
 
 #: the run index on a live server: a sorted set of the queues runs have claimed, scored by the time (ms)
 #: until which their owner is known to be alive (refreshed while it runs). Its key sits under emqlab's own
@@ -57,7 +53,7 @@ class Namespace:
     that ``emqlab clean`` can find the keys of a run that died (kill -9, a lost machine) and delete them.
 
     On a Redis Cluster the same rules hold: a tagged queue's keys all live in the slot of its name, so the
-    SCANs go to the one node owning it (an untagged queue's, :func:`emqlab.keys.without_hash_tag`, to every
+    SCANs go to the one node owning it (an untagged queue's, :func:`emqlab.protocol.keys.without_hash_tag`, to every
     primary), and the deletes go to each key's node.
     """
 

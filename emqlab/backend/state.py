@@ -4,7 +4,7 @@ A snapshot maps each key, relative to the queue's base (``wait``, ``1``, ``1:loc
 ``(type, value)`` pair: ``string`` → bytes, ``list`` → list, ``set`` → sorted list, ``zset`` → list of
 ``(member, score)``, ``hash`` → dict, ``stream`` → list of field dicts (entry ids are server time and are
 left out, so snapshots of two runs compare equal). Keys with a TTL also carry ``ttl=True`` — the TTL's
-value is time-dependent and not compared; a live run's safety TTL (:data:`emqlab.backends.SAFETY_TTL_MS`)
+value is time-dependent and not compared; a live run's safety TTL (:data:`emqlab.backend.namespace.SAFETY_TTL_MS`)
 counts as no TTL.
 """
 

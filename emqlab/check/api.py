@@ -14,8 +14,8 @@ actors, or both — on an initial queue state, and assert what no interleaving (
                             state={"active": ["1"], "stalled": ["1"]}, locks={"1": "W1"})
     result.assert_never("double-placement")   # AssertionError with the witness and the schedule
 
-The same is the pytest fixture ``emqlab_explore`` (:mod:`emqlab.pytest_plugin`). An actor is a function
-``f(r, q)`` (or ``async def``; see :mod:`emqlab.pyactors`), a built-in actor kind (``"sweep"``), or a
+The same is the pytest fixture ``emqlab_explore`` (:mod:`emqlab.check.pytest_plugin`). An actor is a function
+``f(r, q)`` (or ``async def``; see :mod:`emqlab.engine.pyactors`), a built-in actor kind (``"sweep"``), or a
 built-in actor's fields as a dict (``{"kind": "worker", "holds": "1"}``), exactly as in a scenario file's
 ``actors:`` list (``docs/scenarios.md``). Jobs default to one job ``"1"``.
 """
@@ -39,8 +39,8 @@ def scenario(actors: Mapping[str, Any], *, jobs: Mapping[str, Any] | Sequence[st
              state: Mapping[str, Any] | None = None, locks: Mapping[str, str] | None = None,
              meta: Mapping[str, str] | None = None, name: str = "my-actors", queue: str = "q",
              preemptions: int | None = None) -> Scenario:
-    """A :class:`emqlab.scenario.Scenario` from Python values, validated by the same rules as a scenario
-    file (errors are :class:`emqlab.scenario.ScenarioError` naming the field). ``actors`` maps ids to a
+    """A :class:`emqlab.engine.specs.Scenario` from Python values, validated by the same rules as a scenario
+    file (errors are :class:`emqlab.engine.yamlnodes.ScenarioError` naming the field). ``actors`` maps ids to a
     function, a kind, or a dict of a built-in actor's fields; ``jobs`` maps ids to job fields (``{}`` for
     the defaults) or lists ids."""
     if jobs is None:
@@ -91,7 +91,7 @@ def _placeholder(r: Any, q: Any) -> None:  # stands for a function while the sce
 @dataclass
 class Exploration:
     """What :func:`explore_actors` found: the :class:`emqlab.explore.Report` (``report``), its
-    :class:`emqlab.verdict.Verdict` (``verdict``), and assertions that fail with the witness."""
+    :class:`emqlab.protocol.verdict.Verdict` (``verdict``), and assertions that fail with the witness."""
 
     report: Report
     scenario: Scenario
@@ -156,12 +156,12 @@ def explore_actors(actors: Mapping[str, Any] | Scenario, *, mode: str = "split",
                    preemptions: int | None = None, runs: int = 100, seed: int = 0, depth: int = 2,
                    schedule: str | None = None, conn: Any = None, reduce: bool = True,
                    loaded: Sequence[str | bytes] = ()) -> Exploration:
-    """Explore ``actors`` (or a ready :class:`emqlab.scenario.Scenario`) in ``mode`` on fakeredis (or
+    """Explore ``actors`` (or a ready :class:`emqlab.engine.specs.Scenario`) in ``mode`` on fakeredis (or
     ``conn``: a client of a live server, its keys under a fresh run prefix, deleted afterwards).
     ``schedule`` replays one schedule string instead. Without ``preemptions`` the exhaustive search is
     unbounded. ``loaded`` are Lua sources the run's script cache holds from the start (as if loaded before
     the run), so that an actor's ``EVALSHA`` of them is one round trip. Raises
-    :class:`emqlab.pyactors.ActorError` when a Python actor cannot run as written."""
+    :class:`emqlab.engine.pyactors.ActorError` when a Python actor cannot run as written."""
     sc = actors if isinstance(actors, Scenario) else scenario(actors, jobs=jobs, state=state, locks=locks,
                                                               meta=meta)
     if loaded:

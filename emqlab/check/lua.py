@@ -159,7 +159,7 @@ def check_scripts(scripts: ScriptSet, scenarios: Sequence[Scenario], *, modes: S
 
 
 def _placed(outcome: Any) -> tuple[Any, Any]:
-    """The placements and locks of a final state (:meth:`emqlab.history.FinalState.logical`)."""
+    """The placements and locks of a final state (:meth:`emqlab.engine.history.FinalState.logical`)."""
     return outcome[0], outcome[1]
 
 

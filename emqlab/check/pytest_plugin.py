@@ -4,7 +4,7 @@ installed).
 Fixtures:
 
 ``emqlab_redis``
-    An :class:`emqlab.fakeserver.EmbeddedRedis`: a fresh in-process Redis (fakeredis with ``cmsgpack``,
+    An :class:`emqlab.backend.fakeserver.EmbeddedRedis`: a fresh in-process Redis (fakeredis with ``cmsgpack``,
     ``bit`` and ``INFO``) for one test. While the test runs, every redis-py connection pool created — sync or
     ``redis.asyncio``, from a ``redis://`` URL or from host/port options — connects to it, so BullMQ's
     ``Queue``, ``Worker`` and ``QueueEvents`` run unchanged without a Redis server. Clients:
@@ -12,7 +12,7 @@ Fixtures:
     routing is undone.
 
 ``emqlab_explore``
-    :func:`emqlab.api.explore_actors`: explore your actors (Python functions over a redis-py client,
+    :func:`emqlab.check.api.explore_actors`: explore your actors (Python functions over a redis-py client,
     emqlab's built-in actors, or both) on an initial queue state, on fakeredis — or, with
     ``--emqlab-redis URL``, on that live server under a fresh run prefix (deleted afterwards). The result's
     ``assert_never(kind)`` / ``assert_some(kind)`` fail with the witness, the because-sentence and the
@@ -52,7 +52,7 @@ def emqlab_redis() -> Iterator[EmbeddedRedis]:
 @pytest.fixture
 def emqlab_explore(request: pytest.FixtureRequest) -> Callable[..., Exploration]:
     """``emqlab_explore(actors, state=…, locks=…, mode="split", schedule=None, …)`` →
-    :class:`emqlab.api.Exploration` (the arguments of :func:`emqlab.api.explore_actors`)."""
+    :class:`emqlab.check.api.Exploration` (the arguments of :func:`emqlab.check.api.explore_actors`)."""
     from emqlab.check.api import explore_actors
 
     url = request.config.getoption("--emqlab-redis")

@@ -3,7 +3,7 @@
 An actor yields an :class:`Op` — the next thing it will send — and receives the reply (or the
 ``redis.ResponseError``) when the scheduler lets it run. Nothing is sent until the scheduler picks the
 actor, so the pending op of every actor is known at each scheduling point (the stepper widget shows them).
-Actors see the run only through an :class:`emqlab.context.ActorContext`.
+Actors see the run only through an :class:`emqlab.engine.context.ActorContext`.
 
 * **Worker** — holds a job (or fetches one) and finishes it:
   ``atomic`` = one EVALSHA of moveToFinished-14 (fetch_next = 1 when it wants another job);
@@ -21,7 +21,7 @@ Actors see the run only through an :class:`emqlab.context.ActorContext`.
 
 The building blocks — :func:`script`, :func:`split_run`, :func:`fetch`, :func:`finish`, :func:`renew`,
 :func:`sweep_once`, :func:`lapse` and :func:`scripted_finish` (a finish by given Lua) — are what the timed
-model (:mod:`emqlab.timing`) and the graders (:mod:`emqlab.grading`) build their actors from; only the
+model (:mod:`emqlab.timing`) and the graders (:mod:`emqlab.teaching.assignments`) build their actors from; only the
 pacing (when each op is sent) is theirs.
 """
 
@@ -51,7 +51,7 @@ class Op:
     """The next step of an actor.
 
     ``kind``: ``command`` (one command of a split script: ``command`` is set), ``script`` (one EVALSHA:
-    ``build(now_ms)`` makes the :class:`emqlab.scripts.ScriptCall`) or ``clock`` (``command`` — or
+    ``build(now_ms)`` makes the :class:`emqlab.scripting.calls.ScriptCall`) or ``clock`` (``command`` — or
     ``lazy()``, evaluated when the event fires — is an EVAL of a clock event). ``pre`` are clock effects
     applied just before (no round trip), ``label`` names the script the op belongs to, ``section`` a note
     for the history, ``run`` the actor's script-run number (the commands of one split script share it),
@@ -77,7 +77,7 @@ class Op:
     #: MULTI … EXEC transaction (the reply is EXEC's: the replies, or ``None`` when a watched key changed)
     batch: Callable[[int], Sequence[Command]] | None = None
     multi: bool = False
-    #: a Python actor's round trip (:mod:`emqlab.pyactors`): sent as the actor's code sent it, on its
+    #: a Python actor's round trip (:mod:`emqlab.engine.pyactors`): sent as the actor's code sent it, on its
     #: connection ``conn``, with the run's script cache answering SCRIPT LOAD / EXISTS and EVALSHA
     python: bool = False
     conn: str | None = None
@@ -543,7 +543,7 @@ def restart(ctx: ActorContext, spec: ActorSpec) -> ActorGen:
     ctx.note(spec.id, Result("restart"))
 
 
-#: actor kind -> its generator function; :mod:`emqlab.pyactors` adds the ``python`` kind when it is imported
+#: actor kind -> its generator function; :mod:`emqlab.engine.pyactors` adds the ``python`` kind when it is imported
 #: (the Runner imports it), so this module does not depend on the Python-actor driver
 FACTORIES: dict[str, Callable[[Any, ActorSpec], ActorGen]] = {
     "worker": worker,

@@ -100,7 +100,7 @@ class ActorContext(Protocol):
 
     def script_source(self, sha: bytes) -> bytes | None:
         """The source of script ``sha`` (lower-case hex) if the run's script cache holds it (Python actors'
-        EVALSHA, :mod:`emqlab.pyactors`)."""
+        EVALSHA, :mod:`emqlab.engine.pyactors`)."""
         ...
 
     def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
@@ -130,7 +130,7 @@ class OwnScripts:
 
 @dataclass
 class StepRecord:
-    """A step while instruments look at it (it is frozen into a :class:`emqlab.history.Step` afterwards):
+    """A step while instruments look at it (it is frozen into a :class:`emqlab.engine.history.Step` afterwards):
     the actor, the op's name and shown arguments, the raw reply, and the effects recorded so far."""
 
     actor: str

@@ -34,7 +34,8 @@ from emqlab.protocol.keys import LISTS, PLACEMENTS, ZSETS, QueueKeys
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """``count`` copies of ``job`` were added to structure ``place`` (one of :data:`keys.PLACEMENTS`)."""
+    """``count`` copies of ``job`` were added to structure ``place`` (one of
+    :data:`~emqlab.protocol.keys.PLACEMENTS`)."""
 
     job: str
     place: str

@@ -16,7 +16,7 @@ appends to a key the other reads. Steps of one actor are always dependent (progr
 Where the footprint comes from:
 
 * a command of a split script, a clock event, a ``pre`` clock effect: the Redis command table
-  (:mod:`emqlab.commands`, generated from the server's key specifications) applied to the concrete
+  (:mod:`emqlab.protocol.commands`, generated from the server's key specifications) applied to the concrete
   arguments;
 * an atomic step run through the Lua host (fakeredis, the default): every ``redis.call`` the script made,
   each through the command table — observed, exact for this run;
@@ -115,7 +115,7 @@ def of_command(command: Sequence[bytes], base: str) -> Footprint:
 
 
 def of_access(access: KeyAccess | None, base: str) -> Footprint:
-    """The footprint of a command whose :class:`emqlab.commands.KeyAccess` is ``access`` (``None``: an
+    """The footprint of a command whose :class:`emqlab.protocol.commands.KeyAccess` is ``access`` (``None``: an
     unknown command, which touches everything)."""
     if access is None:
         return Footprint.everything()
@@ -151,7 +151,7 @@ _R = list[Key]
 
 #: What each of emqlab's scripts may read and write beyond its KEYS, as keys relative to the queue's base;
 #: ``"*"`` as a name matches any job id. Used only where an atomic step cannot be observed (EVALSHA on a
-#: server); ``tests/test_footprints.py`` keeps it a superset of what the scripts do.
+#: server); ``tests/test_reduction.py`` keeps it a superset of what the scripts do.
 SCRIPT_PRIORS: dict[str, tuple[_R, _R]] = {
     "moveToFinished": (
         [("q", "meta"), ("q", "paused"), ("job", "*"), ("lock", "*")],

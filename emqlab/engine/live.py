@@ -33,7 +33,7 @@ from emqlab.protocol.keys import QueueKeys
 
 class Safety:
     """The safety TTLs of a live run's keys: which keys commands wrote since the last step, which have the
-    TTL, which the run ever wrote (:meth:`emqlab.backends.Namespace.protect` says why no script and no state
+    TTL, which the run ever wrote (:meth:`emqlab.backend.namespace.Namespace.protect` says why no script and no state
     reader can tell)."""
 
     def __init__(self, namespace: Namespace) -> None:
@@ -71,7 +71,7 @@ class Safety:
 
     def protect(self, script_keys: Sequence[Any] = (), *, fresh: bool = False) -> None:
         """Give the keys written since the last call (and an atomic script's KEYS, which it may have deleted
-        and written again) the safety TTL, between two steps: :meth:`emqlab.backends.Namespace.protect` says
+        and written again) the safety TTL, between two steps: :meth:`emqlab.backend.namespace.Namespace.protect` says
         why no script and no state reader can tell. ``fresh``: these keys too, whether written or not."""
         extra = [k if isinstance(k, bytes) else str(k).encode() for k in script_keys]
         self.protected.difference_update(extra)
@@ -223,7 +223,7 @@ def same_server(conn: redis.Redis, execute: Callable[..., Any], started: str | N
 def fault_of(head: str, detail: str, code: str = "") -> ServerFault:
     """The :class:`ServerFault` for the error ``detail`` (the server's words; ``code`` from it unless given),
     its message ``head`` and what happens next: the run is aborted, or the exploration stops
-    (:class:`emqlab.backends.FaultScope`)."""
+    (:class:`emqlab.backend.faults.FaultScope`)."""
     fault = ServerFault(head, code=code, detail=detail)
     then = "the run is aborted" if fault.scope is FaultScope.RUN else "the exploration stops"
     fault.args = (f"{head}; {then}",)

@@ -89,7 +89,7 @@ _RUNNING: list[_Driver] = []
 
 
 class ActorHandle:
-    """What a Python actor gets besides its client: ``q.keys`` (the run's :class:`emqlab.keys.QueueKeys`:
+    """What a Python actor gets besides its client: ``q.keys`` (the run's :class:`emqlab.protocol.keys.QueueKeys`:
     ``q.keys.wait``, ``q.keys.lock("1")``, ``q.keys.job("1")`` …), ``q.actor`` (its id), ``q.params`` (its
     ``with:`` parameters), ``q.now()``
     (virtual time in ms), ``q.token()`` (a fresh deterministic lock token, ``W1:1``), ``q.begin(job,
@@ -111,11 +111,11 @@ class ActorHandle:
 
     @property
     def scripts(self) -> Any:
-        """The run's :class:`emqlab.registry.ScriptSet` (``q.scripts["moveToFinished"].text``)."""
+        """The run's :class:`emqlab.scripting.registry.ScriptSet` (``q.scripts["moveToFinished"].text``)."""
         return self._driver.ctx.scripts
 
     def note(self, result: Any) -> None:
-        """Record one of this actor's results (an :class:`emqlab.outcome.Result`: ``Result("finish", job="1",
+        """Record one of this actor's results (an :class:`emqlab.protocol.outcome.Result`: ``Result("finish", job="1",
         outcome=Outcome.of(reply))``), as emqlab's own actors do, so that ``expect: codes:`` can name it."""
         self._driver.ctx.note(self.actor, result)
 
@@ -130,7 +130,7 @@ class ActorHandle:
 
     def end(self, job: str, reply: Any = 0) -> None:
         """The actor's finish of ``job`` came back with ``reply`` (a script's reply, an int code, or an
-        exception): classified as emqlab's own workers' finishes are (:class:`emqlab.outcome.Outcome`)."""
+        exception): classified as emqlab's own workers' finishes are (:class:`emqlab.protocol.outcome.Outcome`)."""
         from emqlab.protocol.outcome import Outcome
 
         self._driver.ctx.end(self.actor, job, Outcome.of(reply))

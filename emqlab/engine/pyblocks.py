@@ -1,7 +1,7 @@
 """Building blocks for scenarios: small Python actors for what the public race reports need beyond emqlab's
 built-in actors (``docs/scenarios.md``, "Building blocks" and "The public reports").
 
-Each block is a Python actor ``f(r, q)`` (:mod:`emqlab.pyactors`), named in a scenario file as::
+Each block is a Python actor ``f(r, q)`` (:mod:`emqlab.engine.pyactors`), named in a scenario file as::
 
     - {id: P1, python: "emqlab.blocks:progress", with: {job: "1", value: 80}}
 

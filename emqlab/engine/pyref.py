@@ -1,7 +1,7 @@
 """The home of ``python: module:function`` references: the function a scenario's Python actor names.
 
 The scenario loader checks a reference when it reads the file (so a typo is reported with the file and the
-line), and the Python-actor driver (:mod:`emqlab.pyactors`) resolves it again when the actor runs.
+line), and the Python-actor driver (:mod:`emqlab.engine.pyactors`) resolves it again when the actor runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The home of the server side of Python actors: what the Runner does with a Python actor's round trip.
 
-A Python actor (:mod:`emqlab.pyactors`) hands the Runner a request (one command, or a pipeline / ``MULTI …
+A Python actor (:mod:`emqlab.engine.pyactors`) hands the Runner a request (one command, or a pipeline / ``MULTI …
 EXEC`` batch) on one of its connections. :func:`refusal` says which commands a scheduled actor may send at
 all (the driver checks each request before it becomes a step); :class:`PyWire` carries an allowed request
 out for the Runner: the run's own script cache answers ``SCRIPT LOAD`` / ``SCRIPT EXISTS`` and ``EVALSHA``

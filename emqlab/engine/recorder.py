@@ -1,5 +1,5 @@
 """The home of the instrument that records effects: what each step did to the queue, as typed effects
-(:mod:`emqlab.effects`), read from the server after the step."""
+(:mod:`emqlab.engine.effects`), read from the server after the step."""
 
 from __future__ import annotations
 

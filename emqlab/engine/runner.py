@@ -9,7 +9,7 @@ the same history on fakeredis and on a live server.
 Each kind of step (a command, an atomic script, a pipeline or MULTI … EXEC, a Python actor's round trip, a
 fault, a request a dropped connection never delivered) is one method of :attr:`Runner.STEP_KINDS`; the rest
 of a step is the same for all. For each step the Runner records its *footprint* (the keys it read and
-wrote, :mod:`emqlab.footprints`), observed as it ran: the exploration's partial-order reduction uses it.
+wrote, :mod:`emqlab.engine.footprints`), observed as it ran: the exploration's partial-order reduction uses it.
 Instruments see each step; the :class:`EffectRecorder` (on by default) describes what the step did to the
 queue as typed effects. The anomaly check is given to the Runner (``check=``); the Runner itself knows
 nothing of anomalies.
@@ -106,7 +106,7 @@ class Runner:
     :class:`EffectRecorder` (``effects=False`` leaves it out: faster, and the checks that need effects are
     then reported as unchecked instead of guessed). ``check`` is the anomaly check run on each history.
     ``clock`` replaces the step-counting virtual clock (timed runs); ``factories`` maps actor kinds to
-    generator functions, overriding or adding to :data:`emqlab.actors.FACTORIES`.
+    generator functions, overriding or adding to :data:`emqlab.engine.actors.FACTORIES`.
 
     On fakeredis (``local_scripts=True``, the default) an atomic step runs the script through the Lua host
     with its commands executed back to back inside the one step, instead of fakeredis's own EVALSHA: nothing
@@ -125,7 +125,8 @@ class Runner:
 
         self.scenario = scenario
         self.mode = mode
-        #: the backend (a client of yours that speaks RESP3 or decodes replies is replaced: backends.adopt)
+        #: the backend (a client of yours that speaks RESP3 or decodes replies is replaced:
+        #: emqlab.backend.clients.adopt)
         self.conn, self._own_conn = adopt(conn) if conn is not None else (connect(), False)
         if queue is None:
             queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
@@ -273,7 +274,7 @@ class Runner:
     def close(self) -> None:
         """Delete the run's keys (only those under its queue's base) and release the connection. When the
         server cannot be reached any more (the exploration stopped on a lost connection), the keys are left
-        to their safety TTL and the run index's lease (:mod:`emqlab.backends`), and ``left_behind`` is True."""
+        to their safety TTL and the run index's lease (:mod:`emqlab.backend.namespace`), and ``left_behind`` is True."""
         if not self._closed:
             self._drop_actors()
             try:
@@ -343,7 +344,7 @@ class Runner:
 
     def script_source(self, sha: bytes) -> bytes | None:
         """The source of the script ``sha`` (lower-case hex) if the run's script cache holds it (see
-        :mod:`emqlab.pyactors`)."""
+        :mod:`emqlab.engine.pyactors`)."""
         return self._wire.cache.get(sha)
 
     def script_run(self) -> int:
@@ -364,7 +365,7 @@ class Runner:
     def step(self, actor: str) -> Step:
         """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none, and
         :class:`ServerFault` for an infrastructure error (the step is not recorded; with scope
-        :attr:`~emqlab.backends.FaultScope.RUN` a :meth:`reset` starts the next run afresh).
+        :attr:`~emqlab.backend.faults.FaultScope.RUN` a :meth:`reset` starts the next run afresh).
 
         The step's request is carried out by the function of its kind in :attr:`STEP_KINDS` (see
         :func:`step_kind`); what is around it — the clock, the instruments, the server-fault check, the
@@ -560,7 +561,7 @@ class Runner:
         return self._initial_view
 
     def final_state(self) -> FinalState:
-        """The queue's state now (:func:`emqlab.history.read_final_state`)."""
+        """The queue's state now (:func:`emqlab.engine.history.read_final_state`)."""
         return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics)
 
     # -- internals -------------------------------------------------------------------------------
@@ -620,7 +621,7 @@ class Runner:
     def _same_server(self, when: str) -> None:
         same_server(self.conn, self._executor, self._server_id, when)
 
-    # -- Python actors (emqlab.pyactors; their round trips: emqlab.engine.pywire) ---------------------------
+    # -- Python actors (emqlab.engine.pyactors; their round trips: emqlab.engine.pywire) ---------------------------
     def _close_conn(self, conn: str) -> None:
         self._sessions.close(conn)
         self._wire.forget(conn)

@@ -300,7 +300,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
 
 def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
     """``places:``: a list of ``{key, type, jobs, index, member}``, each a key (relative to the queue's base)
-    the checks treat as a place a job can be in (:class:`emqlab.effects.ExtraPlace`)."""
+    the checks treat as a place a job can be in (:class:`emqlab.engine.effects.ExtraPlace`)."""
     from emqlab.protocol.keys import QUEUE_KEY_NAMES
 
     out: list[ExtraPlace] = []

@@ -1,5 +1,5 @@
 """The home of a scenario as data: the jobs, the actors and what is expected of each finish mode
-(:class:`Scenario`), and the kinds they are made of. :mod:`emqlab.scenario` reads them from YAML."""
+(:class:`Scenario`), and the kinds they are made of. :mod:`emqlab.engine.scenario` reads them from YAML."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The deterministic scheduler's public face: schedule strings (:mod:`emqlab.schedules`) and the
+"""The deterministic scheduler's public face: schedule strings (:mod:`emqlab.protocol.schedules`) and the
 :class:`~emqlab.engine.runner.Runner` with emqlab's anomaly check plugged in (:func:`Runner`; kept for the
 documented path ``emqlab.schedule``).
 

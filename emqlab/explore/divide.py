@@ -29,10 +29,10 @@ timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are me
 report — runs executed included — is the same.
 
 **Where the parts run** (:class:`emqlab.explore.pool.Dispatch`). ``--jobs N`` is this process and a pool of
-N − 1 workers, started once the search has run :data:`WARM_AFTER_S` (a shorter search runs every part here). Parts go to
-free workers oldest first (the shallowest, likely the largest); this process searches the root part, then
-runs queued parts too, newest first, feeding the workers between its runs. A pool worker's own hand-ons
-come back as it hands them on (a Dask worker's, when its part ends).
+N − 1 workers, started once the search has run :data:`~emqlab.explore.pool.WARM_AFTER_S` (a shorter search
+runs every part here). Parts go to free workers oldest first (the shallowest, likely the largest); this
+process searches the root part, then runs queued parts too, newest first, feeding the workers between its
+runs. A pool worker's own hand-ons come back as it hands them on (a Dask worker's, when its part ends).
 
 **Sampled strategies** (random, PCT) are split by seed, a *swarm*: chunk ``i`` runs :data:`SWARM_CHUNK` runs
 with seed ``seed + i``, exactly as ``explore(..., runs=SWARM_CHUNK, seed=seed + i)`` in one process would.

@@ -6,7 +6,7 @@ between runs. Exploration is *stateless* in the sense of CHESS and loom: a run i
 start along a schedule prefix rather than restored from a snapshot.
 
 **Reduction.** Two steps of different actors are *independent* when their footprints — the keys each read
-and wrote, observed as it ran (:mod:`emqlab.footprints`) — do not conflict: running them in either order
+and wrote, observed as it ran (:mod:`emqlab.engine.footprints`) — do not conflict: running them in either order
 gives the same state and the same replies. Interleavings that differ only in the order of independent
 steps form one Mazurkiewicz trace and end in the same state with the same anomalies. With ``reduce=True``
 (the default) the exhaustive search runs Source-DPOR (Abdulla, Aronis, Jonsson, Sagonas, "Optimal dynamic
@@ -28,11 +28,11 @@ anomalies the unreduced bounded search finds (sleep sets and bounding do not com
 Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the bound never prunes the reduced
 search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
 
-**Infrastructure errors** (:class:`emqlab.backends.ServerFault`, a lost connection) are never a step's
-answer. One whose scope is the run (:class:`emqlab.backends.FaultScope`: OOM, a BUSY script that SCRIPT
-KILL stopped, …) has the exhaustive search run that run again from its start, up to :data:`RUN_RETRIES`
-times (:attr:`Report.retried`; the same choices, so a run that then completes is as true as any other);
-when it comes back each time it *aborts* that run: it is counted in
+**Infrastructure errors** (:class:`emqlab.backend.faults.ServerFault`, a lost connection) are never a step's
+answer. One whose scope is the run (:class:`emqlab.backend.faults.FaultScope`: OOM, a BUSY script that SCRIPT
+KILL stopped, …) has the exhaustive search run that run again from its start, up to
+:data:`~emqlab.explore.report.RUN_RETRIES` times (:attr:`Report.retried`; the same choices, so a run that then
+completes is as true as any other); when it comes back each time it *aborts* that run: it is counted in
 :attr:`Report.aborted` by cause and in no other figure (no interleaving count, final state, result or
 witness), and the exploration goes on with the next run. The aborted run's trace is partial — the races
 below the step that failed were never seen — so the reduction may have missed subtrees below it: the counts

@@ -110,7 +110,7 @@ def _drop_runner() -> None:
 def _runner_for(job: Job) -> Iterator[Runner | str]:
     """The worker's runner for ``job``: kept across parts of the same job (one fakeredis, or one live queue,
     per worker), except on a live server without a clean-up hook, where each part has its own queue. Where
-    the server refuses the worker a queue (:class:`~emqlab.backends.ServerFault` while registering it), the
+    the server refuses the worker a queue (:class:`~emqlab.backend.faults.ServerFault` while registering it), the
     refusal's one-line message instead."""
     from emqlab.backend.connect import connect
 

@@ -291,7 +291,8 @@ class Dispatch:
         self._error: BaseException | None = None
         #: the server refused a worker a queue (:attr:`Part.refused`): nothing more is sent, parts run here
         self.refused: str | None = None
-        #: a local pool's channel back (:data:`_back`), and per part the hand-ons taken from it so far
+        #: a local pool's channel back (:data:`~emqlab.explore.parts._back`), and per part the hand-ons taken
+        #: from it so far
         self._back: Any = None
         self._heard: Counter[int] = Counter()
         n = jobs if jobs is not None else default_jobs()
@@ -316,7 +317,7 @@ class Dispatch:
         return Task(i, prefix=format_schedule(pre), branch=branch)
 
     def submit(self, prefix: list[str], branch: Branch) -> None:
-        """A node handed on (called by the :class:`Donor` between two runs of the search here)."""
+        """A node handed on (called by the :class:`~emqlab.explore.parts.Donor` between two runs of the search here)."""
         self.prefixes.append((prefix, branch))
         self._queued.append(len(self.prefixes) - 1)
         self.pump()

@@ -31,7 +31,7 @@ RUN_RETRIES = 2
 @dataclass(frozen=True)
 class Abort:
     """The cause of aborted runs or of a stopped exploration: the error's ``code`` (``OOM``, ``NOSCRIPT``,
-    ``BUSY``, ``READONLY``, ``RESTARTED``, ``CONNECTION``, … — :class:`emqlab.backends.ServerFault`) and
+    ``BUSY``, ``READONLY``, ``RESTARTED``, ``CONNECTION``, … — :class:`emqlab.backend.faults.ServerFault`) and
     ``reason``, the server's words in one line (no actor, no step: one cause for every run it aborted)."""
 
     code: str
@@ -58,7 +58,7 @@ class Report:
     reduction knew they would repeat a trace), ``raw_interleavings`` the interleavings the exploration
     covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
     from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
-    :meth:`emqlab.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
+    :meth:`emqlab.engine.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
     ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``).
 
     ``aborted`` counts the runs an infrastructure error aborted, by cause (:class:`Abort`); they are in no
@@ -265,7 +265,8 @@ class Part:
     stopped: Abort | None = None
     #: runs run again after a run-scoped server error, by cause (Report.retried)
     retried: dict[Abort, int] = field(default_factory=dict)
-    #: how many nodes it handed on through the worker's channel (:data:`_back`) instead of in ``donated``
+    #: how many nodes it handed on through the worker's channel (:data:`~emqlab.explore.parts._back`) instead
+    #: of in ``donated``
     streamed: int = 0
     #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
     #: the other queues hold their keys): the part did not start, and the coordinator runs it itself

@@ -131,8 +131,8 @@ class Sampling(Strategy):
 
     def replay(self, schedule: str) -> Report:
         """One run along ``schedule`` (a schedule string); if it ends before every actor is done, the run
-        continues without further preemption. Raises :class:`ScheduleError` for a schedule that does not
-        fit the scenario."""
+        continues without further preemption. Raises :class:`~emqlab.protocol.schedules.ScheduleError` for a
+        schedule that does not fit the scenario."""
         started = time.perf_counter()
         self.report.strategy = "replay"
         self.report.params = {"schedule": schedule}

@@ -58,7 +58,7 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 #: whether a QueueKeys made without an explicit ``hash_tag`` puts its queue name in braces (see
 #: :func:`without_hash_tag`)
 _HASH_TAG: ContextVar[bool] = ContextVar("emqlab_hash_tag", default=True)
-#: how the run index (``emqlab.backends.RUN_INDEX``) names a queue whose keys have no hash tag
+#: how the run index (``emqlab.backend.namespace.RUN_INDEX``) names a queue whose keys have no hash tag
 _UNTAGGED_SUFFIX = ":untagged"
 
 
@@ -66,7 +66,7 @@ _UNTAGGED_SUFFIX = ":untagged"
 def without_hash_tag() -> Iterator[None]:
     """Within the block, ``QueueKeys(name)`` names keys ``<prefix>:<name>:<suffix>``, with no hash tag: the
     mis-tagged layout of the Redis Cluster lesson, where a script's keys fall in different slots. It is how
-    the lesson gets a :class:`emqlab.runner.Runner` (which names its queue's keys itself) to use that layout;
+    the lesson gets a :class:`emqlab.engine.runner.Runner` (which names its queue's keys itself) to use that layout;
     a QueueKeys keeps the layout it was made with after the block. Nothing else should need it."""
     token = _HASH_TAG.set(False)
     try:

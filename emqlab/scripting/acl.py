@@ -2,8 +2,8 @@
 commands it sends — one table, used by the docs (``docs/cli.md``, generated) and by the test that runs the
 live suite's core under an ACL user limited to exactly these (``tests/test_acl.py``).
 
-Key patterns: every run's queue is ``q-<8 hex>`` (:func:`emqlab.backends.unique_queue`), so its keys are
-``emq:{q-…}:…``; the run index (:data:`emqlab.backends.RUN_INDEX`) sits under the same pattern. Commands:
+Key patterns: every run's queue is ``q-<8 hex>`` (:func:`emqlab.backend.namespace.unique_queue`), so its keys are
+``emq:{q-…}:…``; the run index (:data:`emqlab.backend.namespace.RUN_INDEX`) sits under the same pattern. Commands:
 those the Lua scripts call (a split run sends them one by one; an atomic run needs EVALSHA and SCRIPT
 LOAD), and those emqlab sends itself (seeding the initial state, reading the final one, the run index, a
 transaction finish, cleaning up). Redis 7 checks a script's commands against the user too.

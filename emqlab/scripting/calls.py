@@ -4,8 +4,8 @@ Every operation comes in two parts:
 
 * a **builder** (``*_call``) that returns a :class:`ScriptCall` — the script's name, its KEYS and its ARGV,
   exactly as they go to the server. The simulator uses it to run the *same* call either atomically (one
-  ``EVALSHA``, :func:`run_call`) or split, one ``redis.call`` at a time, through :mod:`emqlab.luahost`;
-* a **function** that runs the call with :func:`emqlab.registry.execute` (or, given ``scripts=``, with
+  ``EVALSHA``, :func:`run_call`) or split, one ``redis.call`` at a time, through :mod:`emqlab.scripting.host`;
+* a **function** that runs the call with :func:`emqlab.scripting.registry.execute` (or, given ``scripts=``, with
   another :class:`ScriptSet`, e.g. BullMQ's shipped scripts, :meth:`ScriptSet.bullmq`) and decodes the
   reply into Python values, raising :class:`FinishError` for the protocol's negative return codes.
 
@@ -109,7 +109,7 @@ def _finish_message(code: int, job_id: str | None, command: str, state: str) -> 
 @dataclass
 class ScriptCall:
     """One script invocation: the script's command name (``moveToFinished``), its KEYS and its ARGV, exactly
-    as sent. Run it atomically with :func:`run_call`, or split with :class:`emqlab.luahost.LuaHost`
+    as sent. Run it atomically with :func:`run_call`, or split with :class:`emqlab.scripting.host.LuaHost`
     (``host.start(call.script().text, call.keys, call.args)``)."""
 
     name: str

@@ -191,7 +191,7 @@ class LuaHost:
     def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
             args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None) -> Any:
         """Run ``script`` to its end, one command per round trip, against ``conn``: a
-        :func:`emqlab.backends.command_executor` or a :func:`emqlab.backends.raw_client`. Returns what
+        :func:`emqlab.backend.executor.command_executor` or a :func:`emqlab.backend.clients.raw_client`. Returns what
         ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise.
 
         The run is atomic on an in-process fakeredis executor (nothing else runs between its commands), so

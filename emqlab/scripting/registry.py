@@ -295,7 +295,7 @@ class ScriptSet:
 
     def call(self, send: Callable[..., Any], name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:
         """:meth:`execute` through ``send(*command)``, any function that sends one raw command (a redis-py
-        ``execute_command``, or :func:`emqlab.backends.command_executor`). The command's arguments are str
+        ``execute_command``, or :func:`emqlab.backend.executor.command_executor`). The command's arguments are str
         (the command words, the SHA1, KEYS and ARGV given as str), int (the key count) and bytes (an
         ``EVAL`` body), as redis-py's ``execute_command`` takes them.
 

@@ -61,13 +61,13 @@ DOCS_BEGIN, DOCS_END = "<!-- emqlab:cluster:begin -->", "<!-- emqlab:cluster:end
 
 
 def lesson_scenario() -> Scenario:
-    """The lesson's :class:`emqlab.scenario.Scenario` (:data:`LESSON_YAML`)."""
+    """The lesson's :class:`emqlab.engine.specs.Scenario` (:data:`LESSON_YAML`)."""
     return loads(LESSON_YAML, "emqlab.teaching.cluster_lesson.LESSON_YAML")
 
 
 def run_lesson(conn: Any, mode: str, queue: str = LESSON_QUEUE) -> tuple[Any, Any]:
     """Run the lesson's scenario once (each actor in turn) in ``mode`` on ``conn`` with its queue's keys
-    without the hash tag (:func:`emqlab.keys.without_hash_tag`); returns ``(history, keys)``. On a cluster
+    without the hash tag (:func:`emqlab.protocol.keys.without_hash_tag`); returns ``(history, keys)``. On a cluster
     the run's keys are deleted afterwards, as every run's are."""
     with without_hash_tag():
         runner = Runner(lesson_scenario(), mode, conn, queue=queue, check=checker)

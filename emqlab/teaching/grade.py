@@ -46,7 +46,7 @@ from emqlab.teaching.sandbox import (
     unsaved_hint,
 )
 
-#: ``emqlab grade``'s exit codes, from :class:`emqlab.verdict.ExitCode`: every notebook got full marks
+#: ``emqlab grade``'s exit codes, from :class:`emqlab.protocol.verdict.ExitCode`: every notebook got full marks
 #: (``HOLDS``, 0) / at least one is below full marks, a grade was given (``FAILS``, 1) / at least one could
 #: not be graded: not a notebook, not an assignment (``USAGE``, 2).
 EXIT_FULL_MARKS, EXIT_BELOW_FULL, EXIT_CANNOT_GRADE = int(ExitCode.HOLDS), int(ExitCode.FAILS), int(ExitCode.USAGE)

@@ -1,5 +1,5 @@
 """The one home of what a level's player sees, computed as data for the terminal
-(:class:`emqlab.teaching.levels.Game`) and the stepper widget (:class:`emqlab.widgets.SchedulerStepper` with
+(:class:`emqlab.teaching.levels.Game`) and the stepper widget (:class:`emqlab.ui.stepper.SchedulerStepper` with
 ``level=``) alike: :func:`board` (the queue's lists, sets and locks with the dangerous states marked),
 :func:`position` (the Lua line an actor runs next, and the READ / DECIDE / WRITE section of its script),
 :func:`explain` (a command in words), :func:`result_text` and :func:`legend` (the job fields and the scripts'

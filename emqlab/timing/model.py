@@ -5,10 +5,10 @@ at what price?": N jobs go through W workers while the recovery sweep runs on it
 costs a round trip, and the run reports, per finish mode, anomalies per kind and per 1,000 jobs, round
 trips per job, and jobs per second of virtual time.
 
-It is a discrete-event simulation over the **same** engine: the one :class:`~emqlab.runner.Runner`, with a
+It is a discrete-event simulation over the **same** engine: the one :class:`~emqlab.engine.runner.Runner`, with a
 ``clock`` (virtual time), timed actor generators passed as ``factories`` (worker, sweep, lease) and the
-exposure measurement as an instrument, stepped by :meth:`TimedRun.choose`, a chooser that picks the actor
-whose next command reaches the server first (ties: the actor listed first, so equal times stay
+exposure measurement as an instrument, stepped by :meth:`~emqlab.timing.run.TimedRun.choose`, a chooser that
+picks the actor whose next command reaches the server first (ties: the actor listed first, so equal times stay
 deterministic, as in SimPy's event heap). The scripts are the real ones: EVALSHA on the backend, or split
 through the Lua host, one command per round trip.
 
@@ -26,11 +26,11 @@ The model
 * **Locks.** A lock lives ``lock_ms`` of *virtual* time from the server step that set it; a worker renews
   it every ``renew_ms`` while processing (extendLock, one round trip each; processing is paused during a
   renewal's round trip, a simplification). Expiry is an explicit clock event (a lease actor per worker that
-  runs :data:`emqlab.actors.LAPSE_LUA`: the lock lapses only if it still holds that acquisition's token).
+  runs :data:`emqlab.engine.actors.LAPSE_LUA`: the lock lapses only if it still holds that acquisition's token).
   The server's PX TTLs are set to an hour so that wall-clock expiry never interferes.
 * **Sweep.** moveStalledJobsToWait-8 runs, waits ``stalled_interval_ms`` after its reply (BullMQ's stalled
   checker re-arms its timer after each run), and runs again; each run starts a new stalled interval (the
-  sweep deletes ``stalled-check`` first, see :func:`emqlab.actors.sweep`). Its CHECK recovers jobs marked
+  sweep deletes ``stalled-check`` first, see :func:`emqlab.engine.actors.sweep`). Its CHECK recovers jobs marked
   by the previous run whose lock is gone; its MARK marks every active job.
 * **Workers** take jobs until a fetch comes back empty. A job carrying a deferred failure (``defa``: the
   sweep recovered it more than ``max_stalled`` times) is failed at once, as BullMQ's worker does.
@@ -50,7 +50,7 @@ so per finish of a job that was active for at least one sweep spacing the chance
 The run measures the exposure itself: at each split ``DEL`` it reads whether the job is marked and sums
 ``min(1, window / spacing)`` over the finishes whose job was marked and active for at least one spacing —
 ``expected_per_1000`` — next to the observed ``gap_hits`` (sweeps that requeued a job while its finish was
-running) and the anomalies :func:`emqlab.anomalies.check` finds. Atomic finishes have no window: 0.
+running) and the anomalies :func:`emqlab.analysis.anomalies.check` finds. Atomic finishes have no window: 0.
 
 Defaults, and why
 -----------------

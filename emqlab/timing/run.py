@@ -63,7 +63,7 @@ class TimedResult:
     ``round_trips`` counts the workers' round trips; ``round_trips_per_job`` leaves out each worker's first
     fetch and divides by the finishes (job executions): exactly 1 for ``atomic``, 2 for
     ``finish-then-fetch``, the split script's command count for ``split``. ``jobs_per_s`` = distinct jobs
-    finished per second of virtual time. ``anomalies`` counts :func:`emqlab.anomalies.check`'s findings per
+    finished per second of virtual time. ``anomalies`` counts :func:`emqlab.analysis.anomalies.check`'s findings per
     kind; ``gap_hits`` the sweeps that requeued a job while a split finish of it was running;
     ``expected_per_1000`` the window exposure (see the module docstring)."""
 

@@ -50,8 +50,9 @@ _ARTISTS: weakref.WeakKeyDictionary[Figure, dict[str, Any]] = weakref.WeakKeyDic
 
 
 def artists(fig: Figure) -> dict[str, Any]:
-    """The named artists of a figure from :func:`plot_rate` or :func:`plot_cost` (``"marker"``,
-    ``"<mode>:observed"``, ``"<mode>:tput"``, ``"current:<key>"``, …); ``{}`` for any other figure."""
+    """The named artists of a figure from :func:`~emqlab.ui.plots.plot_rate` or
+    :func:`~emqlab.ui.plots.plot_cost` (``"marker"``, ``"<mode>:observed"``, ``"<mode>:tput"``,
+    ``"current:<key>"``, …); ``{}`` for any other figure."""
     return _ARTISTS.get(fig, {})
 
 

@@ -12,7 +12,7 @@ registry, no GUI backend, safe under Agg and in a headless notebook. :func:`to_p
 ==================== =========================================================================================
 plot                 data
 ==================== =========================================================================================
-:func:`plot_timeline`      :func:`timeline_data` (a :class:`~emqlab.history.History`): a lane per actor, one box
+:func:`plot_timeline`      :func:`timeline_data` (a :class:`~emqlab.engine.history.History`): a lane per actor, one box
                            per step; each anomaly's window shaded, the steps that cause it marked
 :func:`plot_rate`          :func:`rate_data` (a :class:`~emqlab.timing.Sweep`): anomalies per 1,000 jobs vs RTT
                            per finish mode (log x), with the window model's expectation dashed
@@ -51,7 +51,7 @@ from emqlab.ui.figure import (
 def timeline_data(history: Any, *, x: str = "step", lanes: Sequence[str] | None = None) -> dict[str, Any]:
     """A history as timeline data.
 
-    ``history`` is a :class:`~emqlab.history.History` (or its ``to_json`` dict). ``x`` is ``"step"`` (the
+    ``history`` is a :class:`~emqlab.engine.history.History` (or its ``to_json`` dict). ``x`` is ``"step"`` (the
     step index: logical runs) or ``"time"`` (virtual ms since the first step: timed runs). Returns::
 
         {"title": "stalled-finish · split · v1:W1*9.S1.W1*9", "x": "step",

@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ipywidgets as W
 
@@ -26,9 +26,6 @@ from emqlab.timing import (
 )
 from emqlab.ui import plots
 from emqlab.ui.view import View
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 RTT_MIN, RTT_MAX = 0.03, 250.0
 

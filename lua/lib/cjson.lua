@@ -1,6 +1,6 @@
 --[[
   cjson.lua -- emqlab's pure-Lua JSON module with the behaviour of the cjson module Redis 7 embeds
-  (lua-cjson 2.1.0 as Redis configures it), for the client-side Lua host (emqlab/luahost.py).
+  (lua-cjson 2.1.0 as Redis configures it), for the client-side Lua host (emqlab/scripting/host.py).
 
   Written for emqlab from the observable behaviour of a Redis 7.0 server (every rule below is pinned
   against the live server's cjson in tests/test_host_differential.py):

@@ -84,7 +84,7 @@ class A1Case:
         return Runner(self.scenario(), mode, conn(), factories=self.factories())
 
     def replay(self, schedule: str, mode: str = "split") -> Any:
-        """The history of ``schedule`` on this case (raises :class:`emqlab.schedule.ScheduleError`)."""
+        """The history of ``schedule`` on this case (raises :class:`emqlab.protocol.schedules.ScheduleError`)."""
         from emqlab.explore.checked import parse_schedule
 
         with self.runner(mode) as r:
@@ -132,7 +132,7 @@ A1_COUNT_PROBES: tuple[tuple[str, str], ...] = (("assignment", "atomic"), ("assi
 def probe_arguments(name: str, key: Sequence[Any]) -> tuple[Any, ...]:
     """The arguments an answer function ``name`` is called with at probe ``key`` (plain data: it crosses
     to the isolated run): assignment 1's functions get typed objects built from the case named in ``key``
-    (the solo :class:`~emqlab.history.History`; the :class:`~emqlab.scenario.Scenario` and a mode); the
+    (the solo :class:`~emqlab.engine.history.History`; the :class:`~emqlab.engine.specs.Scenario` and a mode); the
     other functions get ``key`` itself."""
     if name == "schedule_for":
         return (A1_CASES[str(key[0])].solo(),)

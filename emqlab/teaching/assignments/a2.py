@@ -24,7 +24,7 @@ A2_KEYS_DOC = ("KEYS: 1 lock, 2 stalled, 3 active, 4 completed, 5 job hash; "
 
 def _student_finish_factory(lua: str, violations: list[str]) -> Callable[..., Any]:
     """A worker that finishes the job it holds with the student's Lua, run split (one step per
-    redis.call) through :func:`emqlab.actors.scripted_finish`. A command Redis refuses inside a script
+    redis.call) through :func:`emqlab.engine.actors.scripted_finish`. A command Redis refuses inside a script
     (EVAL, MULTI, SCRIPT, …: :data:`FORBIDDEN` among them) is refused by the Lua host with Redis's error,
     never sent, and noted in ``violations``."""
     from emqlab.engine.actors import scripted_finish

@@ -83,7 +83,7 @@ def feedback_width(width: int | None) -> Iterator[None]:
 
 
 def feedback_block(feedback: str, indent: int = FEEDBACK_INDENT) -> str:
-    """``feedback`` with each of its lines indented ``indent`` columns (for :func:`emqlab.history.wrap`:
+    """``feedback`` with each of its lines indented ``indent`` columns (for :func:`emqlab.text.wrap`:
     its sentences then wrap under themselves, a history in it stays as it is)."""
     return "\n".join(" " * indent + line for line in feedback.split("\n"))
 

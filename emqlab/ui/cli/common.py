@@ -27,7 +27,7 @@ from emqlab.text import DEFAULT_WIDTH, line_breaks
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-# Exit codes: one home, emqlab.verdict.ExitCode (docs/cli.md's table is generated from it).
+# Exit codes: one home, emqlab.protocol.verdict.ExitCode (docs/cli.md's table is generated from it).
 EXIT_ANOMALY = ExitCode.FAILS
 EXIT_ERROR = ExitCode.USAGE
 
@@ -76,8 +76,8 @@ def _remember_url(ctx: click.Context, _param: click.Parameter, value: str | None
 
 
 def _mask(text: str, ctx: click.Context | None = None) -> str:
-    """``text`` with every password masked: URLs' (backends._redact) and those of the URLs this command was
-    given (--redis, $EMQLAB_REDIS_URL), wherever they appear. Every output of the CLI goes through it."""
+    """``text`` with every password masked: URLs' (emqlab.backend.connect._redact) and those of the URLs this
+    command was given (--redis, $EMQLAB_REDIS_URL), wherever they appear. Every output of the CLI goes through it."""
     known = url_secrets(os.environ.get("EMQLAB_REDIS_URL"))
     ctx = ctx or click.get_current_context(silent=True)
     if ctx is not None:
