@@ -49,6 +49,8 @@ MOVED: dict[str, str] = {
     "emqlab.pytest_plugin": "emqlab.check.pytest_plugin",
     "emqlab.grading": "emqlab.teaching.grading",
     "emqlab.cli": "emqlab.ui.cli",
+    # the console script of an editable install made before the move (pip writes it at install time)
+    "emqlab._entry": "emqlab.ui.entry",
     "emqlab.widgets": "emqlab.ui.widgets",
     "emqlab.plots": "emqlab.ui.plots",
 }

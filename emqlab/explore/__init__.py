@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from emqlab.explore.config import ExploreConfig
+    from emqlab.explore.divide import Stats
     from emqlab.explore.dpor import independent
     from emqlab.explore.report import INFRASTRUCTURE, Abort, Report, Trace, multinomial
     from emqlab.explore.run import explore
@@ -38,5 +39,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["Abort", "ExploreConfig", "Explorer", "INFRASTRUCTURE", "Report", "Trace", "explore",
+__all__ = ["Abort", "ExploreConfig", "Explorer", "INFRASTRUCTURE", "Report", "Stats", "Trace", "explore",
            "format_schedule", "independent", "multinomial", "shrink"]
