@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -154,6 +155,27 @@ def test_explore_takes_the_config_fields_as_options_and_names_them_when_one_is_w
         explore(sc, "split", jobs=1, donate_every=0)
     with pytest.raises(ValueError, match="unknown strategy 'dfs'"):
         ExploreConfig(strategy="dfs")
+
+
+@pytest.mark.parametrize(("options", "error", "words"), [
+    ({"runs": "ten"}, TypeError, "runs must be a whole number, not 'ten'"),
+    ({"runs": 0}, ValueError, "runs must be at least 1, not 0"),
+    ({"depth": 0, "strategy": "pct"}, ValueError, "depth must be at least 1"),
+    ({"preemptions": -1}, ValueError, "preemptions must be at least 0, not -1"),
+    ({"seed": 1.5}, TypeError, "seed must be a whole number"),
+    ({"jobs": 0}, ValueError, "jobs must be at least 1, not 0"),
+    ({"max_seconds": float("nan")}, ValueError, "max_seconds must be a number of seconds above 0"),
+])
+def test_a_bad_option_value_is_refused_before_anything_runs(options: dict[str, Any], error: type[Exception],
+                                                            words: str) -> None:
+    with pytest.raises(error, match=re.escape(words)):
+        explore(scenario.load("stalled-finish"), "split", **options)
+
+
+def test_an_unknown_mode_is_refused_not_run_as_the_atomic_finish() -> None:
+    """A mistyped mode once ran as the atomic finish and reported no anomaly: a false 'holds'."""
+    with pytest.raises(ValueError, match="unknown mode 'splitt' \\(one of: atomic, split, finish-then-fetch"):
+        explore(scenario.load("stalled-finish"), "splitt")
 
 
 def test_the_console_scripts_entry_imports_no_exploration() -> None:

@@ -27,7 +27,9 @@ class ExploreConfig:
     the report then says what it covered), ``divide`` (True: hand subtrees on from the start; False: never;
     None: once the search outlasts a probe) and ``donate_every`` (runs between two hand-ons).
 
-    Raises ValueError for an unknown strategy or a ``donate_every`` below 1."""
+    Raises ValueError for an unknown strategy, a ``runs``, ``depth`` or ``jobs`` below 1, a negative
+    ``preemptions``, a ``max_seconds`` not above 0 or a ``donate_every`` below 1, and TypeError for a count
+    that is no whole number."""
 
     strategy: str = "exhaustive"
     runs: int = 100
@@ -45,6 +47,18 @@ class ExploreConfig:
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r} (one of: {', '.join(STRATEGIES)})")
+        for name, low in (("runs", 1), ("seed", None), ("depth", 1), ("preemptions", 0), ("jobs", 1)):
+            value = getattr(self, name)
+            if value is None and name in ("preemptions", "jobs"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be a whole number, not {value!r}")
+            if low is not None and value < low:
+                raise ValueError(f"{name} must be at least {low}, not {value}")
+        if self.max_seconds is not None and (isinstance(self.max_seconds, bool)
+                                             or not isinstance(self.max_seconds, (int, float))
+                                             or not self.max_seconds > 0):
+            raise ValueError(f"max_seconds must be a number of seconds above 0, not {self.max_seconds!r}")
         if self.donate_every < 1:
             raise ValueError(f"donate_every must be at least 1 (runs between two hand-ons), not {self.donate_every}")
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from emqlab.analysis.anomalies import checker
+from emqlab.engine.context import MODES
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.config import ExploreConfig
@@ -33,10 +34,13 @@ def explore(scenario: Scenario, mode: str, config: ExploreConfig | None = None, 
     (:func:`emqlab.explore.divide.explore_divided`: workers connect to ``url``, default ``conn``'s; ``stats``
     is filled in). ``progress(done, total_or_None)`` is called as it goes (runs here, parts divided).
 
-    Raises TypeError for an option that is no :class:`ExploreConfig` field, ValueError for a bad config,
+    Raises TypeError for an option that is no :class:`ExploreConfig` field, ValueError for a bad config or
+    a ``mode`` that is none of :data:`emqlab.engine.context.MODES`,
     :class:`~emqlab.protocol.schedules.ScheduleError` for a replay without a schedule or one that does not
     fit."""
     config = ExploreConfig.of(config, **options)
+    if mode not in MODES:  # (an unknown mode would run as the atomic finish and claim it holds)
+        raise ValueError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
     if config.strategy != "replay" and (config.divided or executor is not None):
         return explore_divided(scenario, mode, config, conn=conn, url=url, scripts=scripts, executor=executor,
                                progress=progress, stats=stats)
