@@ -285,3 +285,18 @@ def test_option_upper_bounds(args: list[str], words: str) -> None:
     res = CliRunner().invoke(main, args)
     assert res.exit_code == ExitCode.USAGE, res.output
     assert f"Invalid value for '{words}'" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("args", [["scenarios"], ["scenarios", "--json"], ["simulate", "--split"]])
+def test_a_reader_that_closes_the_pipe_ends_the_command_with_status_0(args: list[str]) -> None:
+    """``emqlab scenarios | head``: the reader has left (here before the first write, so every write meets
+    a closed pipe); nothing failed, so the status is 0 — not rich's 1, which the exit-code table calls
+    *fails* — and nothing is printed on stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        res = subprocess.run([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", *args],
+                             stdout=write_end, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write_end)
+    assert res.returncode == 0 and res.stderr == b"", (res.returncode, res.stderr.decode())

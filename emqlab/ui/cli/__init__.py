@@ -41,6 +41,7 @@ from emqlab.ui.cli.common import (
     _one_line,
     console,
     err_console,
+    reader_left,
 )
 from emqlab.ui.cli.explore import replay, simulate
 from emqlab.ui.cli.library import check, clean, scenarios, scripts
@@ -72,6 +73,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # (a write outside rich's console: click.echo of --json)
+            reader_left()
         except KeyboardInterrupt:
             err_console.print("[bold red]interrupted[/]")
             sys.exit(ExitCode.INTERRUPTED)

@@ -11,7 +11,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -24,8 +24,28 @@ from emqlab.protocol.verdict import ExitCode, Verdict
 from emqlab.scripting.registry import ScriptError, ScriptSet
 from emqlab.text import DEFAULT_WIDTH, line_breaks
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _Console(Console):
+    """rich's console, except that a reader who closes the pipe (``emqlab scenarios | head``) ends the
+    command with status 0, as :func:`emqlab.ui.entry._run` does for a closed pipe: nothing failed. (rich's
+    own answer is status 1, which the exit-code table calls *fails*.) The run's clean-up still runs: the
+    exit unwinds like any other."""
+
+    def on_broken_pipe(self) -> None:
+        if not self.quiet:
+            reader_left()
+
+
+def reader_left() -> NoReturn:
+    """End the command because the reader of its output closed the pipe: status 0 (nothing failed), stdout
+    pointed at /dev/null so that the interpreter's last flush has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(0)
+
+
+console = _Console(highlight=False, soft_wrap=True)
+err_console = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 # Exit codes: one home, emqlab.protocol.verdict.ExitCode (docs/cli.md's table is generated from it).
 EXIT_ANOMALY = ExitCode.FAILS
