@@ -102,10 +102,10 @@ def _run(main: Callable[[], object], err_console: Any) -> None:
                 except OSError:  # (SIGHUP: the terminal may be gone)
                     pass
         raise
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
+    except BrokenPipeError:  # (a write outside the commands and rich's console: the same answer as theirs)
+        from emqlab.ui.cli.common import reader_left
+
+        reader_left()
 
 
 def entry() -> None:
