@@ -15,6 +15,7 @@ from emqlab.engine.history import Execution, FinalState, History, Step
 from emqlab.engine.scenario import ANOMALY_KINDS
 from emqlab.explore import Explorer
 from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.pct import PCT
 from emqlab.protocol.outcome import Outcome, Result
 
 
@@ -314,7 +315,7 @@ def test_pct_never_preempts_more_than_depth_minus_one_and_its_depth_check_is_exa
     preemption never shows (while the scenario's expectation for the mode names them)."""
     sc = scenario.load(name)
     with Runner(sc, mode) as r:
-        ex = Explorer(r)
+        ex = PCT(r)
         seen: list[int] = []
         record = ex._record
 

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import Namespace
 from emqlab.engine import scenario
-from emqlab.explore import ExploreConfig, Explorer, explore, parts
+from emqlab.explore import ExploreConfig, explore, parts
 from emqlab.explore import pool as explore_pool
 from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats
+from emqlab.explore.dpor import Exhaustive
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
 from tests.conftest import live_conn, require
@@ -251,14 +252,14 @@ def test_an_interrupted_part_deletes_its_live_keys(monkeypatch: pytest.MonkeyPat
     conn = live_conn()
     seen: list[Any] = []
 
-    def interrupted(self: Explorer, *args: Any, **kwargs: Any) -> None:
+    def interrupted(self: Exhaustive, *args: Any, **kwargs: Any) -> None:
         self.runner.reset()
         self.runner.step(self.order[0])
         assert Namespace(self.runner.conn, self.runner.keys).existing()  # keys written
         seen.append(self.runner.keys)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Explorer, "_dpor", interrupted)
+    monkeypatch.setattr(Exhaustive, "_dpor", interrupted)
     url = explore_pool.url_of(conn)
     job = parts.Job(scenario.load("lease-lapse"), "split", url)
     with pytest.raises(KeyboardInterrupt):

@@ -25,8 +25,9 @@ from click.testing import CliRunner
 from emqlab.backend.connect import FaultScope, ServerFault, connect, server_fault
 from emqlab.engine import scenario
 from emqlab.engine.runner import Runner as EngineRunner
-from emqlab.explore import Abort, Explorer, Report, explore
+from emqlab.explore import Abort, Report, explore
 from emqlab.explore.checked import Runner, parse_schedule
+from emqlab.explore.dpor import Exhaustive
 from emqlab.protocol.verdict import ExitCode, judge
 from emqlab.scripting.registry import ScriptSet, default_scripts
 from emqlab.ui.cli import main
@@ -72,7 +73,7 @@ def test_each_fault_has_a_scope(detail: str, code: str, scope: FaultScope) -> No
 # -- deterministic: fakeredis and a failing command executor ----------------------------------------------------
 
 
-class _Keeping(Explorer):
+class _Keeping(Exhaustive):
     """An explorer that keeps what every counted run showed: schedule -> (anomaly kinds, logical final state)."""
 
     def __init__(self, runner: Any) -> None:
@@ -429,11 +430,11 @@ def test_a_witness_the_server_fails_to_replay_keeps_its_schedule_and_the_verdict
 
     real_merge = divide._merge
 
-    def merge(runner: Any, job: Any, parts: Any) -> Any:
+    def merge(runner: Any, job: Any, parts: Any, *rest: Any) -> Any:
         def lost(*_a: Any, **_k: Any) -> Any:
             raise redis.exceptions.ConnectionError("Error while reading from 127.0.0.1:6395 : (104, 'reset')")
         monkeypatch.setattr(runner, "run", lost)
-        return real_merge(runner, job, parts)
+        return real_merge(runner, job, parts, *rest)
 
     monkeypatch.setattr(divide, "_merge", merge)
     sc = scenario.load("two-workers")

@@ -15,14 +15,14 @@ if TYPE_CHECKING:
     from emqlab.explore.config import ExploreConfig
     from emqlab.explore.divide import Stats
     from emqlab.explore.dpor import independent
+    from emqlab.explore.explorer import Explorer
     from emqlab.explore.report import INFRASTRUCTURE, Abort, Report, Trace, multinomial
     from emqlab.explore.run import explore
-    from emqlab.explore.sampling import Explorer
     from emqlab.explore.shrink import shrink
     from emqlab.protocol.schedules import format_schedule
 
 #: each public name and the module that holds it
-_HOMES = {"Abort": "emqlab.explore.report", "Stats": "emqlab.explore.divide", "Explorer": "emqlab.explore.sampling",
+_HOMES = {"Abort": "emqlab.explore.report", "Stats": "emqlab.explore.divide", "Explorer": "emqlab.explore.explorer",
           "ExploreConfig": "emqlab.explore.config", "INFRASTRUCTURE": "emqlab.explore.report",
           "Report": "emqlab.explore.report", "Trace": "emqlab.explore.report", "explore": "emqlab.explore.run",
           "format_schedule": "emqlab.protocol.schedules", "independent": "emqlab.explore.dpor",

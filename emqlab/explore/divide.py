@@ -51,7 +51,7 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from emqlab.analysis.anomalies import checker
@@ -59,6 +59,7 @@ from emqlab.engine.history import History
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.config import ExploreConfig
+from emqlab.explore.dpor import Exhaustive
 from emqlab.explore.parts import (
     Donor,
     Job,
@@ -68,6 +69,7 @@ from emqlab.explore.parts import (
     _peak_rss_kb,
     run_part,
 )
+from emqlab.explore.pct import depth_check
 from emqlab.explore.pool import (
     Dispatch,
     InlineExecutor,
@@ -80,7 +82,6 @@ from emqlab.explore.pool import (
     url_of,
 )
 from emqlab.explore.report import Part, Report, multinomial
-from emqlab.explore.sampling import Explorer
 from emqlab.explore.shrink import shrink
 from emqlab.protocol.schedules import parse_schedule
 from emqlab.scripting.registry import ScriptSet
@@ -176,11 +177,9 @@ def explore_divided(scenario: Scenario, mode: str, config: ExploreConfig, *, con
             finally:
                 close_pool()
                 _drop_runner()  # the one parts run here (--jobs 1) kept: its live keys go now
-            rep = _merge(runner, job, parts)
-            _swarm_params(runner, rep, job, runs, seed, parts)
-            _stopped_note(rep, max_seconds, (sum(p.complete for p in parts), len(tasks)))
-            rep.elapsed_s = time.perf_counter() - started
-            return rep
+            rep = _swarm(runner, _merge(runner, job, parts), job, runs, seed, parts)
+            rep = _stopped_note(rep, max_seconds, (sum(p.complete for p in parts), len(tasks)))
+            return replace(rep, elapsed_s=time.perf_counter() - started)
     finally:
         st.wall_s = time.perf_counter() - started
         if own_conn:
@@ -195,7 +194,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
     reduce, divide, max_seconds = config.reduce, config.divide, config.max_seconds
     first = 0 if not reduce or divide is False else (job.donate_every if divide else PROBE_RUNS)
     dispatch = Dispatch(job, executor, config.jobs, progress, root=runner)
-    root = Explorer(runner)
+    root = Exhaustive(runner)
     root.deadline = job.deadline
     donor = None
     if first:
@@ -207,16 +206,15 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
         finally:
             root.donate = None
         if donor is None or not donor.donated:
-            rep.params["max_runs"] = None
-            rep.params["bound_from"] = config.bound_from
-            rep.params["divided"] = ("no" if divide is False else
-                                     "no: --no-reduce runs every schedule here" if not reduce else
-                                     f"no: finished within {first} runs" if rep.complete else
-                                     f"no: stopped after {donor.runs if donor else 0} run(s), before the "
-                                     f"first hand-on (after {first})")
-            _stopped_note(rep, max_seconds, None)
-            rep.elapsed_s = time.perf_counter() - started
-            return rep
+            undivided = ("no" if divide is False else
+                         "no: --no-reduce runs every schedule here" if not reduce else
+                         f"no: finished within {first} runs" if rep.complete else
+                         f"no: stopped after {donor.runs if donor else 0} run(s), before the "
+                         f"first hand-on (after {first})")
+            rep = replace(rep, params={**rep.params, "max_runs": None, "bound_from": config.bound_from,
+                                       "divided": undivided})
+            rep = _stopped_note(rep, max_seconds, None)
+            return replace(rep, elapsed_s=time.perf_counter() - started)
         here = root.part(0)
         here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
         here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
@@ -252,30 +250,28 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
     st.divided = True
     st.parts = len(parts)
     st.cut_depth = max((len(pre) for pre, _s in dispatch.prefixes), default=0)
-    merged = _merge(runner, job, parts)
-    merged.params = {"preemption_bound": job.bound, "reduce": True, "max_runs": None,
-                     "bound_from": config.bound_from,
-                     "divided": {"subtrees": len(parts), "deepest_prefix": st.cut_depth,
-                                 "handed_on": f"after {first} runs, then every {job.donate_every}",
-                                 "sleep_sets": "carried into every subtree handed on",
-                                 "rule": "forced" if divide else f"did not finish within {PROBE_RUNS} runs"}}
-    _stopped_note(merged, max_seconds, (sum(p.complete for p in parts), len(parts)))
-    merged.elapsed_s = time.perf_counter() - started
-    return merged
+    params = {"preemption_bound": job.bound, "reduce": True, "max_runs": None, "bound_from": config.bound_from,
+              "divided": {"subtrees": len(parts), "deepest_prefix": st.cut_depth,
+                          "handed_on": f"after {first} runs, then every {job.donate_every}",
+                          "sleep_sets": "carried into every subtree handed on",
+                          "rule": "forced" if divide else f"did not finish within {PROBE_RUNS} runs"}}
+    merged = _stopped_note(_merge(runner, job, parts, params), max_seconds,
+                           (sum(p.complete for p in parts), len(parts)))
+    return replace(merged, elapsed_s=time.perf_counter() - started)
 
 
 
 
 
 
-def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> None:
+def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> Report:
+    """``rep``, when it is incomplete, with the counts not exact and a note on why in its params."""
     if rep.complete:
-        return
-    rep.raw_exact = False
+        return rep
     what = f"{covered[0]} of {covered[1]} parts finished" if covered else "the undivided search stopped"
-    rep.params["inconclusive"] = (f"stopped after --max-seconds {max_seconds:g}: {what}; the counts are lower"
-                                  f" bounds and a missing anomaly proves nothing"
-                                  if max_seconds is not None else f"stopped early: {what}")
+    note = (f"stopped after --max-seconds {max_seconds:g}: {what}; the counts are lower bounds and a missing"
+            f" anomaly proves nothing" if max_seconds is not None else f"stopped early: {what}")
+    return replace(rep, raw_exact=False, params={**rep.params, "inconclusive": note})
 
 
 def _run(job: Job, tasks: list[Task], ex: cf.Executor, progress: Progress | None, deadline: float | None,
@@ -342,7 +338,7 @@ def _tally(st: Stats, part: Part) -> None:
     w["peak_rss_mb"] = max(w["peak_rss_mb"], part.peak_rss_kb / 1024)
 
 
-def _merge(runner: Runner, job: Job, parts: list[Part]) -> Report:
+def _merge(runner: Runner, job: Job, parts: list[Part], params: dict[str, Any] | None = None) -> Report:
     """One report from the parts, in part order (so the same whatever ran them, wherever): each witness
     replayed on ``runner`` (shrunk, for a sampled strategy)."""
     from emqlab.backend.connect import describe
@@ -358,30 +354,31 @@ def _merge(runner: Runner, job: Job, parts: list[Part]) -> Report:
         return h if job.strategy == "exhaustive" else shrink(runner, h, kind)
 
     return Report.merge(parts, scenario=runner.scenario.name, mode=runner.mode, strategy=job.strategy,
-                        backend=describe(runner.conn), order=order, replay=replay)
+                        backend=describe(runner.conn), order=order, replay=replay, params=params)
 
 
-def _swarm_params(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> None:
+def _swarm(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> Report:
+    """The merged report of a swarm of sampled parts with its params, its interleavings estimate and, for
+    PCT, the depth check (:func:`emqlab.explore.pct.depth_check`, once for the swarm)."""
     # the chunks' seeds are seed, seed + 1, …: a range, not a list (a long run has thousands)
-    rep.params = {"runs": runs, "seed": seed,
-                  "swarm": {"seeds": {"from": seed, "to": seed + len(parts) - 1}, "runs_per_seed": SWARM_CHUNK,
-                            "chunks_run": sum(p.started for p in parts)}}
+    params: dict[str, Any] = {"runs": runs, "seed": seed,
+                              "swarm": {"seeds": {"from": seed, "to": seed + len(parts) - 1},
+                                        "runs_per_seed": SWARM_CHUNK, "chunks_run": sum(p.started for p in parts)}}
     runner.reset()
     counts = Counter(s.actor for s in runner.run().steps)
     # the estimate from the longest each actor ran in any sample (as the label of the count says)
-    rep.raw_interleavings = multinomial([max(counts.get(a, 0), rep.steps_per_actor.get(a, 0))
-                                         for a in rep.steps_per_actor])
+    raw = multinomial([max(counts.get(a, 0), rep.steps_per_actor.get(a, 0)) for a in rep.steps_per_actor])
     if job.strategy == "random":
-        return
+        return replace(rep, params=params, raw_interleavings=raw)
     n = len(runner.scenario.actors)
     longest = max([sum(counts.values()), *(p.longest for p in parts)])
     per_run = 1 / (n * longest ** (job.depth - 1))
-    done_runs = rep.explored
-    rep.params.update({"depth": job.depth, "longest_run": longest,
-                       "bound_per_run": f"1/({n}*{longest}^{job.depth - 1})", "p_per_run_at_least": per_run,
-                       "p_all_runs_at_least": 1 - (1 - per_run) ** done_runs,
-                       "assumes": f"a bug of depth <= {job.depth}"})
-    Explorer(runner, report=rep).check_depth(job.depth)
+    params.update({"depth": job.depth, "longest_run": longest,
+                   "bound_per_run": f"1/({n}*{longest}^{job.depth - 1})", "p_per_run_at_least": per_run,
+                   "p_all_runs_at_least": 1 - (1 - per_run) ** rep.explored,
+                   "assumes": f"a bug of depth <= {job.depth}"})
+    more, warnings = depth_check(runner, rep.anomaly_kinds, job.depth)
+    return replace(rep, params={**params, **more}, raw_interleavings=raw, warnings=[*rep.warnings, *warnings])
 
 
 __all__ = ["PROBE_RUNS", "SWARM_CHUNK", "Stats", "explore_divided"]

@@ -1,5 +1,5 @@
 """The home of the exhaustive strategy: every interleaving, with dynamic partial-order reduction (one run
-per trace) or every schedule; the sampled ones are :mod:`emqlab.explore.sampling`'s.
+per trace) or every schedule (:mod:`emqlab.explore.strategy` lists the others).
 
 Every run starts from the scenario's initial state (the runner resets the queue's keys), so no state leaks
 between runs. Exploration is *stateless* in the sense of CHESS and loom: a run is re-executed from the
@@ -57,7 +57,7 @@ from emqlab.engine.actors import Op
 from emqlab.engine.footprints import Footprint
 from emqlab.engine.runner import Runner
 from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace
-from emqlab.explore.strategy import Strategy
+from emqlab.explore.strategy import Progress, Strategy
 from emqlab.protocol.schedules import ScheduleError
 from emqlab.protocol.schedules import preemptions as _preemptions
 
@@ -123,9 +123,10 @@ class Exhaustive(Strategy):
     """The exhaustive strategy over one :class:`Runner` (the module docstring): :meth:`exhaustive` for a whole
     exploration, :meth:`search` for one part of a divided one."""
 
-    def __init__(self, runner: Runner, *, progress: Callable[[int, int | None], None] | None = None,
-                 report: Report | None = None) -> None:
-        super().__init__(runner, progress=progress, report=report)
+    name = "exhaustive"
+
+    def __init__(self, runner: Runner, *, progress: Progress | None = None) -> None:
+        super().__init__(runner, progress=progress)
         #: a divided exploration's subtree: called with the search path and the root's length after each
         #: run; it may mark children of a path node explored because another part will explore them
         #: (:class:`emqlab.explore.parts.Donor`)
@@ -137,17 +138,12 @@ class Exhaustive(Strategy):
         Mazurkiewicz trace (Source-DPOR) and exact counts; without, every schedule is run. Stops after
         ``max_runs`` complete runs (``complete`` is then False and counts are lower bounds)."""
         started = time.perf_counter()
-        rep = self.report
-        rep.strategy = "exhaustive"
-        rep.params = {"preemption_bound": preemption_bound, "reduce": reduce, "max_runs": max_runs}
-        rep.reduction = "source-dpor" if reduce else "off"
-        rep.steps_per_actor = {a: 0 for a in self.order}
         if reduce:
             self._dpor(preemption_bound, max_runs)
         else:
             self._dfs(preemption_bound, max_runs)
-        rep.raw_exact = rep.complete and not rep.aborted
-        return self._finish(started, replay_witnesses=reduce)
+        return self._report(started, {"preemption_bound": preemption_bound, "reduce": reduce, "max_runs": max_runs},
+                            reduction="source-dpor" if reduce else "off", replay_witnesses=reduce)
 
     def search(self, root: Sequence[str] = (), branch: Branch | None = None, *, bound: int | None = None,
                max_runs: int | None = None, donate: Callable[[list[_Node], int], None] | None = None) -> Part:
@@ -155,10 +151,6 @@ class Exhaustive(Strategy):
         that begin with ``root`` (a schedule prefix), at ``branch`` (a node another search handed on), within
         ``bound`` preemptions and ``max_runs`` complete runs; ``donate`` is called after each run with the
         search path and the root's length (:class:`emqlab.explore.parts.Donor`). Returns what it found."""
-        rep = self.report
-        rep.strategy = "exhaustive"
-        rep.reduction = "source-dpor"
-        rep.steps_per_actor = {a: 0 for a in self.order}
         self.donate = donate
         try:
             self._dpor(bound, max_runs, root=root, branch=branch)
@@ -169,7 +161,7 @@ class Exhaustive(Strategy):
     def _dfs(self, bound: int | None, max_runs: int | None) -> None:
         """Every schedule with at most ``bound`` preemptions, depth-first, continuing the same actor first."""
         r = self.runner
-        rep = self.report
+        t = self.tally
         frames: list[_Node] = []
         prefix: list[str] = []
         tries = 0  # retries of this run (run-scoped server errors)
@@ -178,7 +170,7 @@ class Exhaustive(Strategy):
                 r.reset()
                 for c in prefix:
                     r.step(c)
-                rep.steps_executed += len(prefix)
+                t.steps_executed += len(prefix)
                 while not r.done:
                     d = len(r.choices)
                     if d == len(frames):
@@ -189,11 +181,11 @@ class Exhaustive(Strategy):
                     frame.done.add(choice)
                     frame.current = choice
                     r.step(choice)
-                    rep.steps_executed += 1
+                    t.steps_executed += 1
                 self._record(r.history(), r.preemptions, r.choices)
-                rep.raw_interleavings += 1
-                if max_runs is not None and rep.explored >= max_runs:
-                    rep.complete = False
+                t.raw += 1
+                if max_runs is not None and t.explored >= max_runs:
+                    t.complete = False
                     return
             except INFRASTRUCTURE as e:  # the run is lost, and the schedules below its failed step with it
                 if self._retry(e, tries):
@@ -204,7 +196,7 @@ class Exhaustive(Strategy):
                     return
             tries = 0
             if self.deadline is not None and time.time() > self.deadline:
-                rep.complete = False
+                t.complete = False
                 return
             # the path as the frames hold it (an aborted run's choices may stop short of it)
             path, enabled_at = [f.current or "" for f in frames], [f.enabled for f in frames]
@@ -245,7 +237,7 @@ class Exhaustive(Strategy):
         explored (with their footprints: they sleep in the later ones) and the children to explore here, in
         order."""
         r = self.runner
-        rep = self.report
+        t = self.tally
         nodes: list[_Node] = []
         cut = len(root)
         if root or branch is not None:
@@ -262,7 +254,7 @@ class Exhaustive(Strategy):
             except INFRASTRUCTURE as e:  # the whole subtree is lost
                 self._abort(e)
                 return
-            rep.steps_executed += cut
+            t.steps_executed += cut
         actors: list[str] = []  # events of the current path: who took each
         fps: list[Footprint] = []
         preds: list[int] = []  # bit set of happens-before predecessors of each event
@@ -274,7 +266,7 @@ class Exhaustive(Strategy):
                 r.reset()
                 for c in _path(nodes, keep):
                     r.step(c)
-                rep.steps_executed += keep
+                t.steps_executed += keep
                 del actors[keep:], fps[keep:], preds[keep:]
                 depth = keep
                 blocked = False
@@ -296,7 +288,7 @@ class Exhaustive(Strategy):
                     assert p is not None
                     at = depth
                     r.step(p)
-                    rep.steps_executed += 1
+                    t.steps_executed += 1
                     fp = r.footprints[-1]
                     node.fps[p] = fp
                     node.done.add(p)
@@ -311,11 +303,11 @@ class Exhaustive(Strategy):
                     depth += 1
                 at = len(nodes)
                 if blocked:
-                    rep.pruned += 1
+                    t.pruned += 1
                 else:
                     self._record_trace(actors, preds, bound)
-                    if max_runs is not None and rep.explored >= max_runs:
-                        rep.complete = False
+                    if max_runs is not None and t.explored >= max_runs:
+                        t.complete = False
                         return
             except INFRASTRUCTURE as e:
                 if self._retry(e, tries):  # the same run again: every node it reached picks as it did
@@ -332,7 +324,7 @@ class Exhaustive(Strategy):
             if self.donate is not None and len(nodes) > cut:
                 self.donate(nodes, cut)  # a divided exploration may hand some of this subtree to others
             if self.deadline is not None and time.time() > self.deadline:
-                rep.complete = False
+                t.complete = False
                 return
             # backtrack to the deepest node with an awake, unexplored backtrack entry (not into the root)
             while len(nodes) > cut:
@@ -393,15 +385,15 @@ class Exhaustive(Strategy):
                 node.backtrack.append(q)
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
-        rep = self.report
+        t = self.tally
         trace = Trace(actors, preds, self.order, kills=self.runner.kills)
         _total, within = trace.counts(bound)
         least, schedule = trace.best()
         if bound is not None and least > bound:
-            rep.outside_bound += 1
+            t.outside_bound += 1
             return
         h = self.runner.history()
-        rep.raw_interleavings += within
+        t.raw += within
         self._record(h, least, schedule, weight=within)
 
 

@@ -20,9 +20,10 @@ from emqlab.analysis.anomalies import checker
 from emqlab.backend.connect import ServerFault
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
-from emqlab.explore.dpor import Branch
+from emqlab.explore.dpor import Branch, Exhaustive
+from emqlab.explore.pct import PCT
+from emqlab.explore.randomwalk import RandomWalk
 from emqlab.explore.report import Part
-from emqlab.explore.sampling import Explorer
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
@@ -197,9 +198,9 @@ def run_part(job: Job, task: Task) -> Part:
         with _runner_for(job) as runner:
             if isinstance(runner, str):
                 return Part(task.index, complete=False, started=False, worker=worker, refused=runner)
-            ex = Explorer(runner)
-            ex.deadline = job.deadline
             if job.strategy == "exhaustive":
+                ex = Exhaustive(runner)
+                ex.deadline = job.deadline
                 donor = _donor(job, task)
                 part = ex.search(parse_schedule(task.prefix, ex.order), task.branch, bound=job.bound,
                                  max_runs=job.max_runs, donate=donor)
@@ -208,12 +209,14 @@ def run_part(job: Job, task: Task) -> Part:
                 elif donor is not None and getattr(_local, "dispatch", None) is None:
                     part.streamed = len(donor.donated)
             elif job.strategy == "random":
-                ex.random(task.runs, task.seed)
-                part = ex.part()
+                walk = RandomWalk(runner)
+                walk.random(task.runs, task.seed)
+                part = walk.part()
             else:
-                ex.pct(task.runs, task.seed, job.depth, check_depth=False)
-                part = ex.part()
-                part.longest = int(ex.report.params.get("longest_run", 0))
+                pct = PCT(runner)
+                pct.pct(task.runs, task.seed, job.depth, check_depth=False)
+                part = pct.part()
+                part.longest = pct.longest
             part.index, part.worker, part.queue = task.index, worker, runner.keys.base
     finally:
         _running.clear()

@@ -108,7 +108,7 @@ def default_jobs() -> int:
 
 #: the modules every pool worker needs, imported once in the fork server before it forks them
 FORKSERVER_PRELOAD = ["emqlab.explore._forkserver", "emqlab.explore.pool", "emqlab.explore.parts",
-                      "emqlab.backend.fakeserver", "emqlab.engine.runner", "emqlab.explore.sampling"]
+                      "emqlab.backend.fakeserver", "emqlab.engine.runner", "emqlab.explore.explorer"]
 
 
 def _start_forkserver() -> None:

@@ -50,9 +50,11 @@ class Abort:
         return {"code": self.code, "reason": self.reason}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
-    """What an exploration found.
+    """What an exploration found: a value, built by :meth:`merge` from what the search tallied (one
+    :class:`Part`, or the parts of a divided search); a changed figure is a new report
+    (:func:`dataclasses.replace`).
 
     ``explored`` counts runs executed to completion, ``pruned`` runs cut short by a sleep set (the
     reduction knew they would repeat a trace), ``raw_interleavings`` the interleavings the exploration
@@ -170,61 +172,80 @@ class Report:
 
     @classmethod
     def merge(cls, parts: Sequence[Part], *, scenario: str, mode: str, strategy: str, backend: str,
-              order: Sequence[str], replay: Callable[[str, str, str], History]) -> Report:
-        """One report from the ``parts`` of an exploration, in part order (so the same whatever ran them,
-        wherever): their counts added up, their final states united, the witness of each anomaly the least
-        (preemptions, steps, schedule in scenario order) over the parts. ``replay(kind, schedule, ran)``
-        gives the witness's history (``ran``: the schedule of the run that showed it); when it raises an
-        :data:`INFRASTRUCTURE` error the report keeps the witness's schedule only (``unreplayed``) and says
-        the exploration stopped. ``params`` are left to the caller."""
-        rep = cls(scenario, mode, strategy, backend)
-        rep.reduction = "source-dpor" if strategy == "exhaustive" else "off"
-        rep.steps_per_actor = {a: 0 for a in order}
+              order: Sequence[str], replay: Callable[[str, str, str], History], params: dict[str, Any] | None = None,
+              raw: int | None = None, reduction: str | None = None, warnings: Sequence[str] = (),
+              elapsed_s: float = 0.0) -> Report:
+        """One report from the ``parts`` of an exploration (one part for a search in one process), in part
+        order (so the same whatever ran them, wherever): their counts added up, their final states united, the
+        witness of each anomaly the least (preemptions, steps, schedule in scenario order) over the parts.
+        ``replay(kind, schedule, ran)`` gives the witness's history (``ran``: the schedule of the run that
+        showed it); when it raises an :data:`INFRASTRUCTURE` error the report keeps the witness's schedule
+        only (``unreplayed``) and says the exploration stopped.
+
+        ``raw`` replaces the parts' summed interleavings (a sampled strategy's estimate), ``reduction`` the
+        default (``source-dpor`` for an exhaustive search, else ``off``); ``params``, ``warnings`` and
+        ``elapsed_s`` are taken as given."""
+        complete, stopped = True, None
+        explored = pruned = outside = summed = executed = 0
+        steps: dict[str, int] = {a: 0 for a in order}
+        runs_with: dict[str, int] = {}
+        inter_with: dict[str, int] = {}
+        outcomes: set[Any] = set()
         results: dict[str, Counter[str]] = {a: Counter() for a in order}
         codes: dict[str, Counter[Outcome]] = {a: Counter() for a in order}
+        aborted: dict[Abort, int] = {}
+        retried: dict[Abort, int] = {}
         best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = {}
         for p in parts:
-            rep.complete = rep.complete and p.complete
-            rep.explored += p.explored
-            rep.pruned += p.pruned
-            rep.outside_bound += p.outside_bound
-            rep.raw_interleavings += p.raw
-            rep.steps_executed += p.steps_executed
+            complete = complete and p.complete
+            explored += p.explored
+            pruned += p.pruned
+            outside += p.outside_bound
+            summed += p.raw
+            executed += p.steps_executed
             for a, n in p.steps_per_actor.items():
-                rep.steps_per_actor[a] = max(rep.steps_per_actor.get(a, 0), n)
-            for k, n in p.runs_with.items():
-                rep.runs_with[k] = rep.runs_with.get(k, 0) + n
-            for k, n in p.interleavings_with.items():
-                rep.interleavings_with[k] = rep.interleavings_with.get(k, 0) + n
+                steps[a] = max(steps.get(a, 0), n)
+            _add(runs_with, p.runs_with)
+            _add(inter_with, p.interleavings_with)
             for k, b in p.best.items():
                 if k not in best or b[:3] < best[k][:3]:
                     best[k] = b
-            rep.outcomes |= p.outcomes
+            outcomes |= p.outcomes
             for a, c in p.results.items():
                 results[a].update(c)
             for a, oc in p.codes.items():
                 codes[a].update(oc)
-            for cause, n in p.aborted.items():
-                rep.aborted[cause] = rep.aborted.get(cause, 0) + n
-            for cause, n in p.retried.items():
-                rep.retried[cause] = rep.retried.get(cause, 0) + n
-            rep.stopped = rep.stopped or p.stopped
-        rep.raw_exact = strategy == "exhaustive" and rep.complete and not rep.aborted
-        rep.distinct_outcomes = len(rep.outcomes)
-        rep.results = {a: dict(sorted(c.items())) for a, c in results.items() if c}
-        rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c}
+            _add(aborted, p.aborted)
+            _add(retried, p.retried)
+            stopped = stopped or p.stopped
+        witnesses: dict[str, History] = {}
+        unreplayed: dict[str, str] = {}
+        least: dict[str, int] = {}
         for k, (pre, _n, _rank, schedule, ran) in sorted(best.items()):
+            least[k] = pre
             try:
-                h = replay(k, schedule, ran)
+                witnesses[k] = replay(k, schedule, ran)
             except INFRASTRUCTURE as e:  # the server failed the replay: the report says so, without this witness
-                rep.stopped = rep.stopped or Abort.of(e)[0]
-                rep.complete = False
-                rep.min_preemptions[k] = pre
-                rep.unreplayed[k] = schedule
-                continue
-            rep.witnesses[k] = h
-            rep.min_preemptions[k] = pre
-        return rep
+                stopped = stopped or Abort.of(e)[0]
+                complete = False
+                unreplayed[k] = schedule
+        exhaustive = strategy == "exhaustive"
+        return cls(scenario, mode, strategy, backend, steps_per_actor=steps,
+                   raw_interleavings=summed if raw is None else raw,
+                   raw_exact=exhaustive and complete and not aborted, explored=explored, pruned=pruned,
+                   outside_bound=outside, distinct_outcomes=len(outcomes), runs_with=runs_with,
+                   interleavings_with=inter_with, min_preemptions=least, witnesses=witnesses,
+                   unreplayed=unreplayed, results={a: dict(sorted(c.items())) for a, c in results.items() if c},
+                   codes={a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c},
+                   elapsed_s=elapsed_s, complete=complete,
+                   reduction=reduction or ("source-dpor" if exhaustive else "off"), steps_executed=executed,
+                   params=dict(params or {}), warnings=list(warnings), outcomes=outcomes, aborted=aborted,
+                   stopped=stopped, retried=retried)
+
+
+def _add(into: dict[Any, int], counts: dict[Any, int]) -> None:
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from emqlab.analysis.anomalies import checker
@@ -14,8 +15,8 @@ from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
 from emqlab.explore.config import ExploreConfig
 from emqlab.explore.divide import Stats, explore_divided
+from emqlab.explore.explorer import Explorer
 from emqlab.explore.report import Report
-from emqlab.explore.sampling import Explorer
 from emqlab.explore.shrink import shrink
 from emqlab.protocol.schedules import ScheduleError
 
@@ -55,19 +56,14 @@ def _explore_here(scenario: Scenario, mode: str, config: ExploreConfig, *, conn:
         ex = Explorer(runner, progress=progress)
         if strategy == "exhaustive":
             rep = ex.exhaustive(preemption_bound=config.bound(scenario.preemptions), reduce=config.reduce)
-            rep.params["bound_from"] = config.bound_from
-        elif strategy == "random":
-            rep = ex.random(config.runs, config.seed)
-        elif strategy == "pct":
-            rep = ex.pct(config.runs, config.seed, config.depth)
-        else:
+            return replace(rep, params={**rep.params, "bound_from": config.bound_from})
+        if strategy == "replay":
             if not config.schedule:
                 raise ScheduleError("replay needs a schedule string")
-            rep = ex.replay(config.schedule)
-        if strategy in ("random", "pct"):
-            for kind, h in list(rep.witnesses.items()):
-                rep.witnesses[kind] = shrink(runner, h, kind)
-        return rep
+            return ex.replay(config.schedule)
+        rep = ex.random(config.runs, config.seed) if strategy == "random" else ex.pct(config.runs, config.seed,
+                                                                                        config.depth)
+        return replace(rep, witnesses={kind: shrink(runner, h, kind) for kind, h in rep.witnesses.items()})
 
 
 def check_case(scenario: Scenario, mode: str) -> tuple[list[str], dict[str, set[Any]]]:

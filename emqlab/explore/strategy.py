@@ -1,8 +1,12 @@
 """The home of what every exploration strategy shares: one :class:`Strategy` runs over one
-:class:`~emqlab.engine.runner.Runner` and tallies each run into its :class:`~emqlab.explore.report.Report`
-(:meth:`Strategy._record`), counts the runs that infrastructure errors aborted or retried, and says what it
-found as a :class:`~emqlab.explore.report.Part` (:meth:`Strategy.part`). The strategies are
-:class:`emqlab.explore.dpor.Exhaustive` and :class:`emqlab.explore.sampling.Sampling`.
+:class:`~emqlab.engine.runner.Runner`, tallies each run into a :class:`~emqlab.explore.report.Part`
+(:meth:`Strategy._record`), counts the runs that infrastructure errors aborted or retried, and builds its
+:class:`~emqlab.explore.report.Report` with :meth:`Report.merge` from that one part (:meth:`Strategy._report`),
+as a divided exploration builds one from many.
+
+The strategies, one module each: :class:`emqlab.explore.dpor.Exhaustive`,
+:class:`emqlab.explore.randomwalk.RandomWalk`, :class:`emqlab.explore.pct.PCT`,
+:class:`emqlab.explore.replay.Replay`; :class:`emqlab.explore.explorer.Explorer` offers them all over one runner.
 """
 
 from __future__ import annotations
@@ -10,33 +14,39 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from emqlab.backend.connect import FaultScope
 from emqlab.engine.history import History
 from emqlab.engine.runner import Runner
-from emqlab.explore.report import INFRASTRUCTURE, RUN_RETRIES, Abort, Part, Report, multinomial
+from emqlab.explore.report import INFRASTRUCTURE, RUN_RETRIES, Abort, Part, Report
 from emqlab.protocol.outcome import Outcome
 from emqlab.protocol.schedules import format_schedule
 
+#: ``progress(done, total_or_None)``: called after each run (for progress bars)
+Progress = Callable[[int, int | None], None]
+
 
 class Strategy:
-    """What every strategy shares over one :class:`Runner`: the :class:`Report` it fills (``report``, else a
-    new one), the tallies behind it (:meth:`part`), and a ``deadline``.
+    """What every strategy shares over one :class:`Runner`: the tally of its runs (``tally``, a
+    :class:`Part`; :meth:`part` hands out a copy), a ``deadline``, and the report built from the tally.
 
     ``progress(done, total_or_None)`` is called after each run (for progress bars)."""
 
-    def __init__(self, runner: Runner, *, progress: Callable[[int, int | None], None] | None = None,
-                 report: Report | None = None) -> None:
-        self.runner = runner
-        self.progress = progress
+    #: the strategy's name in reports (``Report.strategy``)
+    name: ClassVar[str] = ""
+
+    def __init__(self, runner: Runner, *, progress: Progress | None = None) -> None:
         from emqlab.backend.connect import describe
 
-        sc = runner.scenario
-        self.order = [a.id for a in sc.actors]
-        #: what the strategy finds goes here (``report``: a report to add to, e.g. a merged one)
-        self.report = report if report is not None else Report(sc.name, runner.mode, "", describe(runner.conn))
-        self._results: dict[str, Counter[str]] = {a.id: Counter() for a in sc.actors}
-        self._codes: dict[str, Counter[Outcome]] = {a.id: Counter() for a in sc.actors}
+        self.runner = runner
+        self.progress = progress
+        self.order = [a.id for a in runner.scenario.actors]
+        self.backend = describe(runner.conn)
+        #: what the runs found so far (counters, aborted runs, the stopping cause)
+        self.tally = Part(0)
+        self._results: dict[str, Counter[str]] = {a: Counter() for a in self.order}
+        self._codes: dict[str, Counter[Outcome]] = {a: Counter() for a in self.order}
         self._best: dict[str, tuple[int, int, tuple[int, ...], list[str], History]] = {}
         #: stop (``complete`` False) once ``time.time()`` passes this
         self.deadline: float | None = None
@@ -46,27 +56,27 @@ class Strategy:
         return tuple(idx[c] for c in choices)
 
     def _record(self, h: History, preempt: int, choices: Sequence[str], weight: int = 1) -> None:
-        rep = self.report
-        rep.explored += 1
+        t = self.tally
+        t.explored += 1
         counts = Counter(s.actor for s in h.steps)
         for a, n in counts.items():
-            if n > rep.steps_per_actor.get(a, 0):
-                rep.steps_per_actor[a] = n
+            if n > t.steps_per_actor.get(a, 0):
+                t.steps_per_actor[a] = n
         for k in h.kinds:
-            rep.runs_with[k] = rep.runs_with.get(k, 0) + 1
-            rep.interleavings_with[k] = rep.interleavings_with.get(k, 0) + weight
+            t.runs_with[k] = t.runs_with.get(k, 0) + 1
+            t.interleavings_with[k] = t.interleavings_with.get(k, 0) + weight
             key = (preempt, len(h.steps), self._rank(choices))
             best = self._best.get(k)
             if best is None or key < best[:3]:
                 self._best[k] = (*key, list(choices), h)
-        rep.outcomes.add(h.final.logical())
+        t.outcomes.add(h.final.logical())
         for actor, res in h.results.items():
             for r in res:
                 self._results[actor][str(r)] += 1
                 if r.kind in ("finish", "cancel") and r.outcome is not None:
                     self._codes[actor][r.outcome] += 1
         if self.progress:
-            self.progress(rep.explored, None)
+            self.progress(t.explored, None)
 
     def _retry(self, error: BaseException, tries: int) -> bool:
         """Whether to run the run an :data:`INFRASTRUCTURE` error just ended again, from its start, along the
@@ -75,45 +85,24 @@ class Strategy:
         cause, scope = Abort.of(error)
         if scope is not FaultScope.RUN or tries >= RUN_RETRIES:
             return False
-        self.report.retried[cause] = self.report.retried.get(cause, 0) + 1
+        self.tally.retried[cause] = self.tally.retried.get(cause, 0) + 1
         return True
 
     def _abort(self, error: BaseException) -> bool:
         """Count the run an :data:`INFRASTRUCTURE` error ended: True when only that run is lost (it is in
         ``aborted``; the exploration goes on), False when the exploration must stop (``stopped``)."""
         cause, scope = Abort.of(error)
-        rep = self.report
+        t = self.tally
         if scope is FaultScope.RUN:
-            rep.aborted[cause] = rep.aborted.get(cause, 0) + 1
+            t.aborted[cause] = t.aborted.get(cause, 0) + 1
             return True
-        rep.stopped = cause
-        rep.complete = False
+        t.stopped = cause
+        t.complete = False
         return False
 
-    def _finish(self, started: float, *, replay_witnesses: bool = False) -> Report:
-        rep = self.report
-        for k, (pre, _n, _rank, choices, h) in sorted(self._best.items()):
-            w = h
-            if replay_witnesses and rep.stopped is None and choices != [s.actor for s in h.steps]:
-                r = self.runner
-                try:
-                    r.reset()
-                    replayed = r.run(choices)
-                except INFRASTRUCTURE:  # the run that showed it stands (a true history, one more step or so)
-                    replayed = h
-                if k in replayed.kinds:
-                    w = replayed
-            rep.witnesses[k] = w
-            rep.min_preemptions[k] = pre
-        rep.elapsed_s = time.perf_counter() - started
-        rep.distinct_outcomes = len(rep.outcomes)
-        rep.results = {a: dict(sorted(c.items())) for a, c in self._results.items() if c}
-        rep.codes = {a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in self._codes.items() if c}
-        return rep
-
     def _measure_default(self) -> bool:
-        """The default run's step counts (the estimate's multinomial); False when an infrastructure error
-        stopped the exploration (an aborted run leaves the counts to the sampled runs)."""
+        """The default run's step counts (a sampled strategy's estimate of the interleavings); False when an
+        infrastructure error stopped the exploration (an aborted run leaves the counts to the sampled runs)."""
         r = self.runner
         try:
             r.reset()
@@ -121,26 +110,51 @@ class Strategy:
         except INFRASTRUCTURE as e:
             return self._abort(e)
         counts = Counter(s.actor for s in h.steps)
-        self.report.steps_per_actor = {a.id: counts.get(a.id, 0) for a in r.scenario.actors}
-        self.report.raw_interleavings = multinomial(list(counts.values()))
-        self.report.raw_exact = False
+        self.tally.steps_per_actor = {a: counts.get(a, 0) for a in self.order}
         return True
 
     def part(self, index: int = 0) -> Part:
-        """What this search found so far, as a :class:`Part` (numbered ``index``): its counts, final states,
-        results, aborted runs, and per anomaly its best witness key (preemptions, steps, rank, the witness's
-        schedule, the schedule of the run that showed it). :meth:`Report.merge` adds parts up."""
-        rep = self.report
-        return Part(index, complete=rep.complete, explored=rep.explored, pruned=rep.pruned,
-                    outside_bound=rep.outside_bound,
-                    raw=rep.raw_interleavings if rep.strategy == "exhaustive" else 0,
-                    steps_executed=rep.steps_executed, steps_per_actor=dict(rep.steps_per_actor),
-                    runs_with=dict(rep.runs_with), interleavings_with=dict(rep.interleavings_with),
+        """What this search found so far, as a :class:`Part` (numbered ``index``; a copy): its counts, final
+        states, results, aborted runs, and per anomaly its best witness key (preemptions, steps, rank, the
+        witness's schedule, the schedule of the run that showed it). :meth:`Report.merge` adds parts up."""
+        t = self.tally
+        return Part(index, complete=t.complete, explored=t.explored, pruned=t.pruned,
+                    outside_bound=t.outside_bound, raw=t.raw if self.name == "exhaustive" else 0,
+                    steps_executed=t.steps_executed, steps_per_actor=dict(t.steps_per_actor),
+                    runs_with=dict(t.runs_with), interleavings_with=dict(t.interleavings_with),
                     best={k: (pre, n, rank, format_schedule(choices), h.schedule)
                           for k, (pre, n, rank, choices, h) in self._best.items()},
-                    outcomes=set(rep.outcomes), results={a: dict(c) for a, c in self._results.items() if c},
-                    codes={a: dict(c) for a, c in self._codes.items() if c}, aborted=dict(rep.aborted),
-                    stopped=rep.stopped, retried=dict(rep.retried))
+                    outcomes=set(t.outcomes), results={a: dict(c) for a, c in self._results.items() if c},
+                    codes={a: dict(c) for a, c in self._codes.items() if c}, aborted=dict(t.aborted),
+                    stopped=t.stopped, retried=dict(t.retried))
+
+    def _report(self, started: float, params: dict[str, Any], *, raw: int | None = None,
+                reduction: str | None = None, warnings: Sequence[str] = (),
+                replay_witnesses: bool = False) -> Report:
+        """The report of this search (:meth:`Report.merge` of its one :meth:`part`). Each witness is the run
+        that showed it; with ``replay_witnesses`` (an exhaustive search, whose witness is the least
+        interleaving of that run's trace) it is that interleaving, run again, when it still shows the
+        anomaly."""
+        replay = self._replay if replay_witnesses and self.tally.stopped is None else self._shown
+        return Report.merge([self.part()], scenario=self.runner.scenario.name, mode=self.runner.mode,
+                            strategy=self.name, backend=self.backend, order=self.order, replay=replay,
+                            params=params, raw=raw, reduction=reduction, warnings=warnings,
+                            elapsed_s=time.perf_counter() - started)
+
+    def _shown(self, kind: str, _schedule: str, _ran: str) -> History:
+        return self._best[kind][4]
+
+    def _replay(self, kind: str, _schedule: str, _ran: str) -> History:
+        *_key, choices, h = self._best[kind]
+        if choices == [s.actor for s in h.steps]:
+            return h
+        r = self.runner
+        try:
+            r.reset()
+            replayed = r.run(choices)
+        except INFRASTRUCTURE:  # the run that showed it stands (a true history, one more step or so)
+            return h
+        return replayed if kind in replayed.kinds else h
 
 
-__all__ = ["Strategy"]
+__all__ = ["Progress", "Strategy"]

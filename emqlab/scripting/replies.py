@@ -76,12 +76,14 @@ def error_text(e: BaseException) -> bytes:
     """The error reply as the server sent it: redis-py strips the code of some errors (``ERR``, ``NOSCRIPT``,
     ``OOM`` …) from the message; put it back (scripts see it)."""
     msg = str(e)
-    code = getattr(e, "status_code", None)
-    if code:
-        return f"{code} {msg}".encode()
     if msg.startswith("unknown command "):  # Redis checks the command table before running it
         return b"ERR Unknown Redis command called from script"
+    # redis-py 8 names the code of every error in ``status_code``, kept in the message or not; older
+    # releases only on the classes whose message lost it
+    code = getattr(e, "status_code", None)
     first = msg.split(" ", 1)[0]
+    if code:
+        return (msg if first == code else f"{code} {msg}").encode()
     if first not in _ERROR_CODES:
         msg = "ERR " + msg
     return msg.encode()

@@ -93,7 +93,7 @@ def explore_finish(lua: str, scenario: str = "stalled-finish") -> FinishExplorat
     """Explore every interleaving of ``scenario`` (``stalled-finish``: the sweep; ``lease-lapse``: a lapsing
     lease and the sweep) with W1 finishing job 1 by ``lua``, one step per ``redis.call``. Deterministic
     (fakeredis, virtual clock), so results are cached per (script, scenario)."""
-    from emqlab.explore.sampling import Explorer
+    from emqlab.explore import Explorer
 
     violations: list[str] = []
     runs: list[tuple[str, tuple[str, ...], str]] = []

@@ -1,0 +1,116 @@
+"""The home of the PCT strategy (probabilistic concurrency testing, Burckhardt, Kothari, Musuvathi,
+Nagarakatte, ASPLOS 2010): random actor priorities and ``depth - 1`` priority-change points per run, and the
+check of which anomalies a given depth can reach at all (:func:`depth_check`)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from emqlab.engine.runner import Runner
+from emqlab.explore.dpor import Exhaustive
+from emqlab.explore.report import INFRASTRUCTURE, Report, multinomial
+from emqlab.explore.strategy import Strategy
+
+#: the most runs PCT's depth check may execute (an exhaustive search at ``depth - 1`` preemptions)
+DEPTH_CHECK_RUNS = 20_000
+
+
+class PCT(Strategy):
+    """PCT runs over one :class:`Runner` (:meth:`pct`); ``longest`` is the longest run seen."""
+
+    name = "pct"
+
+    def __init__(self, runner: Runner, **kwargs: Any) -> None:
+        super().__init__(runner, **kwargs)
+        #: the most steps any run took (the ``k`` of the bound per run)
+        self.longest = 0
+
+    def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
+        """``runs`` PCT runs (seeded): each finds a given bug *of depth at most* ``depth`` with probability at
+        least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run seen); a bug that needs a deeper
+        ordering gets no guarantee at all. With ``check_depth``, :func:`depth_check` says which anomalies
+        that is (a divided swarm checks once, after merging its parts)."""
+        started = time.perf_counter()
+        t = self.tally
+        go_on = self._measure_default()
+        k = max(1, sum(t.steps_per_actor.values()))
+        n = len(self.order)
+        rng = random.Random(seed)
+        self.longest = k
+        for _ in range(runs if go_on else 0):
+            r = self.runner
+            prio = dict(zip(self.order, rng.sample(range(depth, depth + n), n), strict=True))
+            changes = sorted(rng.sample(range(1, k + 1), min(depth - 1, k)))
+            change_at = {step: depth - 1 - i for i, step in enumerate(changes)}
+
+            def choose(rr: Runner, prio: dict[str, int] = prio, change_at: dict[int, int] = change_at) -> str:
+                a = max(rr.enabled, key=lambda x: prio[x])
+                step_no = len(rr.choices) + 1
+                if step_no in change_at:
+                    prio[a] = change_at[step_no]
+                    a = max(rr.enabled, key=lambda x: prio[x])
+                return a
+
+            try:
+                r.reset()
+                h = r.run(choose=choose)
+            except INFRASTRUCTURE as e:
+                if self._abort(e):
+                    continue
+                break
+            self.longest = max(self.longest, len(h.steps))
+            t.steps_executed += len(h.steps)
+            self._record(h, r.preemptions, r.choices)
+        params: dict[str, Any] = {"runs": runs, "seed": seed, "depth": depth, "longest_run": self.longest,
+                                  "bound_per_run": f"1/({n}*{self.longest}^{depth - 1})",
+                                  "p_per_run_at_least": 1 / (n * self.longest ** (depth - 1)),
+                                  "assumes": f"a bug of depth <= {depth}"}
+        warnings: list[str] = []
+        if check_depth and t.stopped is None:
+            found = [kind for kind, runs_with in t.runs_with.items() if runs_with]
+            more, warnings = depth_check(self.runner, found, depth)
+            params.update(more)
+        # the estimate from the longest each actor ran
+        return self._report(started, params, raw=multinomial(list(t.steps_per_actor.values())), warnings=warnings)
+
+
+def depth_check(runner: Runner, found: Iterable[str], depth: int,
+                budget: int = DEPTH_CHECK_RUNS) -> tuple[dict[str, Any], list[str]]:
+    """Which anomaly kinds PCT at ``depth`` can find at all, as (params, warnings) for its report. PCT's runs
+    switch away from a running actor only at its ``depth - 1`` priority-change points (our actors never
+    block), so they have at most ``depth - 1`` preemptions: a kind that no schedule with that few
+    preemptions shows has probability 0, whatever the bound says. The kinds looked for are the scenario's
+    expected ones for the runner's mode plus those ``found``; an exhaustive search at ``depth - 1``
+    preemptions (at most ``budget`` runs, on ``runner``) decides. The params: ``depth_check``, and
+    ``within_depth`` / ``beyond_depth`` when it completed; a warning when the budget ran out or an
+    expected kind is beyond reach."""
+    sc = runner.scenario
+    expected = set(sc.expect[runner.mode].anomalies) if runner.mode in sc.expect else set()
+    wanted = expected | set(found)
+    if not wanted:
+        return {"depth_check": "nothing to check: no anomaly expected or found"}, []
+    probe = Exhaustive(runner).exhaustive(preemption_bound=depth - 1, max_runs=budget)
+    if probe.stopped is not None or probe.aborted:
+        return ({"depth_check": f"incomplete: {probe.infrastructure()}"},
+                [f"could not check which anomalies PCT at depth {depth} can reach: {probe.infrastructure()}"])
+    if not probe.complete:
+        return ({"depth_check": f"incomplete: more than {budget} runs at {depth - 1} preemptions"},
+                [f"could not check which anomalies PCT at depth {depth} can reach "
+                 f"(more than {budget:,} runs at {depth - 1} preemptions)"])
+    within = sorted(wanted & set(probe.anomaly_kinds))
+    beyond = sorted(wanted - set(probe.anomaly_kinds))
+    params: dict[str, Any] = {"depth_check": "complete", "within_depth": within, "beyond_depth": beyond}
+    if not beyond:
+        return params, []
+    n = depth - 1
+    return params, [
+        f"PCT at depth {depth} cannot find {', '.join(beyond)}: every schedule that shows "
+        f"{'it' if len(beyond) == 1 else 'them'} needs more than {n} preemption{'' if n == 1 else 's'} "
+        f"(try --depth {depth + 1} or more); the bound per run applies only to "
+        f"{', '.join(within) if within else 'no expected anomaly'}"]
+
+
+__all__ = ["DEPTH_CHECK_RUNS", "PCT", "depth_check"]
