@@ -34,6 +34,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import DataAccessCommands
 from redis.crc import key_slot
 
+from emqlab.protocol import messages
 from emqlab.protocol.commands import command_keys
 
 DEFAULT_CLUSTER_URL = "redis://127.0.0.1:7000"
@@ -255,17 +256,17 @@ class ClusterSession:
         name = _name(args)
         if name == "MULTI":
             if self._multi:
-                raise redis.exceptions.ResponseError("ERR MULTI calls can not be nested")
+                raise redis.exceptions.ResponseError(messages.MULTI_NESTED)
             self._multi = True
             return b"OK"
         if name == "EXEC":
             if not self._multi:
-                raise redis.exceptions.ResponseError("ERR EXEC without MULTI")
+                raise redis.exceptions.ResponseError(messages.EXEC_WITHOUT_MULTI)
             self._multi = False
             return []  # nothing was queued
         if name == "DISCARD":
             if not self._multi:
-                raise redis.exceptions.ResponseError("ERR DISCARD without MULTI")
+                raise redis.exceptions.ResponseError(messages.DISCARD_WITHOUT_MULTI)
             self._multi = False
             return b"OK"
         if name == "UNWATCH":

@@ -55,6 +55,7 @@ from fakeredis._helpers import SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
 from fakeredis.commands_mixins import scripting_mixin as _scripting
 
+from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.registry import lua_dir
 from emqlab.scripting.replies import as_text
@@ -216,7 +217,7 @@ class InfoCommandMixin:
         try:
             names = tuple(s.decode("ascii") for s in sections)
         except UnicodeDecodeError:
-            raise SimpleError("ERR syntax error") from None
+            raise SimpleError(messages.SYNTAX_ERROR) from None
         return info_text(self._server, names).encode()
 
 
@@ -272,8 +273,8 @@ class _SandboxedRuntime:
         try:
             return chunk(*args)
         except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
-            raise _sandbox.lua51.LuaError(f"ERR emqlab server: not enough memory (the Lua heap of the server's "
-                                          f"scripts is capped at LUA_MAX_MEMORY, {LUA_MAX_MEMORY} bytes)") from None
+            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + messages.SERVER_OUT_OF_MEMORY % LUA_MAX_MEMORY) \
+                from None
 
 
 _runtime_lock = threading.RLock()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from emqlab.engine.context import Fault
 from emqlab.engine.specs import ActorSpec
+from emqlab.protocol import messages
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting import calls as api
 
@@ -253,7 +254,7 @@ def transaction_finish(ctx: ActorContext, actor: str, job: str, target: api.Targ
 def _aborted(attempts: int) -> Exception:
     import redis
 
-    return redis.exceptions.ResponseError(f"ERR transaction aborted {attempts} times: a watched key kept changing")
+    return redis.exceptions.ResponseError(messages.TRANSACTION_ABORTED % attempts)
 
 
 def _transaction_refusal(exists: Any, holder: Any, pos: Any, token: str) -> int | None:

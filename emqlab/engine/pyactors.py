@@ -57,6 +57,7 @@ from redis.retry import Retry
 from emqlab.engine.actors import FACTORIES, ActorGen, Op, split_run
 from emqlab.engine.pyref import resolve
 from emqlab.engine.pywire import SCRIPT_CALLS, refusal, sha1_hex
+from emqlab.protocol import messages
 
 if TYPE_CHECKING:  # pragma: no cover
     from emqlab.engine.context import ActorContext
@@ -616,7 +617,7 @@ class _Driver:
         try:
             n = int(cmd[2])
         except (IndexError, ValueError):
-            return redis.exceptions.ResponseError("ERR value is not an integer or out of range")
+            return redis.exceptions.ResponseError(messages.NOT_AN_INTEGER)
         keys, args = cmd[3:3 + n], cmd[3 + n:]
         label = f"script {cmd[1][:8].decode('utf-8', 'replace')}" if cmd[0].upper().startswith(b"EVALSHA") \
             else "EVAL"

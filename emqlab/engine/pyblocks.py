@@ -66,6 +66,8 @@ from typing import Any, cast
 
 import redis
 
+from emqlab.protocol import messages
+
 # -- the blocks' own Lua --------------------------------------------------------------------------------------
 
 #: :func:`fetch`: KEYS wait, the list the job moves to; ARGV keys prefix, token ("" = no lock), lock ms.
@@ -548,7 +550,7 @@ def success(r: redis.Redis, q: Any) -> None:
 
 
 def _aborted() -> Exception:
-    return redis.exceptions.ResponseError("ERR transaction aborted 3 times: a watched key kept changing")
+    return redis.exceptions.ResponseError(messages.TRANSACTION_ABORTED % 3)
 
 
 def clean(r: redis.Redis, q: Any) -> None:

@@ -19,6 +19,7 @@ import redis
 
 from emqlab.engine import footprints
 from emqlab.engine.footprints import Footprint
+from emqlab.protocol import messages
 from emqlab.protocol.commands import command_keys, key_access
 from emqlab.scripting.registry import ScriptSet, evalsha
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Command = tuple[bytes, ...]
 #: Redis's reply to EVALSHA of a script its cache does not hold
-NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
+NOSCRIPT = messages.NOSCRIPT
 
 _KEYLESS_OK = frozenset({b"PING", b"ECHO", b"MULTI", b"EXEC", b"DISCARD", b"UNWATCH"})
 _SCRIPTING = frozenset({b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO"})

@@ -17,6 +17,7 @@ import lupa.lua51 as lua51
 import redis
 
 from emqlab.protocol import commands as _commands
+from emqlab.protocol import messages
 
 Command = tuple[bytes, ...]
 
@@ -77,7 +78,7 @@ def error_text(e: BaseException) -> bytes:
     ``OOM`` …) from the message; put it back (scripts see it)."""
     msg = str(e)
     if msg.startswith("unknown command "):  # Redis checks the command table before running it
-        return b"ERR Unknown Redis command called from script"
+        return messages.UNKNOWN_COMMAND.encode()
     # redis-py 8 names the code of every error in ``status_code``, kept in the message or not; older
     # releases only on the classes whose message lost it
     code = getattr(e, "status_code", None)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emqlab.protocol import commands as _commands
+from emqlab.protocol import messages
 from emqlab.scripting.replies import Command, LuaScriptError, as_text
 from emqlab.scripting.sandbox import new_runtime
 
@@ -45,35 +46,35 @@ def vet(cmd: Command, flags: frozenset[str]) -> tuple[bytes | None, Command]:
     table = _commands._table()["commands"]
     entry = None if "|" in name else table.get(name)
     if entry is None:
-        return b"ERR Unknown Redis command called from script", cmd
+        return messages.UNKNOWN_COMMAND.encode(), cmd
     full = name
     if name in _commands._containers() and len(cmd) >= 2:
         full = f"{name}|{cmd[1].decode('utf-8', 'replace').lower()}"
         entry = table.get(full)
         if entry is None:
-            return b"ERR Unknown Redis command called from script", cmd
+            return messages.UNKNOWN_COMMAND.encode(), cmd
     arity = int(entry["arity"])
     if (arity > 0 and len(cmd) != arity) or (arity < 0 and len(cmd) < -arity):
-        return b"ERR Wrong number of args calling Redis command from script", cmd
+        return messages.SCRIPT_ARITY.encode(), cmd
     eflags = entry["flags"]
     if "noscript" in eflags:
-        return b"ERR This Redis command is not allowed from script", cmd
+        return messages.NOSCRIPT_COMMAND.encode(), cmd
     if "no-writes" in flags and ("write" in eflags or full in _MAY_REPLICATE):
-        return b"ERR Write commands are not allowed from read-only scripts.", cmd
+        return messages.WRITE_IN_READONLY_SCRIPT.encode(), cmd
     if name in ("xread", "xreadgroup"):
         for a in cmd[1:]:
             u = a.upper()
             if u == b"STREAMS":
                 break
             if u == b"BLOCK":
-                return cmd[0] + b" command is not allowed with BLOCK option from scripts", cmd
+                return messages.BLOCKING_STREAM_READ.encode() % cmd[0], cmd
     replacement = _NON_BLOCKING.get(name)
     if replacement is not None:
         timeout = cmd[1]
         if not _FLOAT.fullmatch(timeout):
-            return b"ERR timeout is not a float or out of range", cmd
+            return messages.TIMEOUT_NOT_FLOAT.encode(), cmd
         if float(timeout) < 0:
-            return b"ERR timeout is negative", cmd
+            return messages.TIMEOUT_NEGATIVE.encode(), cmd
         return None, (replacement, *cmd[2:])
     return None, cmd
 

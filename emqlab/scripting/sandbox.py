@@ -15,6 +15,8 @@ from typing import Any
 
 import lupa.lua51 as lua51
 
+from emqlab.protocol import messages
+
 #: The sandbox's file in the ``lib/`` folder of :func:`emqlab.scripting.registry.lua_dir`.
 SANDBOX_FILE = "sandbox.lua"
 #: The library modules the sandbox loads from the same folder (``<name>.lua``), as Redis 7's globals.
@@ -49,11 +51,13 @@ def sha1hex(s: bytes) -> bytes:
 def load(runtime: lua51.LuaRuntime, lib: Path, mode: str, py: dict[bytes, Any], **options: Any) -> Any:
     """Run ``lib/sandbox.lua`` in ``runtime`` for ``mode`` (``"host"`` or ``"server"``) and return the API
     table it gives (see the file's header). ``py``: the Python helpers the sandbox calls (``sha1hex``,
-    ``log``, ``known_command``, the host's ``tick``); ``options``: the mode's further options (Lua values
+    ``log``, ``known_command``, the host's ``tick``); the sandbox's texts come from
+    :mod:`emqlab.protocol.messages`; ``options``: the mode's further options (Lua values
     or tables). The library modules of :data:`LIB_MODULES` found in ``lib`` are loaded; a missing one is
     left out. Raises ``FileNotFoundError`` without ``lib/sandbox.lua``."""
     source = (lib / SANDBOX_FILE).read_bytes()
-    fields: dict[bytes, Any] = {b"mode": mode.encode(), b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY}
+    fields: dict[bytes, Any] = {b"mode": mode.encode(), b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY,
+                                b"msg": runtime.table_from(messages.lua_table())}
     for name in LIB_MODULES:
         p = lib / f"{name}.lua"
         if p.is_file():

@@ -36,6 +36,8 @@ local std = {}
 for k, v in next, _G do if k ~= 'python' then std[k] = v end end
 setfenv(1, std)
 local mode, py, hook_every = opts.mode, opts.py, opts.hook_every
+-- every text an error carries, by name (emqlab/protocol/messages.py: the one home of them)
+local MSG = opts.msg
 
 -- 1. shared ===========================================================================================
 local real_next, real_pairs, real_ipairs = next, pairs, ipairs
@@ -49,7 +51,7 @@ local sethook, getinfo = debug.sethook, debug.getinfo
 local floor, fmt, gsub, sub = math.floor, string.format, string.gsub, string.sub
 local pack_n = function(...) return {n = real_select('#', ...), ...} end
 
-local READONLY = 'Attempt to modify a readonly table'
+local READONLY = MSG.readonly_table
 -- a read-only proxy is an empty table whose metatable holds, under private keys, the table it shows and
 -- what getmetatable() shows for it (no weak table: a run's proxy and its globals would keep each other)
 local RO, VISIBLE = {}, {}
@@ -73,8 +75,8 @@ end
 local budget = {limit = 0, used = 0, abort = nil}
 local tick = py.tick
 local function budget_error(text, kind)
-  if mode == 'host' then return {err = 'ERR emqlab host: ' .. text, [kind] = true} end
-  return 'ERR emqlab server: ' .. text
+  if mode == 'host' then return {err = MSG.host_error .. text, [kind] = true} end
+  return MSG.server_error .. text
 end
 local function hook()
   if budget.abort then real_error(budget.abort, 0) end
@@ -85,11 +87,10 @@ local function hook()
     stop = not ok or pending
   end
   if stop then
-    budget.abort = budget_error('interrupted (KeyboardInterrupt)', 'interrupted')
+    budget.abort = budget_error(MSG.interrupted, 'interrupted')
   elseif budget.limit > 0 and budget.used > budget.limit then
-    budget.abort = budget_error(fmt('the script ran more than %d Lua instructions %s (an endless loop?); %s sets '
-      .. 'the budget', budget.limit, mode == 'host' and 'without a redis.call or its end' or 'in one run',
-      opts.budget_hint), 'budget')
+    budget.abort = budget_error(fmt(MSG.budget_spent, budget.limit,
+      mode == 'host' and MSG.budget_on_host or MSG.budget_on_server, opts.budget_hint), 'budget')
   end
   if budget.abort then
     for co in real_next, hooked do sethook(co, hook, '', 1) end
@@ -129,6 +130,8 @@ local function where()
   return table.concat(lines, ',')
 end
 -- call a library function and re-raise its error at the caller's line, named as the caller named it
+-- (Lua's C functions that the sandbox wraps name themselves '?': BAD_ARGUMENT is what comes before the number)
+local BAD_ARGUMENT = MSG.bad_argument:match('^(.-)%%d')
 local function guarded(name, f)
   return function(...)
     local r = pack_n(real_pcall(f, ...))
@@ -136,7 +139,7 @@ local function guarded(name, f)
     local msg = r[2]
     if msg == READONLY then real_error(msg, 0) end
     if real_type(msg) == 'string' then
-      msg = gsub(msg, "^bad argument #(%d+) to '%?'", "bad argument #%1 to '" .. name .. "'")
+      msg = gsub(msg, '^' .. BAD_ARGUMENT .. "(%d+) to '%?'", BAD_ARGUMENT .. "%1 to '" .. name .. "'")
       real_error(msg, 2)
     end
     real_error(msg, 0)
@@ -149,7 +152,7 @@ local function reply_table(field, name)
   return function(...)
     local msg = ...
     if real_select('#', ...) ~= 1 or real_type(msg) ~= 'string' then
-      return {err = 'ERR wrong number or type of arguments'}
+      return {err = MSG.reply_helper_arguments}
     end
     if field == 'err' and sub(msg, 1, 1) == '-' then msg = sub(msg, 2) end
     return {[field] = msg}
@@ -158,7 +161,7 @@ end
 redis.error_reply = reply_table('err')
 redis.status_reply = reply_table('ok')
 redis.sha1hex = function(...)
-  if real_select('#', ...) ~= 1 then real_error('wrong number of arguments', 0) end
+  if real_select('#', ...) ~= 1 then real_error(MSG.wrong_number_of_arguments, 0) end
   local s = ...
   local t = real_type(s)
   if t == 'number' then s = real_tostring(s) elseif t ~= 'string' then s = '' end
@@ -167,10 +170,10 @@ end
 redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
 redis.log = function(...)
   local n = real_select('#', ...)
-  if n < 2 then real_error('redis.log() requires two arguments or more.', 0) end
+  if n < 2 then real_error(MSG.log_arguments, 0) end
   local level = ...
-  if real_type(level) ~= 'number' then real_error('First argument must be a number (log level).', 0) end
-  if level < 0 or level > 3 then real_error('Invalid debug level.', 0) end
+  if real_type(level) ~= 'number' then real_error(MSG.log_level_type, 0) end
+  if level < 0 or level > 3 then real_error(MSG.log_level, 0) end
   local parts = {}
   for i = 2, n do
     local v = real_select(i, ...)
@@ -182,25 +185,25 @@ end
 redis.replicate_commands = function() return true end
 redis.REPL_ALL, redis.REPL_AOF, redis.REPL_REPLICA, redis.REPL_SLAVE, redis.REPL_NONE = 3, 1, 2, 2, 0
 redis.set_repl = function(...)
-  if real_select('#', ...) ~= 1 then real_error('redis.set_repl() requires two arguments.', 0) end
+  if real_select('#', ...) ~= 1 then real_error(MSG.set_repl_arguments, 0) end
   local v = ...
   if real_type(v) ~= 'number' or v ~= floor(v) or v < 0 or v > 3 then
-    real_error('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.', 0)
+    real_error(MSG.set_repl_flags, 0)
   end
 end
 redis.acl_check_cmd = function(...)
   local n = real_select('#', ...)
-  if n == 0 then real_error('Please specify at least one argument for this redis lib call', 0) end
+  if n == 0 then real_error(MSG.no_arguments, 0) end
   local args = {...}
   for i = 1, n do
     local a = args[i]
     if real_type(a) == 'number' then args[i] = fmt('%.17g', a)
     elseif real_type(a) ~= 'string' then
-      real_error('Lua redis lib command arguments must be strings or integers', 0)
+      real_error(MSG.argument_type, 0)
     end
   end
   if not py.known_command(args[1], args[2]) then
-    real_error('Invalid command passed to redis.acl_check_cmd()', 0)
+    real_error(MSG.acl_check_command, 0)
   end
   return true
 end
@@ -220,8 +223,8 @@ end
 local function checkint(v, i)
   local x = tonumber(v)
   if x == nil then
-    real_error(fmt("bad argument #%d to 'random' (number expected, got %s)", i,
-      v == nil and 'no value' or real_type(v)), 3)
+    real_error(fmt(MSG.bad_argument, i, 'random',
+      fmt(MSG.type_expected, 'number', v == nil and 'no value' or real_type(v))), 3)
   end
   return x >= 0 and floor(x) or -floor(-x)
 end
@@ -234,21 +237,21 @@ lib_math.random = function(...)
   local a, b = ...
   if n == 1 then
     local u = checkint(a, 1)
-    if u < 1 then real_error("bad argument #1 to 'random' (interval is empty)", 2) end
+    if u < 1 then real_error(fmt(MSG.bad_argument, 1, 'random', MSG.interval_empty), 2) end
     return floor(r * u) + 1
   end
   if n == 2 then
     local l, u = checkint(a, 1), checkint(b, 2)
-    if l > u then real_error("bad argument #2 to 'random' (interval is empty)", 2) end
+    if l > u then real_error(fmt(MSG.bad_argument, 2, 'random', MSG.interval_empty), 2) end
     return floor(r * (u - l + 1)) + l
   end
-  real_error('wrong number of arguments', 2)
+  real_error(MSG.wrong_number_of_arguments, 2)
 end
 lib_math.randomseed = function(v)
   local x = tonumber(v)
   if x == nil then
-    real_error(fmt("bad argument #1 to 'randomseed' (number expected, got %s)",
-      v == nil and 'no value' or real_type(v)), 2)
+    real_error(fmt(MSG.bad_argument, 1, 'randomseed',
+      fmt(MSG.type_expected, 'number', v == nil and 'no value' or real_type(v))), 2)
   end
   x = (x >= 0 and floor(x) or -floor(-x)) % 4294967296
   rx0, rx1, rx2 = 0x330E, x % 65536, floor(x / 65536) % 65536
@@ -279,7 +282,7 @@ base.pairs = guarded('pairs', function(t)
   if backing_of(t) then return base.next, t, nil end
   if real_type(t) ~= 'table' then
     local tn = t == nil and 'no value' or real_type(t)
-    real_error("bad argument #1 to 'pairs' (table expected, got " .. tn .. ")", 0)
+    real_error(fmt(MSG.bad_argument, 1, 'pairs', fmt(MSG.type_expected, 'table', tn)), 0)
   end
   return base.next, t, nil
 end)
@@ -316,14 +319,14 @@ base.loadstring = guarded('loadstring', function(s, chunkname)
 end)
 base.load = function(reader, chunkname)
   if real_type(reader) ~= 'function' then
-    real_error("bad argument #1 to 'load' (function expected, got " ..
-      (reader == nil and 'no value' or real_type(reader)) .. ")", 2)
+    real_error(fmt(MSG.bad_argument, 1, 'load',
+      fmt(MSG.type_expected, 'function', reader == nil and 'no value' or real_type(reader))), 2)
   end
   local parts = {}
   while true do
     local piece = reader()
     if piece == nil or piece == '' then break end
-    if real_type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    if real_type(piece) ~= 'string' then return nil, MSG.reader_result end
     parts[#parts + 1] = piece
   end
   local s = table.concat(parts)
@@ -379,7 +382,7 @@ local function nonexistent(_, name)
   -- (a read by no Lua function is lupa's own, from C, outside any protected call: it looks up
   -- debug.traceback before each call into Lua; an error there would abort the process)
   if getinfo(2, 'S') == nil then return nil end
-  real_error("Script attempted to access nonexistent global variable '" .. real_tostring(name) .. "'", 2)
+  real_error(fmt(MSG.nonexistent_global, real_tostring(name)), 2)
 end
 local G_MT = {__index = nonexistent}
 local G_MT_PROXY = protect(G_MT)
@@ -404,7 +407,7 @@ local CMD = {}                                   -- first value of a command yie
 local function command(raise, ...)
   local n = real_select('#', ...)
   if n == 0 then
-    real_error({err = 'ERR Please specify at least one argument for this redis lib call', line = script_line()})
+    real_error({err = 'ERR ' .. MSG.no_arguments, line = script_line()})
   end
   local args = {...}
   for i = 1, n do
@@ -413,7 +416,7 @@ local function command(raise, ...)
     if t == 'number' then
       args[i] = fmt('%.17g', a)
     elseif t ~= 'string' then
-      real_error({err = 'ERR Lua redis lib command arguments must be strings or integers', line = script_line()})
+      real_error({err = 'ERR ' .. MSG.argument_type, line = script_line()})
     end
   end
   args.n = n
@@ -430,11 +433,11 @@ end
 redis.call = function(...) local r = command(true, ...) return r end
 redis.pcall = function(...) local r = command(false, ...) return r end
 redis.setresp = function(...)
-  if real_select('#', ...) ~= 1 then real_error('redis.setresp() requires one argument.', 0) end
+  if real_select('#', ...) ~= 1 then real_error(MSG.setresp_arguments, 0) end
   local v = ...
-  if v ~= 2 and v ~= 3 then real_error('RESP version must be 2 or 3.', 0) end
+  if v ~= 2 and v ~= 3 then real_error(MSG.setresp_version, 0) end
   if v == 3 then
-    real_error('emqlab host: redis.setresp(3) is not modelled (the host speaks RESP2)', 0)
+    real_error(MSG.setresp3_not_modelled, 0)
   end
 end
 
@@ -451,11 +454,11 @@ local function drive(co, r)
     r = pack_n(co_resume(co, co_yield(CMD, r[3])))
   end
 end
-local function yield_boundary() return 'attempt to yield across metamethod/C-call boundary' end
+local function yield_boundary() return MSG.yield_boundary end
 
 local function co_pcall(f, ...)
   if real_type(f) ~= 'function' and (real_type(f) ~= 'table' or real_getmetatable(f) == nil) then
-    return false, 'attempt to call a ' .. real_type(f) .. ' value'
+    return false, fmt(MSG.call_non_function, real_type(f))
   end
   local co = new_coroutine(f, true)
   local r = drive(co, pack_n(co_resume(co, ...)))
@@ -478,12 +481,12 @@ end
 local user_stack = {}   -- the user coroutines being resumed, innermost last
 local lib_coroutine = {}
 lib_coroutine.create = guarded('create', function(f)
-  if real_type(f) ~= 'function' then real_error("bad argument #1 to 'create' (Lua function expected)", 0) end
+  if real_type(f) ~= 'function' then real_error(fmt(MSG.bad_argument, 1, 'create', fmt(MSG.expected, 'Lua function')), 0) end
   return new_coroutine(f, false)
 end)
 local function user_resume(co, ...)
   if real_type(co) ~= 'thread' then
-    real_error("bad argument #1 to 'resume' (coroutine expected)", 3)
+    real_error(fmt(MSG.bad_argument, 1, 'resume', fmt(MSG.expected, 'coroutine')), 3)
   end
   user_stack[#user_stack + 1] = co
   local r = drive(co, pack_n(co_resume(co, ...)))
@@ -563,7 +566,7 @@ end
 -- one step: resume, then report (0, args) for a command, (1, value) at the end, (2, err) on error
 local function step(id, tag, value, limit)
   local co = runs[id]
-  if co == nil then return 2, 'emqlab host: this script run was released' end
+  if co == nil then return 2, MSG.run_released end
   reset_budget(limit)
   current_env = envs[id]
   local r = pack_n(co_resume(co, tag, value))
@@ -594,7 +597,7 @@ end
 local STACK_LIMIT = 7995
 local function to_reply(v, depth)
   local t = real_type(v)
-  if depth > STACK_LIMIT then return {'err', 'ERR reached lua stack limit'} end
+  if depth > STACK_LIMIT then return {'err', MSG.stack_limit} end
   if t == 'string' then return v end
   if t == 'number' then return {'int', v} end
   if t == 'boolean' then if v then return {'int', 1} end return {'nil'} end
@@ -664,7 +667,7 @@ base.xpcall = function(f, handler) return rethrow(pack_n(real_xpcall(f, handler)
 local lib_coroutine = {}
 for k, v in real_next, coroutine do lib_coroutine[k] = v end
 lib_coroutine.create = guarded('create', function(f)
-  if real_type(f) ~= 'function' then real_error("bad argument #1 to 'create' (Lua function expected)", 0) end
+  if real_type(f) ~= 'function' then real_error(fmt(MSG.bad_argument, 1, 'create', fmt(MSG.expected, 'Lua function')), 0) end
   return new_coroutine(f, false)
 end)
 lib_coroutine.resume = guarded('resume', function(co, ...) return rethrow(pack_n(co_resume(co, ...))) end)

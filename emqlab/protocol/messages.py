@@ -1,0 +1,134 @@
+"""The one home of the texts emqlab answers with where a Redis server would, and of the texts of its own
+that stop a script: both Lua environments (the client-side host and the embedded server, through
+``lua/lib/sandbox.lua``, which gets them from :func:`lua_table`), the host's command rules, the embedded
+server and the engine's Python blocks read them from here, and ``tests/test_messages.py`` finds no copy of
+one anywhere else.
+
+Three groups, by source:
+
+* **Redis 7.0's error replies** that emqlab reproduces (Redis 7.0's ``src/script_lua.c``, ``src/eval.c``,
+  ``src/script.c``, ``src/server.c``, ``src/multi.c``; checked against a Redis 7.0 server by
+  ``tests/test_host_differential.py`` and ``tests/test_lua_sandbox_probes.py``);
+* **Lua 5.1's own library messages** for the functions the sandbox re-implements (``lbaselib.c``,
+  ``lmathlib.c``, ``ldo.c``);
+* **emqlab's own** texts, where emqlab stops what Redis would stop another way (an instruction budget in
+  place of Redis's time limit, a capped Lua heap, Ctrl-C) or does not model (RESP3 inside a script).
+
+A text holding ``%s`` or ``%d`` is a format (Lua's ``string.format``, Python's ``%``). The Lua versions of
+the three libraries Redis bundles (``lua/lib/cjson.lua``, ``cmsgpack.lua``, ``bit.lua``) keep their
+libraries' own texts, as each of those libraries does in Redis.
+"""
+
+from __future__ import annotations
+
+# -- Redis 7.0: the scripting API and the sandbox (src/script_lua.c, src/eval.c) --------------------------
+#: assigning to a global or to a field of a library table
+READONLY_TABLE = "Attempt to modify a readonly table"
+#: reading a global no one defined (``%s``: its name)
+NONEXISTENT_GLOBAL = "Script attempted to access nonexistent global variable '%s'"
+#: ``redis.error_reply`` / ``redis.status_reply`` without exactly one string
+REPLY_HELPER_ARGUMENTS = "ERR wrong number or type of arguments"
+#: ``redis.sha1hex`` and ``math.random`` with the wrong number of arguments
+WRONG_NUMBER_OF_ARGUMENTS = "wrong number of arguments"
+#: ``redis.log`` with fewer than two arguments
+LOG_ARGUMENTS = "redis.log() requires two arguments or more."
+#: ``redis.log`` whose level is not a number
+LOG_LEVEL_TYPE = "First argument must be a number (log level)."
+#: ``redis.log`` whose level is none of LOG_DEBUG … LOG_WARNING
+LOG_LEVEL = "Invalid debug level."
+#: ``redis.set_repl`` without exactly one argument (Redis's text says two)
+SET_REPL_ARGUMENTS = "redis.set_repl() requires two arguments."
+#: ``redis.set_repl`` with a flag that is none of the four
+SET_REPL_FLAGS = "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+#: ``redis.call`` / ``redis.pcall`` / ``redis.acl_check_cmd`` without arguments
+NO_ARGUMENTS = "Please specify at least one argument for this redis lib call"
+#: an argument of those that is neither a string nor a number
+ARGUMENT_TYPE = "Lua redis lib command arguments must be strings or integers"
+#: ``redis.acl_check_cmd`` naming no command
+ACL_CHECK_COMMAND = "Invalid command passed to redis.acl_check_cmd()"
+#: ``redis.setresp`` without exactly one argument
+SETRESP_ARGUMENTS = "redis.setresp() requires one argument."
+#: ``redis.setresp`` with a version other than 2 or 3
+SETRESP_VERSION = "RESP version must be 2 or 3."
+#: a script's result nested deeper than Redis converts
+STACK_LIMIT = "ERR reached lua stack limit"
+
+# -- Redis 7.0: a command a script sends (src/script.c) ----------------------------------------------------
+#: a command name (or container subcommand) the command table does not know
+UNKNOWN_COMMAND = "ERR Unknown Redis command called from script"
+#: a command whose argument count does not fit its arity
+SCRIPT_ARITY = "ERR Wrong number of args calling Redis command from script"
+#: a command flagged ``noscript`` (EVAL, MULTI, SUBSCRIBE, …)
+NOSCRIPT_COMMAND = "ERR This Redis command is not allowed from script"
+#: a write from a script declared ``no-writes``
+WRITE_IN_READONLY_SCRIPT = "ERR Write commands are not allowed from read-only scripts."
+#: XREAD / XREADGROUP with BLOCK inside a script (``%s``: the command as the script spelled it)
+BLOCKING_STREAM_READ = "%s command is not allowed with BLOCK option from scripts"
+#: a blocking list or zset command's timeout that is no number (src/timeout.c)
+TIMEOUT_NOT_FLOAT = "ERR timeout is not a float or out of range"
+#: a negative timeout (src/timeout.c)
+TIMEOUT_NEGATIVE = "ERR timeout is negative"
+
+# -- Redis 7.0: replies outside scripts (src/server.c, src/multi.c, src/object.c) -------------------------
+#: EVALSHA of a script the server's cache does not hold
+NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
+#: a command whose options do not parse
+SYNTAX_ERROR = "ERR syntax error"
+#: an argument that must be an integer
+NOT_AN_INTEGER = "ERR value is not an integer or out of range"
+#: MULTI inside MULTI
+MULTI_NESTED = "ERR MULTI calls can not be nested"
+#: EXEC / DISCARD outside MULTI
+EXEC_WITHOUT_MULTI = "ERR EXEC without MULTI"
+DISCARD_WITHOUT_MULTI = "ERR DISCARD without MULTI"
+
+# -- Lua 5.1's library, as the sandbox's own versions of its functions say it ------------------------------
+#: a coroutine that yields from inside a metamethod or a C function (ldo.c)
+YIELD_BOUNDARY = "attempt to yield across metamethod/C-call boundary"
+#: calling what is no function (``%s``: its type; ldebug.c)
+CALL_NON_FUNCTION = "attempt to call a %s value"
+#: a library function's bad argument: its position, the function's name, what is wrong (lauxlib.c)
+BAD_ARGUMENT = "bad argument #%d to '%s' (%s)"
+#: what is wrong with an argument of the wrong type: the type wanted, the type given (lauxlib.c)
+TYPE_EXPECTED = "%s expected, got %s"
+#: what is wrong with an argument that is no coroutine, no Lua function (lbaselib.c)
+EXPECTED = "%s expected"
+#: what is wrong with ``math.random(m, n)`` for ``m > n``, or ``math.random(0)`` (lmathlib.c)
+INTERVAL_EMPTY = "interval is empty"
+#: ``load`` whose reader returned no string (lbaselib.c)
+READER_RESULT = "reader function must return a string"
+
+# -- emqlab's own -----------------------------------------------------------------------------------------
+#: what starts an error the client-side host raises where Redis would not
+HOST_ERROR = "ERR emqlab host: "
+#: what starts an error the embedded server raises where Redis would not
+SERVER_ERROR = "ERR emqlab server: "
+#: a script stopped by Ctrl-C (after HOST_ERROR or SERVER_ERROR)
+INTERRUPTED = "interrupted (KeyboardInterrupt)"
+#: a script stopped by the instruction budget (after HOST_ERROR or SERVER_ERROR): the budget, where it
+#: counts (BUDGET_ON_HOST or BUDGET_ON_SERVER), the setting that changes it
+BUDGET_SPENT = "the script ran more than %d Lua instructions %s (an endless loop?); %s sets the budget"
+BUDGET_ON_HOST = "without a redis.call or its end"
+BUDGET_ON_SERVER = "in one run"
+#: the embedded server's scripts ran out of their capped Lua heap (after SERVER_ERROR; ``%d``: the cap)
+SERVER_OUT_OF_MEMORY = ("not enough memory (the Lua heap of the server's scripts is capped at LUA_MAX_MEMORY, "
+                        "%d bytes)")
+#: ``redis.setresp(3)`` on the host, which speaks RESP2 only
+SETRESP3_NOT_MODELLED = "emqlab host: redis.setresp(3) is not modelled (the host speaks RESP2)"
+#: resuming a script run the host has already released
+RUN_RELEASED = "emqlab host: this script run was released"
+#: an optimistic transaction (WATCH … EXEC) of a Python block that kept losing (``%d``: its attempts)
+TRANSACTION_ABORTED = "ERR transaction aborted %d times: a watched key kept changing"
+
+
+def texts() -> dict[str, str]:
+    """Every text of this module by its name (``{"NOSCRIPT": "NOSCRIPT No matching …", …}``)."""
+    return {k: v for k, v in globals().items() if k.isupper() and isinstance(v, str)}
+
+
+def lua_table() -> dict[bytes, bytes]:
+    """The texts as ``lua/lib/sandbox.lua`` reads them (its ``msg`` option): names in lower case, as bytes."""
+    return {k.lower().encode(): v.encode() for k, v in texts().items()}
+
+
+__all__ = ["lua_table", "texts"]
