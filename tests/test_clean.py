@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from emqlab.backend.connect import (
     RUN_INDEX,
+    RUN_MARKS,
     SAFETY_TTL_FLOOR_MS,
     SAFETY_TTL_MS,
     KeysExist,
@@ -158,3 +160,84 @@ def test_the_safety_ttl_is_no_expiry_to_the_state_reader() -> None:
     assert has_expiry(30_000) and has_expiry(LOCK_MS * 100)  # the protocol's TTLs, a seeded lock's the longest
     assert not has_expiry(SAFETY_TTL_MS) and not has_expiry(-1) and not has_expiry(-2)
     assert SAFETY_TTL_FLOOR_MS > LOCK_MS * 100
+
+
+# -- clean trusts no name: the run index is writable by whoever holds the documented restricted user --------
+
+
+def _dumps(conn: redis.Redis, keys: list[str]) -> dict[str, tuple[bytes | None, int]]:
+    return {k: (conn.dump(k), conn.execute_command("PEXPIRETIME", k)) for k in keys}  # type: ignore[misc]
+
+
+def test_a_planted_index_name_never_gets_a_foreign_key_deleted() -> None:
+    """Names added to the index by someone else — foreign queues (`q`, `prod`), a glob (`*`), a name of
+    emqlab's shape without a mark, with a made-up mark, with the mark of another run — are reported and left
+    alone, their keys byte-identical (DUMP and PTTL); a real run of ours whose owner is gone is still cleaned,
+    and clean exits 0."""
+    conn = live_conn()
+    ours = QueueKeys(unique_queue())
+    Namespace(conn, ours).claim()
+    conn.set(ours.key("wait"), "x")
+    _expire(conn, ours.name)
+    shaped, forged, copied = (QueueKeys(unique_queue()) for _ in range(3))
+    foreign = ["emq:{q}:wait", "emq:{prod}:jobs", "emq:{prod}:1", shaped.key("wait"), forged.key("wait"),
+               copied.key("wait"), "emq:{q}:1"]
+    planted = ["q", "prod", "*", "emq:*", "q-runs", shaped.name, forged.name, copied.name, "x\x1b[2J"]
+    try:
+        for k in foreign:
+            conn.hset(k, mapping={"data": "precious", "n": "1"}) if k.endswith("1") else conn.set(k, "precious")
+        conn.pexpire("emq:{q}:1", 3_600_000)
+        before = _dumps(conn, foreign)
+        conn.zadd(RUN_INDEX, {name: 1 for name in planted})
+        conn.hset(RUN_MARKS, mapping={forged.name: "0" * 64, copied.name: conn.hget(RUN_MARKS, ours.name) or b""})
+        res = CliRunner().invoke(main, ["clean", "--redis", live_url()])
+        assert res.exit_code == 0, res.output
+        assert _dumps(conn, foreign) == before
+        assert list(scan_keys(conn, ours.pattern)) == []
+        assert f"deleted 1 key(s) of run emq:{{{ours.name}}}" in res.output
+        for name in planted:
+            assert f"left {name!r} in the run index alone" in " ".join(res.output.split()), name
+        assert "\x1b" not in res.output  # a name is shown escaped, never sent to the terminal as is
+        refused = {r.queue: r.refused for r in abandoned_runs(conn)}
+        assert refused["prod"] == "not a name emqlab gives a run"
+        assert "no mark of this machine's emqlab" in str(refused[copied.name])
+    finally:
+        conn.delete(*foreign)
+        conn.zrem(RUN_INDEX, *planted)
+        conn.hdel(RUN_MARKS, forged.name, copied.name)
+        clean(conn)
+
+
+def test_runs_are_cleaned_across_machines_only_under_a_shared_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run registered under another secret (another machine's) is not this machine's to clean; under the
+    same ``EMQLAB_RUN_SECRET`` it is."""
+    conn = live_conn()
+    keys = QueueKeys(unique_queue())
+    monkeypatch.setenv("EMQLAB_RUN_SECRET", "the other machine's secret")
+    Namespace(conn, keys).claim()
+    conn.set(keys.key("wait"), "x")
+    _expire(conn, keys.name)
+    try:
+        monkeypatch.setenv("EMQLAB_RUN_SECRET", "this machine's secret")
+        assert keys.name not in {r.queue for r in clean(conn)} and conn.exists(keys.key("wait"))
+        monkeypatch.setenv("EMQLAB_RUN_SECRET", "the other machine's secret")
+        assert keys.name in {r.queue for r in clean(conn)} and not conn.exists(keys.key("wait"))
+        assert conn.hget(RUN_MARKS, keys.name) is None and conn.zscore(RUN_INDEX, keys.name) is None
+    finally:
+        conn.delete(keys.key("wait"))
+        conn.zrem(RUN_INDEX, keys.name)
+        conn.hdel(RUN_MARKS, keys.name)
+
+
+def test_the_run_secret_is_kept_private_and_reused(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from emqlab.backend import namespace
+
+    monkeypatch.delenv("EMQLAB_RUN_SECRET", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setattr(namespace, "_secret", None)
+    first = namespace.run_secret()
+    path = tmp_path / "emqlab" / "run-secret"
+    assert path.read_bytes() == first and len(first) == 64 and path.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr(namespace, "_secret", None)
+    assert namespace.run_secret() == first  # the next process reads the same one
+    assert namespace.run_mark("q-0123abcd") != namespace.run_mark("q-0123abce")

@@ -44,6 +44,7 @@ from emqlab.backend.namespace import (
     HEARTBEAT_MS,
     RUN_INDEX,
     RUN_LEASE_MS,
+    RUN_MARKS,
     SAFETY_TTL_FLOOR_MS,
     SAFETY_TTL_MS,
     TTL_OBSERVED,
@@ -221,7 +222,7 @@ def url_secrets(url: str | None) -> list[str]:
 
 
 # the names of the old path emqlab.backends, whose code is in the modules beside this one
-__all__ = ["DEFAULT_LIVE_URL", "EXPLORATION_FAULTS", "FAKE", "HEARTBEAT_MS", "RUN_INDEX", "RUN_LEASE_MS",
+__all__ = ["DEFAULT_LIVE_URL", "EXPLORATION_FAULTS", "FAKE", "HEARTBEAT_MS", "RUN_INDEX", "RUN_LEASE_MS", "RUN_MARKS",
            "SAFETY_TTL_FLOOR_MS", "SAFETY_TTL_MS", "SERVER_FAULT_PREFIXES", "TTL_OBSERVED", "AbandonedRun",
            "BackendError", "BadURL", "Executor", "FaultScope", "KeysExist", "Namespace", "ServerFault",
            "abandoned_runs", "adopt", "clean", "command_executor", "connect", "describe", "fault_code",

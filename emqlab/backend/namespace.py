@@ -1,12 +1,26 @@
 """Live-server safety: a run's :class:`Namespace` (its own queue's keys only, refused where they exist,
 each key with a safety TTL, registered in the run index so that ``emqlab clean`` finds what a killed run
-left), and :func:`clean`."""
+left), and :func:`clean`.
+
+**Who may be cleaned.** The run index sits under the key pattern a restricted user may write
+(``emq:{q-*``), so anyone holding that user can add a name to it. :func:`clean` therefore trusts no name
+for what it is: it deletes the keys of an indexed queue only when the name has the shape
+:func:`unique_queue` gives (``<name>-<8 hex>``, no glob character) *and* the run's mark in
+:data:`RUN_MARKS` is the HMAC-SHA256 of the name under this machine's run secret (:func:`run_secret`), which
+never leaves the machine. A planted name has no valid mark, so it is reported and left alone; a run
+registered under another machine's secret is too (its keys expire with their safety TTL)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
+import os
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -19,6 +33,14 @@ from emqlab.protocol.keys import QueueKeys
 #: until which their owner is known to be alive (refreshed while it runs). Its key sits under emqlab's own
 #: prefix pattern (``emq:{q-*``): "runs" is no name ``unique_queue`` makes (its suffix is hexadecimal).
 RUN_INDEX = "emq:{q-runs}:index"
+#: each registered run's mark (a hash: index name -> :func:`run_mark`), beside the index in its slot
+RUN_MARKS = "emq:{q-runs}:marks"
+#: the shape of a name :func:`unique_queue` makes, as the index lists it (``:untagged`` for a queue
+#: without hash tag): no glob character, no brace, no colon before the suffix
+RUN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}-[0-9a-f]{8}(?::untagged)?")
+#: the environment variable that gives the run secret (shared by the machines that should clean each
+#: other's runs); else it is kept in a file of the user's state folder
+SECRET_ENV = "EMQLAB_RUN_SECRET"
 #: how long a run's claim lives without a heartbeat (ms); a run refreshes it at least every HEARTBEAT_MS
 RUN_LEASE_MS = 15 * 60 * 1000
 HEARTBEAT_MS = 60 * 1000
@@ -35,6 +57,46 @@ SAFETY_TTL_FLOOR_MS = SAFETY_TTL_MS // 2
 #: keys (relative to the queue's base) that never get a safety TTL because a script reads their TTL: the
 #: rate limiter's counter (``PTTL`` in fetchNextJob: no TTL there means "no window", a TTL a delay)
 TTL_OBSERVED = frozenset({"limiter"})
+
+
+def _secret_file() -> Path:
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "emqlab" / "run-secret"
+
+
+_secret: bytes | None = None
+
+
+def run_secret() -> bytes:
+    """The key of this machine's run marks: ``$EMQLAB_RUN_SECRET`` if set, else 32 random bytes kept in
+    ``$XDG_STATE_HOME/emqlab/run-secret`` (``~/.local/state/…``; made on first use, mode 0600). Where that
+    file cannot be written, a secret for this process only: its runs are then cleaned by no one, and their
+    keys go with their safety TTL."""
+    global _secret
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV].encode()
+    if _secret is None:
+        path = _secret_file()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                _secret = path.read_bytes()
+            else:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(secrets.token_hex(32).encode())
+                _secret = path.read_bytes()
+            if len(_secret) < 32:  # (a file cut short, or another process still writing it)
+                raise OSError("run secret too short")
+        except OSError:
+            _secret = secrets.token_hex(32).encode()
+    return _secret
+
+
+def run_mark(index_name: str) -> str:
+    """The mark of the run registered as ``index_name``: HMAC-SHA256 of the name under :func:`run_secret`."""
+    return hmac.new(run_secret(), b"emqlab-run:" + index_name.encode(), hashlib.sha256).hexdigest()
 
 
 def has_expiry(pttl: int) -> bool:
@@ -94,8 +156,11 @@ class Namespace:
         if not force and now - getattr(self, "_beat", 0.0) < HEARTBEAT_MS:
             return
         self._beat = now
+        name = self.keys.index_name
         try:
-            self.conn.zadd(RUN_INDEX, {self.keys.index_name: now + RUN_LEASE_MS})
+            if force:  # (registering: the mark first, so that no indexed run of ours is ever without one)
+                self.conn.hset(RUN_MARKS, name, run_mark(name))
+            self.conn.zadd(RUN_INDEX, {name: now + RUN_LEASE_MS})
         except redis.exceptions.ResponseError as e:
             fault = server_fault(e)
             if fault is None:
@@ -171,43 +236,66 @@ class Namespace:
             claimed.discard(self.keys.base)
         if not is_fake(self.conn):
             self.conn.zrem(RUN_INDEX, self.keys.index_name)
+            self.conn.hdel(RUN_MARKS, self.keys.index_name)
         return n
 
 
 @dataclass(frozen=True)
 class AbandonedRun:
-    """A run in :data:`RUN_INDEX`: its queue, when its lease ran (or runs) out, and its keys' count."""
+    """A run in :data:`RUN_INDEX`: its queue (as the index names it), when its lease ran (or runs) out, its
+    keys' count, and ``refused``: why :func:`clean` leaves it alone whatever its lease (``None``: it may
+    be cleaned once its lease ran out)."""
 
     queue: str
     expires_ms: float
     keys: int
     alive: bool
+    refused: str | None = None
 
 
 def abandoned_runs(conn: redis.Redis) -> list[AbandonedRun]:
-    """Every run the index lists, with whether its owner's lease still holds (:data:`RUN_LEASE_MS`)."""
+    """Every run the index lists, with whether its owner's lease still holds (:data:`RUN_LEASE_MS`) and
+    whether it is emqlab's to clean (the module docstring): a name of another shape is not scanned at all."""
     import time
 
     now = time.time() * 1000
     out = []
     entries: list[tuple[Any, float]] = conn.zrange(RUN_INDEX, 0, -1, withscores=True)  # type: ignore[assignment]
+    marks: dict[bytes, bytes] = conn.hgetall(RUN_MARKS) if entries else {}  # type: ignore[assignment]
     for member, score in entries:
-        queue = member.decode() if isinstance(member, bytes) else str(member)
+        raw = member if isinstance(member, bytes) else str(member).encode()
+        queue = raw.decode("utf-8", "replace")
+        if not RUN_NAME.fullmatch(queue):
+            out.append(AbandonedRun(queue, float(score), 0, float(score) > now,
+                                    "not a name emqlab gives a run"))
+            continue
+        mark = marks.get(raw, b"").decode("ascii", "replace")
+        refused = None if hmac.compare_digest(mark, run_mark(queue)) else \
+            "no mark of this machine's emqlab (another machine's run, or a name someone added)"
         n = sum(1 for _ in scan_keys(conn, QueueKeys.from_index_name(queue).pattern))
-        out.append(AbandonedRun(queue, float(score), n, float(score) > now))
+        out.append(AbandonedRun(queue, float(score), n, float(score) > now, refused))
     return out
 
 
 def clean(conn: redis.Redis, *, dry_run: bool = False) -> list[AbandonedRun]:
-    """Delete the keys of every run in the index whose lease has run out (its owner is gone), and its
-    index entry; runs still alive are left alone. Only ``emq:{<queue>}:*`` keys of indexed queues are
-    touched. Returns the runs cleaned (or that would be, with ``dry_run``)."""
-    gone = [r for r in abandoned_runs(conn) if not r.alive]
-    if not dry_run:
-        for r in gone:
-            Namespace(conn, QueueKeys.from_index_name(r.queue)).reset()
-            conn.zrem(RUN_INDEX, r.queue)
-    return gone
+    """Delete the keys of every run in the index whose lease has run out (its owner is gone) and that is
+    emqlab's (:attr:`AbandonedRun.refused` is ``None``), and its index entry; runs still alive and refused
+    names are left alone. Only ``emq:{<queue>}:*`` keys of such runs are touched. Returns the runs cleaned
+    (or that would be, with ``dry_run``), and those whose clean-up the server refused, with ``refused``
+    saying why: one such run does not stop the others."""
+    gone = [r for r in abandoned_runs(conn) if not r.alive and r.refused is None]
+    done = []
+    for r in gone:
+        if not dry_run:
+            try:
+                Namespace(conn, QueueKeys.from_index_name(r.queue)).reset()
+                conn.zrem(RUN_INDEX, r.queue)
+                conn.hdel(RUN_MARKS, r.queue)
+            except redis.exceptions.ResponseError as e:  # (e.g. NOPERM on one queue: the others go on)
+                why = " ".join(str(e).split())
+                r = dataclasses.replace(r, refused=f"the server refused to delete its keys ({why})")
+        done.append(r)
+    return done
 
 
 def unique_queue(base: str = "q") -> str:

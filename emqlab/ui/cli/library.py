@@ -190,13 +190,18 @@ def clean(redis_url: str, dry_run: bool) -> None:
 
     Every live run registers its queue in one index key (emq:{q-runs}:index) with a lease it renews while it
     runs; clean deletes the emq:{<queue>}:* keys of each indexed run whose lease ran out, and its index entry.
-    Runs still alive, and every key that is not a listed run's, are left alone.
+    Runs still alive, and every key that is not a listed run's, are left alone. Anyone who may write the
+    index may add a name to it: clean deletes only the runs this machine's emqlab registered (each carries
+    a mark made with a secret kept in ~/.local/state/emqlab/run-secret, or $EMQLAB_RUN_SECRET, shared by
+    the machines that should clean each other's runs) and reports the other names.
 
     \b
     Examples:
       emqlab clean --redis redis://127.0.0.1:6379/0 --dry-run
       emqlab clean --redis live
     """
+    from rich.markup import escape
+
     from emqlab.backend.connect import abandoned_runs, connect
     from emqlab.backend.connect import clean as clean_runs
 
@@ -204,10 +209,13 @@ def clean(redis_url: str, dry_run: bool) -> None:
         conn = connect(redis_url)
         runs = abandoned_runs(conn)
         gone = clean_runs(conn, dry_run=dry_run)
-    alive = [r for r in runs if r.alive]
+    alive = [r for r in runs if r.alive and r.refused is None]
     verb = "would delete" if dry_run else "deleted"
     for r in gone:
-        console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
+        if r.refused is None:
+            console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
+    for r in [*(r for r in runs if r.refused is not None), *(r for r in gone if r.refused is not None)]:
+        console.print(f"left {escape(repr(r.queue))} in the run index alone: {r.refused}", highlight=False)
     for r in alive:
         until = time.strftime("%H:%M:%S", time.localtime(r.expires_ms / 1000))
         console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its lease holds until {until}",
