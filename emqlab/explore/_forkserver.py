@@ -5,9 +5,13 @@ the coordinator stops them and the server."""
 
 import signal
 
-from emqlab.explore.stops import STOP_SIGNALS
+from emqlab.explore.stops import STOP_SIGNALS, exit_with_parent
 
 # (SIGTERM and SIGHUP too: a CI timeout or a closed terminal signals the whole group; the server ends when
 # the coordinator, its parent, closes its end of the server's pipe)
 for _sig in STOP_SIGNALS:
     signal.signal(_sig, signal.SIG_IGN)
+
+# ... and when the coordinator is killed (SIGKILL closes the pipe too, but the server's workers, its
+# children, would live on): the server ends, and each worker sees its parent gone (emqlab.explore.pool._pool_init)
+exit_with_parent(grace_s=0.0)

@@ -31,7 +31,7 @@ from emqlab.explore.parts import (
     warm_part,
     worker_init,
 )
-from emqlab.explore.stops import STOP_SIGNALS, stops_held
+from emqlab.explore.stops import STOP_SIGNALS, exit_with_parent, stops_held
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 
 Progress = Callable[[int, int | None], None]
@@ -82,6 +82,9 @@ def _pool_init(back: Any = None) -> None:
     for s in STOP_SIGNALS:
         signal.signal(s, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
+    # (the coordinator, or the fork server, killed with SIGKILL: the part running is interrupted, the cached
+    # runner's live keys deleted, and the worker ends)
+    exit_with_parent(busy=_running.is_set, clean_up=_drop_runner)
 
 
 def start_method(live: bool = False) -> str:

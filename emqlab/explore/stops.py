@@ -6,8 +6,11 @@ the pool (:mod:`emqlab.explore.pool`) and the fork server take them too.
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Iterable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 #: the signals that stop a command or a run: Ctrl-C, SIGTERM (a CI timeout, `kill`), SIGHUP (a closed
@@ -33,4 +36,36 @@ def stops_held(signals: Iterable[int] = STOP_SIGNALS) -> Iterator[None]:
         mask(signal.SIG_SETMASK, old)
 
 
-__all__ = ["STOP_SIGNALS", "stops_held"]
+#: how often a helper process looks whether its parent is still there (s)
+PARENT_POLL_S = 0.2
+
+
+def exit_with_parent(grace_s: float = 3.0, *, busy: Callable[[], bool] | None = None,
+                     clean_up: Callable[[], object] | None = None) -> None:
+    """End this helper process (a pool worker, the fork server) when its parent is gone — killed with
+    SIGKILL, which runs no clean-up of its own — instead of living on as an orphan that holds the dead
+    command's stdout and stderr open (a caller reading them to the end would wait forever). A daemon thread
+    looks every :data:`PARENT_POLL_S` seconds whether the parent changed; then it sends this process
+    SIGTERM (a worker's handler interrupts the part it runs, which deletes its live keys), waits while
+    ``busy()`` says that clean-up runs (at most ``grace_s`` seconds), calls ``clean_up()`` and ends the
+    process with ``os._exit``."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+        until = time.monotonic() + grace_s
+        time.sleep(min(PARENT_POLL_S, grace_s))
+        while busy is not None and busy() and time.monotonic() < until:
+            time.sleep(PARENT_POLL_S / 4)
+        try:
+            if clean_up is not None:
+                clean_up()
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="emqlab-parent-watch", daemon=True).start()
+
+
+__all__ = ["PARENT_POLL_S", "STOP_SIGNALS", "exit_with_parent", "stops_held"]

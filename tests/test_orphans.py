@@ -1,0 +1,90 @@
+"""Nothing outlives emqlab (issue 25, item 5): after `kill -9` of a `--jobs 2` run on a live server, its
+fork server, pool workers and resource tracker end within seconds, so a caller that reads the dead
+command's output to the end is not kept waiting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from emqlab.backend.connect import RUN_INDEX, clean, live_url
+from tests.conftest import live_conn
+
+pytestmark = pytest.mark.live
+
+
+def _children() -> dict[int, int]:
+    """pid -> parent pid, of every process this machine shows."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z":
+                out[int(d.name)] = int(fields[1])
+    return out
+
+
+def _descendants(root: int) -> set[int]:
+    tree = _children()
+    found, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, parent in tree.items() if parent == p]
+        found.update(kids)
+        todo.extend(kids)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    now = _children()
+    return {p for p in pids if p in now}
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc (Linux)")
+def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_output_ends() -> None:
+    conn = live_conn()
+    before = {m for m in conn.zrange(RUN_INDEX, 0, -1)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split", "-s",
+         "two-workers", "--preemptions", "6", "--jobs", "2", "--redis", live_url()],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "EMQLAB_REDIS_URL": live_url()})
+    try:
+        helpers: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(helpers) < 3 and time.monotonic() < deadline:  # the fork server and two workers at least
+            time.sleep(0.2)
+            helpers = _descendants(proc.pid)
+        assert len(helpers) >= 3, "the run did not start its pool"
+        time.sleep(1.0)  # the workers are exploring now
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        read: list[bytes] = []
+        reader = threading.Thread(target=lambda: read.append(proc.stdout.read() + proc.stderr.read()),  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout=5)
+        assert not reader.is_alive(), f"the dead command's output stays open: {_alive(helpers)} still run"
+        gone_by = time.monotonic() + 5
+        while _alive(helpers) and time.monotonic() < gone_by:
+            time.sleep(0.1)
+        assert _alive(helpers) == set()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in _alive(_descendants(proc.pid)):
+            os.kill(p, signal.SIGKILL)
+        for m in conn.zrange(RUN_INDEX, 0, -1):
+            if m not in before:
+                conn.zadd(RUN_INDEX, {m: 1})
+        clean(conn)
