@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from emqlab.backend.connect import BackendError, is_fake
+from emqlab.backend.connect import BackendError, _redact, is_fake, url_secrets
 from emqlab.engine.runner import Runner
 from emqlab.explore.dpor import Branch
 from emqlab.explore.parts import (
@@ -148,11 +148,23 @@ class InlineExecutor(cf.Executor):
         return fut
 
 
+def _shown(text: str, executor: str) -> str:
+    """``text`` with the password of ``executor`` masked, wherever it appears (Dask's messages quote an
+    address without its scheme, which :func:`~emqlab.backend.connect._redact`'s URL rule alone misses)."""
+    return _redact(text, url_secrets(executor))
+
+
 def check_executor(executor: str | None) -> None:
-    """Raise :class:`ParallelError` for an ``--executor`` that is neither ``local`` nor a Dask address."""
+    """Raise :class:`ParallelError` for an ``--executor`` that is neither ``local`` nor a Dask address, or a
+    Dask address with a user or password in it (Dask has none: a cluster is secured with TLS certificates,
+    ``tls://…``); the message masks the password."""
     if executor and executor not in ("local", "process") and not executor.startswith(("dask://", "tcp://",
                                                                                       "tls://")):
-        raise ParallelError(f"unknown executor {executor!r}: use 'local' or dask://host:port")
+        raise ParallelError(_shown(f"unknown executor {executor!r}: use 'local' or dask://host:port", executor))
+    if executor and "@" in executor.split("://", 1)[-1].split("/", 1)[0]:
+        raise ParallelError(_shown(f"the executor {executor!r} has a user or password: a Dask address has none"
+                                   " (dask://host:port; a cluster is secured with TLS certificates, tls://…)",
+                                   executor))
 
 
 def make_executor(jobs: int | None = None, executor: str | None = None, *, pool: bool = False,
@@ -171,7 +183,9 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
         try:
             client = Client(address, timeout=10)
         except OSError as e:
-            raise ExecutorUnreachable(f"cannot reach the Dask scheduler at {address}: {e}") from None
+            raise ExecutorUnreachable(_shown(f"cannot reach the Dask scheduler at {address}: {e}", executor)) from None
+        except (ValueError, TypeError) as e:  # (an address Dask cannot parse)
+            raise ParallelError(_shown(f"bad executor address {address!r}: {e}", executor)) from None
         return client.get_executor(), client.close
     n = jobs if jobs is not None else default_jobs()
     if n <= 1 and not pool:

@@ -33,6 +33,7 @@ from emqlab.ui.cli.common import (
     _finite,
     _mask,
     _mode_options,
+    _remember_url,
     _require_mode,
     _say,
     _Scripts,
@@ -70,7 +71,7 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
               help="Processes that explore: this one and N-1 workers (default: the number of cores). "
                    "The report is the same for any number. --processes is the same option, as in "
                    "sweep-rtt, whose --jobs counts the queue's jobs.")
-@click.option("--executor", metavar="URL", default=None,
+@click.option("--executor", metavar="URL", default=None, callback=_remember_url,
               help="Where the parts (the subtrees of the search, or the chunks of sampled runs) run: local"
                    " (a process pool of --jobs, the default) or a Dask cluster, dask://host:8786 (pip install"
                    " 'emqlab[dask]').")
