@@ -304,7 +304,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
     SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
     *N for repeats (v1:W1*9.S1.W1*8). Whitespace and case do not matter. If it ends before every actor
-    is done, the run continues without further preemption.
+    is done, the run continues without further preemption; one of no steps (v1:) is a usage error.
 
     \b
     Examples:
@@ -338,7 +338,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
         from emqlab.explore.checked import Runner, parse_schedule
 
         with _errors(), Runner(sc, mode, conn, scripts=scripts) as r:
-            h = r.run(parse_schedule(schedule, [a.id for a in sc.actors]))
+            h = r.run(parse_schedule(schedule, [a.id for a in sc.actors], empty=False))
     v = judge(rep, expect)
     if as_json:
         d = json.loads(h.to_json())
