@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -112,13 +113,38 @@ FORKSERVER_PRELOAD = ["emqlab.explore._forkserver", "emqlab.explore.pool", "emql
 
 
 def _start_forkserver() -> None:
-    """Start the fork server now, with the stop signals held back, so that it inherits them blocked: a
-    Ctrl-C while it is still importing (before its preload ignores them) printed its traceback. Its workers
-    inherit the mask and unblock the signals first thing (:func:`_pool_init`)."""
+    """Start the fork server now (nothing if it runs), its preload :data:`FORKSERVER_PRELOAD`, with the stop
+    signals held back, so that it inherits them blocked: a Ctrl-C while it is still importing (before its
+    preload ignores them) printed its traceback. Its workers inherit the mask and unblock the signals first
+    thing (:func:`_pool_init`). It imports the emqlab this process runs (:func:`_our_sys_path`)."""
+    import multiprocessing
     from multiprocessing import forkserver
 
-    with stops_held():
+    multiprocessing.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
+    with stops_held(), _our_sys_path():
         forkserver.ensure_running()
+
+
+@contextmanager
+def _our_sys_path() -> Iterator[None]:
+    """Within the block, a Python started by this process imports what this process does: multiprocessing
+    starts the fork server with ``python -c``, whose ``sys.path`` begins with the current directory, and
+    ignores the ``sys.path`` it hands it (CPython 3.10-3.13), so run from a folder holding a folder named
+    ``emqlab`` the server imported that one, and its workers failed (ImportError). Here the child gets this
+    process's ``sys.path`` as ``PYTHONPATH``, and ``PYTHONSAFEPATH`` (3.11+) keeps the current directory off
+    it. (Called from the main thread, before the pool's starter thread runs: the environment is the
+    process's.)"""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path if isinstance(p, str))
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _resource_tracker() -> None:
@@ -196,9 +222,8 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
     ctx = multiprocessing.get_context(method)
     _resource_tracker()
     if method == "forkserver":
-        # imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone takes
-        # about 0.5 s to import
-        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        # emqlab imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone
+        # takes about 0.5 s to import
         _start_forkserver()
     ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init,
                                  initargs=(back,))
@@ -377,6 +402,8 @@ class Dispatch:
             return
         if self.executor in (None, "local", "process"):
             _resource_tracker()  # from this thread, which can hold SIGHUP back (the starter cannot)
+            if start_method(self.job.url is not None) == "forkserver":
+                _start_forkserver()  # (and set the environment the server starts with: no other thread runs)
         self._starting = threading.Thread(target=start, name="emqlab-pool-start", daemon=True)
         self._starting.start()
 
