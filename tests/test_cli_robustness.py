@@ -90,6 +90,26 @@ def test_replay_with_too_long_a_schedule_names_the_step_count() -> None:
     assert re.search(r"actor W1 has no step left at step \d+ \(it took all its \d+ steps", out), out
 
 
+@pytest.mark.parametrize(("schedule", "words"), [
+    ("v1:", "bad schedule 'v1:': no steps"),
+    ("v1: ", "bad schedule 'v1: ': no steps"),
+    (" V1 :\t", "bad schedule ' V1 :\\t': no steps"),
+    ("", "replay needs a schedule string"),
+    (" ", "bad schedule ' ': expected 'v1:' then actor ids"),
+])
+def test_an_empty_schedule_is_a_usage_error_not_a_verdict(schedule: str, words: str) -> None:
+    """Issue 25, item 7: ``replay 'v1:'`` ran the actors one after another and said "holds". A schedule of
+    no steps is a usage error, before any run, in text and JSON alike, and from Python too."""
+    from emqlab.engine.scenario import load
+    from emqlab.explore import explore
+
+    for extra in ([], ["--json"], ["--expect", "none"], ["--fail-on-anomaly"]):
+        out = _one_line_error(["replay", schedule, "--split", *extra])
+        assert out.startswith(f"error: {words}") and "verdict" not in out, out
+    with pytest.raises(ScheduleError, match=re.escape(words)):
+        explore(load("stalled-finish"), "split", strategy="replay", schedule=schedule)
+
+
 @pytest.mark.parametrize("args", [
     ["sweep-rtt", "--rtt", "nan"],
     ["sweep-rtt", "--rtt", "inf"],

@@ -526,3 +526,43 @@ def test_an_unreachable_dask_scheduler_is_an_error_even_when_the_coordinator_did
         res = CliRunner().invoke(main, ["simulate", "--split", "-s", "two-workers", "--strategy", strategy,
                                         "--executor", "dask://127.0.0.1:1"])
         assert res.exit_code == 4 and "error: cannot reach the Dask scheduler" in res.output, res.output
+
+
+_PROBE = '''\
+import sys
+
+if __name__ == "__main__":
+    import emqlab
+    from emqlab.explore.pool import make_executor
+
+    pool, close = make_executor(2, pool=True, live=True)  # (live: the fork server)
+    try:
+        print(emqlab.__file__)
+        print(pool.submit(eval, "__import__('emqlab').__file__").result(timeout=60))
+    finally:
+        close()
+'''
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH (no current directory on sys.path): 3.11+")
+@pytest.mark.parametrize("init", [None, "__version__ = 'not the one this process runs'\n"])
+def test_pool_workers_import_the_emqlab_this_process_runs(tmp_path: Any, init: str | None) -> None:
+    """Issue 25, item 7: multiprocessing starts the fork server with ``python -c``, whose sys.path begins with
+    the current directory, and ignores the sys.path it is handed: run from a folder holding a folder named
+    ``emqlab`` (an empty one, or a package of that name), the fork server imported that one and its workers
+    failed (exit 5, ImportError). The workers must import the very emqlab this process runs."""
+    import subprocess
+    from pathlib import Path
+
+    import emqlab
+
+    work, runner = tmp_path / "work", tmp_path / "runner"
+    (work / "emqlab").mkdir(parents=True)
+    if init is not None:
+        (work / "emqlab" / "__init__.py").write_text(init)
+    runner.mkdir()
+    (runner / "probe.py").write_text(_PROBE)
+    res = subprocess.run([sys.executable, str(runner / "probe.py")], cwd=work, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == [str(Path(emqlab.__file__))] * 2, res.stdout

@@ -307,3 +307,25 @@ def test_a_place_loads_and_a_producer_may_not_add_a_job_it_already_holds() -> No
                 " adds: [\"1\"]}\n", edit('  active: ["1"]\n  stalled: ["1"]\n', "", WITH_PLACE))
     msg = error_of(text)
     assert "actors.P1.adds: job '1' is already in delayed:1000 in the initial state" in msg
+
+
+def test_a_device_or_a_pipe_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    """Issue 25, item 7: ``--scenario /dev/zero`` read without end (its size is 0: the size check came after
+    the read) and ignored SIGTERM for about a minute; a FIFO blocked at open. Both are refused at once, with
+    the one-line usage error, and a regular file is read no further than the limit."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        started = time.monotonic()
+        res = subprocess.run([sys.executable, "-m", "emqlab", "simulate", "--split", "--scenario", path],
+                             capture_output=True, text=True, timeout=30)
+        assert time.monotonic() - started < 15, path
+        assert res.returncode == 2, (path, res.stderr)
+        assert res.stderr == f"error: {path}: not a regular file (a scenario is a YAML file)\n"
+    with pytest.raises(ScenarioError, match="/dev/zero: not a regular file"):
+        load("/dev/zero")

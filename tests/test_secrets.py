@@ -184,3 +184,20 @@ def test_the_real_streams_of_a_subprocess_are_clean(tmp_path: Path) -> None:
     assert run.returncode == ExitCode.FAILS, run.stderr
     assert SECRET not in run.stdout + run.stderr
     assert "--redis live" in run.stdout  # the replay line names the URL as given
+
+
+@pytest.mark.parametrize("executor", [f"tcp://u:{SECRET}@127.0.0.1:1", f"dask://u:{SECRET}@127.0.0.1:1",
+                                      f"tls://:{SECRET}@127.0.0.1:1", f"u:{SECRET}@127.0.0.1:1"])
+def test_an_executor_address_with_a_password_is_refused_and_masked(executor: str) -> None:
+    """Issue 25, item 7: Dask took ``--executor tcp://u:pw@…`` for an address and echoed ``u:pw@…`` in its
+    error, without the scheme that the URL masking looks for. A Dask address has no user-info (a cluster
+    is secured with TLS certificates): such an address is a usage error, its password masked."""
+    from emqlab.explore.pool import ParallelError, make_executor
+
+    res = _run(["simulate", "--split", "--scenario", "two-workers", "--jobs", "2", "--executor", executor])
+    assert res.exit_code == ExitCode.USAGE, res.output
+    _assert_clean(res)
+    assert res.stderr.startswith("error: ") and "***" in res.stderr and res.stderr.count("\n") == 1
+    with pytest.raises(ParallelError) as info:
+        make_executor(2, executor)
+    assert SECRET not in str(info.value) and "***" in str(info.value)

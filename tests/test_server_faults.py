@@ -368,6 +368,89 @@ def test_a_looping_script_on_a_live_server_is_killed_and_its_runs_aborted(tmp_pa
         assert redis.Redis.from_url(url).ping() is True
 
 
+#: another client's script that only reads (TIME) and loops for ARGV[1] ms
+_LOOP = """
+local function now() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
+local stop = now() + tonumber(ARGV[1])
+while now() < stop do end
+return 1
+"""
+
+
+def _busy(url: str, ms: int) -> threading.Thread:
+    """Another client's script looping for ``ms`` on the server at ``url``; returns once the server answers
+    BUSY to everyone else (its busy-reply threshold, ``lua-time-limit``, has passed)."""
+    def loop() -> None:
+        other = redis.Redis.from_url(url, socket_timeout=ms / 1000 + 30)
+        try:
+            other.eval(_LOOP, 0, ms)
+        except redis.exceptions.ConnectionError:  # (the server was stopped first: a test failed)
+            pass
+        finally:
+            other.close()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    probe = redis.Redis.from_url(url, socket_timeout=10)
+    try:
+        while True:
+            try:
+                probe.ping()  # (before the script starts: PONG; while it runs: BUSY once past the threshold)
+            except redis.exceptions.ResponseError as e:
+                assert str(e).startswith("BUSY"), e
+                return t
+    finally:
+        probe.close()
+
+
+def test_another_clients_busy_script_aborts_runs_and_the_cli_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25, item 7: a script of another client that keeps the server busy mid-exploration gave exit 4
+    (a bare BUSY reply to the reset's SCAN ended the command as if the server could not be used), where
+    docs/cli.md says the run is run again, then aborted, and the exploration goes on: inconclusive, exit 3.
+    The run's keys are deleted once the server is free again."""
+    resets = 0
+    busy: list[threading.Thread] = []
+    real = EngineRunner.reset
+
+    with own_redis_server("--lua-time-limit", "100") as url:
+        def reset(self: EngineRunner) -> None:
+            nonlocal resets
+            resets += 1
+            if resets == 3:  # (the constructor's, the first run's, then the second run's: the server is busy)
+                busy.append(_busy(url, 1500))
+            real(self)
+
+        monkeypatch.setattr(EngineRunner, "reset", reset)
+        res = CliRunner().invoke(main, ["simulate", "--split", "--redis", url, "--jobs", "1"])
+        assert busy and res.exit_code == ExitCode.INCONCLUSIVE, res.output
+        text = " ".join(res.output.split())
+        n = int(re.search(r"runs aborted \(server errors\) (\d+)", text).group(1))  # type: ignore[union-attr]
+        assert n >= 1 and f"aborted: {n} run(s): BUSY Redis is busy running a script" in text, text
+        assert "retried: " in text and "verdict: " in text
+        busy[0].join(timeout=30)
+        assert redis.Redis.from_url(url).dbsize() == 0  # (the clean-up waited for the script to end)
+
+
+def test_a_busy_server_refuses_a_worker_its_queue_and_a_connection_with_a_server_fault() -> None:
+    """A pool worker that connects while another client's script runs gets BUSY from PING and from the
+    registration of its queue: a :class:`ServerFault` (the part goes back to the coordinator, whose queue
+    stands), not an error that ends the command."""
+    from emqlab.explore.parts import Job, Task, run_part
+
+    sc = scenario.load("stalled-finish")
+    with own_redis_server("--lua-time-limit", "100") as url:
+        loop = _busy(url, 1500)
+        with pytest.raises(ServerFault) as info:
+            connect(url)
+        assert info.value.code == "BUSY" and info.value.scope is FaultScope.RUN
+        with pytest.raises(ServerFault, match=r"registering the run on .* got a server error \(BUSY .*no run can"):
+            EngineRunner(sc, "split", connect(url, ping=False))
+        part = run_part(Job(sc, "split", url), Task(1))
+        assert part.refused is not None and "BUSY" in part.refused and not part.started
+        loop.join(timeout=30)
+        assert redis.Redis.from_url(url).dbsize() == 0
+
+
 @contextmanager
 def _flushing(url: str) -> Iterator[None]:
     """SCRIPT FLUSH in a loop from another client: redis-cli's repeat when installed (a hard loop), else a

@@ -152,6 +152,10 @@ def _connect_live(url: str, *, ping: bool) -> redis.Redis:
             if "SELECT is not allowed in cluster mode" in str(e):
                 db = conn.connection_pool.connection_kwargs.get("db", 0)
                 raise BadURL(f"Redis at {safe} is a cluster node: a cluster has only database 0, not {db}") from None
+            fault = server_fault(e)  # (BUSY: another client's script; LOADING: a restart)
+            if fault is not None:
+                raise ServerFault(f"Redis at {safe} refused PING: {_redact(fault, known)}",
+                                  detail=_redact(fault, known)) from None
             raise BackendError(f"Redis at {safe} refused PING: {_redact(str(e), known)}") from None
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
             raise BackendError(f"cannot reach Redis at {safe}: {_redact(str(e), known)}") from None

@@ -8,7 +8,9 @@ Python process to the next.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -21,6 +23,7 @@ from emqlab.backend.connect import (
     Namespace,
     ServerFault,
     describe,
+    fault_code,
     pipeline,
     server_fault,
     session_client,
@@ -264,3 +267,48 @@ def sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
 
 
 __all__ = ["Safety", "Sessions", "fault_of", "kill_script", "same_server", "server_id", "sorted_smembers"]
+
+
+@contextmanager
+def as_fault(when: str, then: str = "") -> Iterator[None]:
+    """An error reply about the server's state (:func:`~emqlab.backend.faults.server_fault`: another client's
+    BUSY script, OOM, LOADING, …) to a command a run sends outside its steps — ``when``: registering the
+    run, deleting the last run's keys, reading a state — raised as the :class:`ServerFault` it is, never as
+    a bare ResponseError: a run-scoped one aborts the run (the exploration runs it again, goes on), as
+    ``docs/cli.md`` says, instead of ending the command as if the server could not be used. ``then``: what
+    follows instead of :func:`fault_of`'s (the run is aborted / the exploration stops)."""
+    try:
+        yield
+    except redis.exceptions.ResponseError as e:
+        fault = server_fault(e)
+        if fault is None:
+            raise
+        if then:
+            raise ServerFault(f"{when} got a server error ({fault}): {then}", detail=fault) from None
+        raise fault_of(f"{when} got a server error ({fault}): a run cannot go on truthfully past a server fault",
+                       fault) from None
+
+
+#: how long (s) a run's clean-up asks again a server that is busy with a script or loading (the keys are
+#: then left to their safety TTL and the run index's lease: ``emqlab clean``)
+RELEASE_WAIT_S = 10.0
+
+
+def release(namespace: Namespace, wait_s: float = RELEASE_WAIT_S) -> bool:
+    """Delete the run's keys and give up its claim (:meth:`emqlab.backend.namespace.Namespace.release`);
+    False when they are left behind: the server cannot be reached, or refuses with a fault about its state
+    (``BUSY`` — another client's script — or ``LOADING``: asked again every 0.1 s for up to ``wait_s``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            namespace.release()
+            return True
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            return False
+        except redis.exceptions.ResponseError as e:
+            fault = server_fault(e)
+            if fault is None:
+                raise
+            if fault_code(fault) not in ("BUSY", "LOADING") or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)

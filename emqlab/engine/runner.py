@@ -37,7 +37,7 @@ from emqlab.backend.connect import (
     server_fault,
     unique_queue,
 )
-from emqlab.engine import footprints
+from emqlab.engine import footprints, live
 from emqlab.engine.actors import FACTORIES, ActorGen, Op
 from emqlab.engine.context import Check, Fault, Instrument, OwnScripts, StepRecord
 from emqlab.engine.effects import QueueView, read_view
@@ -131,7 +131,8 @@ class Runner:
         if queue is None:
             queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
         self.keys = QueueKeys(queue)
-        self.namespace = Namespace(self.conn, self.keys).claim()
+        with live.as_fault(f"registering the run on {describe(self.conn)}", "no run can start"):
+            self.namespace = Namespace(self.conn, self.keys).claim()
         try:  # from here on the run owns keys: anything that stops the constructor deletes them
             self.scripts = scripts or default_scripts()
             #: actors with a ``script:`` of their own: their script set (the run's, with that script in place)
@@ -210,7 +211,8 @@ class Runner:
         if self.namespace.sole_owner:
             self.exec(b"FLUSHDB")  # a fakeredis server this process created, holding only this run's keys
         else:
-            self.namespace.reset()
+            with live.as_fault("deleting the last run's keys"):
+                self.namespace.reset()
         self._write_initial_state()
         self.index = 0
         self.choices: list[str] = []
@@ -265,7 +267,7 @@ class Runner:
             self._drop_actors()
         except Exception:  # noqa: BLE001 - half-built: best effort, the claim's release below matters
             pass
-        self.namespace.release()
+        self.left_behind = not live.release(self.namespace)
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.close()
@@ -273,14 +275,12 @@ class Runner:
 
     def close(self) -> None:
         """Delete the run's keys (only those under its queue's base) and release the connection. When the
-        server cannot be reached any more (the exploration stopped on a lost connection), the keys are left
-        to their safety TTL and the run index's lease (:mod:`emqlab.backend.namespace`), and ``left_behind`` is True."""
+        server cannot be reached any more (the exploration stopped on a lost connection) or stays busy with a
+        script (:func:`emqlab.engine.live.release`), the keys are left to their safety TTL and the run index's
+        lease (:mod:`emqlab.backend.namespace`), and ``left_behind`` is True."""
         if not self._closed:
             self._drop_actors()
-            try:
-                self.namespace.release()
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                self.left_behind = True
+            self.left_behind = not live.release(self.namespace)
             self._executor.close()
             if self._own_conn:
                 self.conn.close()
@@ -382,13 +382,14 @@ class Runner:
         self.choices.append(actor)
         self.index += 1
         now = self.now()
-        for hook in self._before_hooks:
-            hook(self, actor, op)
         base = self.keys.base
         fp = Footprint()
-        for cmd in op.pre:
-            self.exec(*cmd)
-            fp = fp | footprints.of_command(cmd, base)
+        with live.as_fault(f"{actor}'s step {self.index}"):  # (an instrument's reads, the step's own first)
+            for hook in self._before_hooks:
+                hook(self, actor, op)
+            for cmd in op.pre:
+                self.exec(*cmd)
+                fp = fp | footprints.of_command(cmd, base)
         armed = self._armed.pop(actor, None)
         self._lost.discard(actor)
         if self._faulty:
@@ -410,8 +411,9 @@ class Runner:
         self.actor_steps[actor] += 1
         rec = StepRecord(actor, op.kind, name, done.args, reply, done.command, written=done.written,
                          read_only=done.read_only, batch=done.batch)
-        for hook in self._after_hooks:
-            hook(self, actor, op, rec)
+        with live.as_fault(f"reading what {actor}'s step {self.index} did"):
+            for hook in self._after_hooks:
+                hook(self, actor, op, rec)
         shown = step_reply(reply)
         if name == "XADD" and isinstance(shown, str) and not shown.startswith("ERR"):
             shown = "<entry id>"  # server time: differs between backends and runs
@@ -557,12 +559,14 @@ class Runner:
     def initial_view(self) -> QueueView:
         """The queue's view in the initial state (read once per Runner)."""
         if self._initial_view is None:
-            self._initial_view = read_view(self.exec, self.keys, self.job_ids, extra=self.scenario.places)
+            with live.as_fault("reading the initial state"):
+                self._initial_view = read_view(self.exec, self.keys, self.job_ids, extra=self.scenario.places)
         return self._initial_view
 
     def final_state(self) -> FinalState:
         """The queue's state now (:func:`emqlab.engine.history.read_final_state`)."""
-        return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics)
+        with live.as_fault(f"reading the final state at step {self.index}"):
+            return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics)
 
     # -- internals -------------------------------------------------------------------------------
     def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str = "") -> tuple[Any, Footprint]:

@@ -55,6 +55,7 @@ from emqlab.engine.yamlnodes import (
     Refused,
     SafeLoader,
     ScenarioError,
+    read_file,
     short,
 )
 
@@ -96,15 +97,7 @@ def load(source: str | Path) -> Scenario:
                 + f": `emqlab scenarios` lists the {len(names)} shipped ones; or give a path to a .yaml file"
             )
         path = shipped
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ScenarioError(f"{source}: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen "
-                                "lines)")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ScenarioError(f"{source}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ScenarioError(f"{source}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
+    text = read_file(path, str(source))
     return loads(text, str(path.name if path.parent == _shipped_dir() else path), str(path.resolve().parent))
 
 

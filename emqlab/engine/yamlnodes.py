@@ -5,7 +5,10 @@ reported as one line (:class:`ScenarioError`: ``<file>:<line>: <field>: <problem
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -39,6 +42,32 @@ MAX_ACTORS = 50
 MAX_JOBS = 1_000
 JOB_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 KEEP_JOBS_KEYS = ("count", "age", "limit")
+
+
+def read_file(path: str | Path, name: str) -> str:
+    """The text of the scenario file at ``path`` (``name`` in messages), its size never trusted: anything
+    but a regular file (``/dev/zero``, which never ends and says its size is 0; a FIFO, which blocks; a
+    folder) is refused before a byte is read, and at most :data:`MAX_FILE_BYTES` + 1 bytes are read, so a
+    file that grows or lies about its size is refused too, at once. Raises :class:`ScenarioError`."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # (a FIFO's open blocks)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise ScenarioError(f"{name}: cannot read: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ScenarioError(f"{name}: not a regular file (a scenario is a YAML file)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as e:
+            raise ScenarioError(f"{name}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{name}: larger than {MAX_FILE_BYTES:,} bytes (a scenario file is a few dozen lines)")
+    try:  # (newlines as a text-mode read gives them: \r\n and \r are \n)
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{name}: not a UTF-8 text file (byte {e.start}: {e.reason})") from None
 
 
 class Refused(yaml.YAMLError):
@@ -235,4 +264,4 @@ def kind_of(node: yaml.Node) -> str:
 
 __all__ = ["JOB_ID", "KEEP_JOBS_KEYS", "MAX_ACTORS", "MAX_ATTEMPTS", "MAX_DATA_DEPTH", "MAX_DATA_INT", "MAX_FILE_BYTES",
            "MAX_JOBS", "MAX_MS", "MAX_PREEMPTIONS", "MAX_PRIORITY", "MAX_REPEATS", "MAX_SCORE", "MAX_YAML_DEPTH",
-           "Node", "Refused", "SafeLoader", "ScenarioError", "kind_of", "short"]
+           "Node", "Refused", "SafeLoader", "ScenarioError", "kind_of", "read_file", "short"]

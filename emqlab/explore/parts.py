@@ -121,7 +121,10 @@ def _runner_for(job: Job) -> Iterator[Runner | str]:
         return
 
     def build() -> Runner | str:
-        conn = connect(job.url)
+        try:  # (a server busy with another client's script refuses PING and the run's registration alike)
+            conn = connect(job.url)
+        except ServerFault as e:
+            return str(e)
         try:
             return Runner(job.scenario, job.mode, conn, scripts=job.scripts, check=checker)
         except ServerFault as e:  # no queue here: the part goes back to the coordinator, whose queue stands

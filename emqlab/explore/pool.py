@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from emqlab.backend.connect import BackendError, is_fake
+from emqlab.backend.connect import BackendError, _redact, is_fake, url_secrets
 from emqlab.engine.runner import Runner
 from emqlab.explore.dpor import Branch
 from emqlab.explore.parts import (
@@ -115,13 +116,38 @@ FORKSERVER_PRELOAD = ["emqlab.explore._forkserver", "emqlab.explore.pool", "emql
 
 
 def _start_forkserver() -> None:
-    """Start the fork server now, with the stop signals held back, so that it inherits them blocked: a
-    Ctrl-C while it is still importing (before its preload ignores them) printed its traceback. Its workers
-    inherit the mask and unblock the signals first thing (:func:`_pool_init`)."""
+    """Start the fork server now (nothing if it runs), its preload :data:`FORKSERVER_PRELOAD`, with the stop
+    signals held back, so that it inherits them blocked: a Ctrl-C while it is still importing (before its
+    preload ignores them) printed its traceback. Its workers inherit the mask and unblock the signals first
+    thing (:func:`_pool_init`). It imports the emqlab this process runs (:func:`_our_sys_path`)."""
+    import multiprocessing
     from multiprocessing import forkserver
 
-    with stops_held():
+    multiprocessing.get_context("forkserver").set_forkserver_preload(FORKSERVER_PRELOAD)
+    with stops_held(), _our_sys_path():
         forkserver.ensure_running()
+
+
+@contextmanager
+def _our_sys_path() -> Iterator[None]:
+    """Within the block, a Python started by this process imports what this process does: multiprocessing
+    starts the fork server with ``python -c``, whose ``sys.path`` begins with the current directory, and
+    ignores the ``sys.path`` it hands it (CPython 3.10-3.13), so run from a folder holding a folder named
+    ``emqlab`` the server imported that one, and its workers failed (ImportError). Here the child gets this
+    process's ``sys.path`` as ``PYTHONPATH``, and ``PYTHONSAFEPATH`` (3.11+) keeps the current directory off
+    it. (Called from the main thread, before the pool's starter thread runs: the environment is the
+    process's.)"""
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path if isinstance(p, str))
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _resource_tracker() -> None:
@@ -151,11 +177,23 @@ class InlineExecutor(cf.Executor):
         return fut
 
 
+def _shown(text: str, executor: str) -> str:
+    """``text`` with the password of ``executor`` masked, wherever it appears (Dask's messages quote an
+    address without its scheme, which :func:`~emqlab.backend.connect._redact`'s URL rule alone misses)."""
+    return _redact(text, url_secrets(executor))
+
+
 def check_executor(executor: str | None) -> None:
-    """Raise :class:`ParallelError` for an ``--executor`` that is neither ``local`` nor a Dask address."""
+    """Raise :class:`ParallelError` for an ``--executor`` that is neither ``local`` nor a Dask address, or a
+    Dask address with a user or password in it (Dask has none: a cluster is secured with TLS certificates,
+    ``tls://…``); the message masks the password."""
     if executor and executor not in ("local", "process") and not executor.startswith(("dask://", "tcp://",
                                                                                       "tls://")):
-        raise ParallelError(f"unknown executor {executor!r}: use 'local' or dask://host:port")
+        raise ParallelError(_shown(f"unknown executor {executor!r}: use 'local' or dask://host:port", executor))
+    if executor and "@" in executor.split("://", 1)[-1].split("/", 1)[0]:
+        raise ParallelError(_shown(f"the executor {executor!r} has a user or password: a Dask address has none"
+                                   " (dask://host:port; a cluster is secured with TLS certificates, tls://…)",
+                                   executor))
 
 
 def make_executor(jobs: int | None = None, executor: str | None = None, *, pool: bool = False,
@@ -174,7 +212,9 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
         try:
             client = Client(address, timeout=10)
         except OSError as e:
-            raise ExecutorUnreachable(f"cannot reach the Dask scheduler at {address}: {e}") from None
+            raise ExecutorUnreachable(_shown(f"cannot reach the Dask scheduler at {address}: {e}", executor)) from None
+        except (ValueError, TypeError) as e:  # (an address Dask cannot parse)
+            raise ParallelError(_shown(f"bad executor address {address!r}: {e}", executor)) from None
         return client.get_executor(), client.close
     n = jobs if jobs is not None else default_jobs()
     if n <= 1 and not pool:
@@ -185,9 +225,8 @@ def make_executor(jobs: int | None = None, executor: str | None = None, *, pool:
     ctx = multiprocessing.get_context(method)
     _resource_tracker()
     if method == "forkserver":
-        # imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone takes
-        # about 0.5 s to import
-        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+        # emqlab imported once in the fork server, not in every worker: fakeredis (and numpy under it) alone
+        # takes about 0.5 s to import
         _start_forkserver()
     ppe = cf.ProcessPoolExecutor(max_workers=max(1, n), mp_context=ctx, initializer=_pool_init,
                                  initargs=(back,))
@@ -366,6 +405,8 @@ class Dispatch:
             return
         if self.executor in (None, "local", "process"):
             _resource_tracker()  # from this thread, which can hold SIGHUP back (the starter cannot)
+            if start_method(self.job.url is not None) == "forkserver":
+                _start_forkserver()  # (and set the environment the server starts with: no other thread runs)
         self._starting = threading.Thread(target=start, name="emqlab-pool-start", daemon=True)
         self._starting.start()
 

@@ -18,12 +18,12 @@ class Replay(Strategy):
     def replay(self, schedule: str) -> Report:
         """One run along ``schedule`` (a schedule string); if it ends before every actor is done, the run
         continues without further preemption. Raises :class:`~emqlab.protocol.schedules.ScheduleError` for a
-        schedule that does not fit the scenario."""
+        schedule that does not fit the scenario or has no steps."""
         started = time.perf_counter()
         params = {"schedule": schedule}
         r = self.runner
         t = self.tally
-        choices = parse_schedule(schedule, self.order)
+        choices = parse_schedule(schedule, self.order, empty=False)
         try:
             r.reset()
             h = r.run(choices)

@@ -18,7 +18,7 @@ from emqlab.explore.divide import Stats, explore_divided
 from emqlab.explore.explorer import Explorer
 from emqlab.explore.report import Report
 from emqlab.explore.shrink import shrink
-from emqlab.protocol.schedules import ScheduleError
+from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
 
 def explore(scenario: Scenario, mode: str, config: ExploreConfig | None = None, *, conn: Any = None,
@@ -37,11 +37,15 @@ def explore(scenario: Scenario, mode: str, config: ExploreConfig | None = None, 
 
     Raises TypeError for an option that is no :class:`ExploreConfig` field, ValueError for a bad config or
     a ``mode`` that is none of :data:`emqlab.engine.context.MODES`,
-    :class:`~emqlab.protocol.schedules.ScheduleError` for a replay without a schedule or one that does not
-    fit."""
+    :class:`~emqlab.protocol.schedules.ScheduleError` for a replay without a schedule, one of no steps
+    (``v1:``) or one that does not fit (before any key is written)."""
     config = ExploreConfig.of(config, **options)
     if mode not in MODES:  # (an unknown mode would run as the atomic finish and claim it holds)
         raise ValueError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")
+    if config.strategy == "replay":  # (before a queue is claimed: a bad schedule writes nothing)
+        if not config.schedule:
+            raise ScheduleError("replay needs a schedule string")
+        parse_schedule(config.schedule, [a.id for a in scenario.actors], empty=False)
     if config.strategy != "replay" and (config.divided or executor is not None):
         return explore_divided(scenario, mode, config, conn=conn, url=url, scripts=scripts, executor=executor,
                                progress=progress, stats=stats)
@@ -58,8 +62,7 @@ def _explore_here(scenario: Scenario, mode: str, config: ExploreConfig, *, conn:
             rep = ex.exhaustive(preemption_bound=config.bound(scenario.preemptions), reduce=config.reduce)
             return replace(rep, params={**rep.params, "bound_from": config.bound_from})
         if strategy == "replay":
-            if not config.schedule:
-                raise ScheduleError("replay needs a schedule string")
+            assert config.schedule is not None
             return ex.replay(config.schedule)
         rep = ex.random(config.runs, config.seed) if strategy == "random" else ex.pct(config.runs, config.seed,
                                                                                         config.depth)

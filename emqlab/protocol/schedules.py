@@ -45,9 +45,11 @@ _PART = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:\*([0-9]+))?$", re.ASCII)
 MAX_SCHEDULE_STEPS = 100_000
 
 
-def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[str]:
+def parse_schedule(text: str, actor_ids: Sequence[str] | None = None, *, empty: bool = True) -> list[str]:
     """Parse a schedule string (see :func:`format_schedule`). Whitespace and case are ignored; ``actor_ids``
-    (when given) maps ids case-insensitively and rejects unknown ones. Raises :class:`ScheduleError`."""
+    (when given) maps ids case-insensitively and rejects unknown ones; ``empty=False`` refuses a schedule of
+    no steps (``v1:``: a replay of it would run the actors one after another, not a schedule anyone found).
+    Raises :class:`ScheduleError`."""
     compact = "".join(text.split())
     if ":" not in compact:
         raise ScheduleError(f"bad schedule {_quoted(text)}: expected '{SCHEDULE_VERSION}:' then actor ids, "
@@ -57,6 +59,9 @@ def parse_schedule(text: str, actor_ids: Sequence[str] | None = None) -> list[st
         raise ScheduleError(
             f"bad schedule {_quoted(text)}: unknown version {version!r} (this emqlab reads {SCHEDULE_VERSION})")
     if not body:
+        if not empty:
+            raise ScheduleError(f"bad schedule {_quoted(text)}: no steps (give the actor ids after"
+                                f" '{SCHEDULE_VERSION}:', e.g. v1:W1*3.S1.W1)")
         return []
     by_upper = {a.upper(): a for a in actor_ids} if actor_ids is not None else None
     out: list[str] = []

@@ -90,7 +90,7 @@ _SECRETS_KEY = "emqlab.secrets"
 
 
 def _remember_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """--redis's callback: note the URL's passwords on the root context, for :func:`_mask`."""
+    """--redis's and --executor's callback: note the URL's passwords on the root context, for :func:`_mask`."""
     ctx.find_root().meta.setdefault(_SECRETS_KEY, []).extend(url_secrets(value))
     return value
 

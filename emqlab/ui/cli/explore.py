@@ -33,6 +33,7 @@ from emqlab.ui.cli.common import (
     _finite,
     _mask,
     _mode_options,
+    _remember_url,
     _require_mode,
     _say,
     _Scripts,
@@ -70,7 +71,7 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
               help="Processes that explore: this one and N-1 workers (default: the number of cores). "
                    "The report is the same for any number. --processes is the same option, as in "
                    "sweep-rtt, whose --jobs counts the queue's jobs.")
-@click.option("--executor", metavar="URL", default=None,
+@click.option("--executor", metavar="URL", default=None, callback=_remember_url,
               help="Where the parts (the subtrees of the search, or the chunks of sampled runs) run: local"
                    " (a process pool of --jobs, the default) or a Dask cluster, dask://host:8786 (pip install"
                    " 'emqlab[dask]').")
@@ -303,7 +304,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
     SCHEDULE is a schedule string as `emqlab simulate` prints it: v1: then actor ids joined by dots, with
     *N for repeats (v1:W1*9.S1.W1*8). Whitespace and case do not matter. If it ends before every actor
-    is done, the run continues without further preemption.
+    is done, the run continues without further preemption; one of no steps (v1:) is a usage error.
 
     \b
     Examples:
@@ -337,7 +338,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
         from emqlab.explore.checked import Runner, parse_schedule
 
         with _errors(), Runner(sc, mode, conn, scripts=scripts) as r:
-            h = r.run(parse_schedule(schedule, [a.id for a in sc.actors]))
+            h = r.run(parse_schedule(schedule, [a.id for a in sc.actors], empty=False))
     v = judge(rep, expect)
     if as_json:
         d = json.loads(h.to_json())
