@@ -39,6 +39,7 @@ from emqlab.backend.connect import (
 )
 from emqlab.engine import footprints, live
 from emqlab.engine.actors import FACTORIES, ActorGen, Op
+from emqlab.engine.atomic import atomic_step
 from emqlab.engine.context import Check, Fault, Instrument, OwnScripts, StepRecord
 from emqlab.engine.effects import QueueView, read_view
 from emqlab.engine.footprints import Footprint
@@ -112,7 +113,9 @@ class Runner:
     with its commands executed back to back inside the one step, instead of fakeredis's own EVALSHA: nothing
     can run between them (the scheduler is single-threaded and owns the in-process server), so the step is
     exactly as atomic, and its footprint is observed. ``local_scripts=False`` uses fakeredis's EVALSHA. On a
-    live server an atomic step is always one EVALSHA (its footprint is the script's declared prior).
+    live server an atomic step of one of emqlab's own scripts is one EVALSHA, of any other script a run
+    through the Lua host, kept to the run's keys like every script the host runs (:mod:`emqlab.engine.atomic`;
+    a set marked :meth:`~emqlab.scripting.registry.ScriptSet.trusted` is sent as EVALSHA too).
     """
 
     def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
@@ -332,7 +335,7 @@ class Runner:
 
     def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
         text = self.scripts[script].text if isinstance(script, str) else script
-        run = self.host.start(text, keys, args)
+        run = self.host.start(text, keys, args, confine=self.keys.base.encode())
         self._runs = [r for r in self._runs if not r.closed]
         self._runs.append(run)
         return run
@@ -570,53 +573,8 @@ class Runner:
 
     # -- internals -------------------------------------------------------------------------------
     def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str = "") -> tuple[Any, Footprint]:
-        """One atomic script step and its footprint: on fakeredis with ``local_scripts``, the script run to
-        its end through the Lua host inside this one step (every command observed); otherwise EVALSHA
-        (loading the script on NOSCRIPT), with the script's declared prior as footprint.
-
-        After a script-flush fault, the script's first EVALSHA gets NOSCRIPT: with the actor's ``noscript:
-        fallback`` (the default) the client loads the script and runs it (one more round trip, inside this
-        step), with ``noscript: fail`` the step fails with Redis's NOSCRIPT error."""
-        if self._cached is not None and name not in self._cached:
-            cache = Footprint(reads=frozenset({("scripts", name)}))
-            spec = self._specs.get(actor)
-            if spec is not None and spec.noscript == "fail":
-                return redis.exceptions.ResponseError(NOSCRIPT), cache
-            self._cached.add(name)
-            reply, fp = self._atomic(name, keys, args, actor)
-            return reply, fp | Footprint(writes=frozenset({("scripts", name)}))
-        if self._faulty:
-            reply, fp = self._atomic_run(name, keys, args, actor)
-            return reply, fp | Footprint(reads=frozenset({("scripts", name)}))
-        return self._atomic_run(name, keys, args, actor)
-
-    def _atomic_run(self, name: str, keys: Sequence[Any], args: Sequence[Any],
-                    actor: str = "") -> tuple[Any, Footprint]:
-        base = self.keys.base
-        scripts = self._actor_scripts.get(actor, self.scripts)
-        if self._local_scripts:
-            script = scripts[name]
-            script.check_keys(keys)
-            seen: list[tuple[bytes, ...]] = []
-
-            def observe(*command: Any) -> Any:
-                seen.append(command)
-                return self.exec(*command)
-
-            try:
-                reply = self.host.run(observe, script.text, keys, args)
-            except redis.exceptions.ResponseError as e:
-                reply = e
-            observed = footprints.of_commands(seen, base)
-            self.observed.append((name, tuple(keys), observed))
-            return reply, observed
-        try:
-            reply = scripts.call(self._executor, name, keys, args)
-        except redis.exceptions.ResponseError as e:
-            reply = e
-        except redis.exceptions.TimeoutError:
-            raise self._kill_script(name) from None
-        return reply, footprints.prior(name, keys, base)
+        """One atomic script step and its footprint (:func:`emqlab.engine.atomic.atomic_step`)."""
+        return atomic_step(self, name, keys, args, actor)
 
     def _kill_script(self, name: str) -> ServerFault:
         """SCRIPT KILL for script ``name`` that ran past the socket timeout (:func:`emqlab.engine.live.kill_script`)."""

@@ -117,6 +117,9 @@ SERVER_OUT_OF_MEMORY = ("not enough memory (the Lua heap of the server's scripts
 SETRESP3_NOT_MODELLED = "emqlab host: redis.setresp(3) is not modelled (the host speaks RESP2)"
 #: resuming a script run the host has already released
 RUN_RELEASED = "emqlab host: this script run was released"
+#: a command of a script emqlab runs that reaches beyond the run's keys (``%s``: the run's prefix, then what
+#: the command reached: a key, every key, another database or server); the code is Redis's for an ACL refusal
+OUTSIDE_RUN = "NOPERM emqlab runs a script on its run's keys only (%s*): the script's %s"
 #: an optimistic transaction (WATCH … EXEC) of a Python block that kept losing (``%d``: its attempts)
 TRANSACTION_ABORTED = "ERR transaction aborted %d times: a watched key kept changing"
 

@@ -73,6 +73,7 @@ from emqlab.scripting.replies import (
     tree_to_py,
 )
 from emqlab.scripting.rules import Compiled, compile_script, known_command, vet
+from emqlab.scripting.rules import confine as outside_run
 from emqlab.scripting.sandbox import DEFAULT_MAX_INSTRUCTIONS, new_runtime, sha1hex
 
 __all__ = ["DEFAULT_MAX_INSTRUCTIONS", "STATUS_REPLY_COMMANDS", "Command", "Compiled", "LuaHost", "LuaScriptError",
@@ -157,9 +158,11 @@ class LuaHost:
 
     # -- running ---------------------------------------------------------------------------------------
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = (), *,
-              db: int | None = None) -> ScriptRun:
+              db: int | None = None, confine: bytes | None = None) -> ScriptRun:
         """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
         ``db``: the caller's database (default :attr:`db`), restored after a ``SELECT`` in the script.
+        ``confine``: a run's key prefix; a command that names a key outside it, or reaches every key,
+        another database or server, is refused (:func:`emqlab.scripting.rules.confine`).
 
         A run holds its Lua coroutine until it ends (a value or an error) or is closed
         (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
@@ -170,7 +173,7 @@ class LuaHost:
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
                          self._table_from([as_bytes(a) for a in args]))
         return ScriptRun(self, co, hashlib.sha1(text).hexdigest(), compiled.flags,
-                         self.db if db is None else int(db))
+                         self.db if db is None else int(db), confine)
 
     @property
     def live_runs(self) -> int:
@@ -189,17 +192,19 @@ class LuaHost:
             self._drop(self._orphans.pop())
 
     def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
-            args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None) -> Any:
+            args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None, *,
+            confine: bytes | None = None) -> Any:
         """Run ``script`` to its end, one command per round trip, against ``conn``: a
         :func:`emqlab.backend.executor.command_executor` or a :func:`emqlab.backend.clients.raw_client`. Returns what
         ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise.
 
         The run is atomic on an in-process fakeredis executor (nothing else runs between its commands), so
         there its commands see one instant, as a script's do on Redis (:func:`emqlab.scripting.clock.frozen_clock`);
-        against a live server each command reads the server's clock."""
+        against a live server each command reads the server's clock. ``confine``: as for :meth:`start`."""
         execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
         db = _db_of(conn, self.db)
-        with frozen_clock(), self.start(script, keys, args, db=db) as run:  # closed if the backend raises
+        # (the run is closed if the backend raises)
+        with frozen_clock(), self.start(script, keys, args, db=db, confine=confine) as run:
             while run.pending is not None:
                 cmd = run.pending
                 try:
@@ -240,10 +245,10 @@ class ScriptRun:
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "_ended", "_where")
+                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
-                 caller_db: int = 0) -> None:
+                 caller_db: int = 0, confine: bytes | None = None) -> None:
         self.host = host
         self.co = co
         self.sha = sha
@@ -259,6 +264,8 @@ class ScriptRun:
         self.restoring = False
         #: the commands the host refused (never sent), each with the error the script got
         self.refused: list[tuple[Command, bytes]] = []
+        #: the run's key prefix the script is kept to (``None``: not kept)
+        self.confine = confine
         self._ended: tuple[Any, ...] | None = None
         self._where = b""
         self._advance(self.host._step(co, 0, None))
@@ -347,6 +354,8 @@ class ScriptRun:
             args = out[1]
             cmd: Command = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
             refusal, cmd = vet(cmd, self.flags)
+            if refusal is None and self.confine is not None:
+                refusal = outside_run(cmd, self.confine)
             if refusal is None:
                 self.pending = cmd
                 self.commands += 1

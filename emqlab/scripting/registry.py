@@ -138,6 +138,17 @@ class ScriptSet:
         #: after :meth:`overlay`: the scripts put in place, and the folder's files emqlab never calls
         self.replaced: tuple[str, ...] = ()
         self.skipped: tuple[str, ...] = ()
+        #: a live run may send these scripts as EVALSHA even when they are not emqlab's own (:meth:`trusted`)
+        self.trust = False
+
+    def trusted(self) -> ScriptSet:
+        """This set, marked trusted: on a live server a run sends each of its scripts as one EVALSHA, as it
+        sends emqlab's own, instead of running one that is not emqlab's through the Lua host, which keeps
+        it to the run's keys (:mod:`emqlab.engine.atomic`). Nothing then keeps such a script from any key of
+        the server: only for scripts you wrote or checked. (emqlab's CLI never marks a set trusted.)"""
+        out = ScriptSet(dict(self._scripts), self.origin)
+        out.replaced, out.skipped, out.trust = self.replaced, self.skipped, True
+        return out
 
     # -- loading -----------------------------------------------------------------------------------
     @classmethod
@@ -328,6 +339,16 @@ def default_scripts() -> ScriptSet:
     if _DEFAULT is None:
         _DEFAULT = ScriptSet.emqlab()
     return _DEFAULT
+
+
+def shipped(script: Script) -> bool:
+    """Whether ``script`` is one of emqlab's own, unchanged (its text's SHA1 is that of the shipped script of
+    its name): what a live run may send as one EVALSHA. Any other script — a user's ``--lua``, BullMQ's — runs
+    through the Lua host, kept to the run's keys (:meth:`emqlab.engine.runner.Runner`)."""
+    try:
+        return default_scripts()[script.name].sha == script.sha
+    except UnknownScript:
+        return False
 
 
 def execute(conn: redis.Redis, name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()) -> Any:

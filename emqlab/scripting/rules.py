@@ -29,6 +29,34 @@ _FLOAT = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 
+#: keyless commands a script confined to its run's keys may still send: they read or change no key
+CONFINED_KEYLESS = frozenset({b"PING", b"ECHO", b"TIME"})
+#: keyed commands that reach another database or server with the run's own keys
+_ELSEWHERE = frozenset({b"MOVE", b"MIGRATE"})
+
+
+def confine(cmd: Command, base: bytes) -> bytes | None:
+    """``None`` when every key ``cmd`` names is under ``base`` (a run's prefix, ``emq:{q-1a2b3c4d}:``) and it
+    reaches no other database or server; else the error the script gets (:data:`messages.OUTSIDE_RUN`).
+    Keyless commands pass only when in :data:`CONFINED_KEYLESS` (KEYS, SCAN, FLUSHALL, SELECT, PUBLISH …
+    reach beyond the run)."""
+    name = cmd[0].upper()
+    access = _commands.key_access(cmd, trust_script_keys=False)
+    shown = as_text(name)
+    what = None
+    if access is None or access.reads_any or access.writes_any:
+        what = f"{shown} reaches every key"
+    elif name in _ELSEWHERE or (name == b"COPY" and any(a.upper() == b"DB" for a in cmd[3:])):
+        what = f"{shown} reaches another database or server"
+    elif not access.reads and not access.writes and name not in CONFINED_KEYLESS:
+        what = f"{shown} reaches beyond its keys"
+    else:
+        outside = next((k for k in (*access.reads, *access.writes) if not k.startswith(base)), None)
+        if outside is not None:
+            what = f"{shown} names key {as_text(outside)!r}"
+    return None if what is None else (messages.OUTSIDE_RUN % (as_text(base), what)).encode()
+
+
 def known_command(name: Any, sub: Any) -> bool:
     argv = [bytes(name)] + ([bytes(sub)] if sub is not None else [])
     return _commands._entry(argv) is not None or _command_entry(argv[0]) is not None
