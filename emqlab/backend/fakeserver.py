@@ -80,7 +80,7 @@ LUA_MODULES = frozenset({"cmsgpack", "bit"})
 """The Lua modules every embedded server loads besides ``cjson`` (emqlab's ``lua/lib/*.lua``; the sandbox
 loads them, fakeredis's own ``require`` is not used)."""
 
-LUA_MAX_MEMORY = 256 << 20
+LUA_MAX_MEMORY = _sandbox.MAX_MEMORY
 """Bytes of Lua heap an embedded server's scripts may use in all (past it a script fails with ``not enough
 memory``)."""
 
@@ -273,8 +273,8 @@ class _SandboxedRuntime:
         try:
             return chunk(*args)
         except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
-            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + messages.SERVER_OUT_OF_MEMORY % LUA_MAX_MEMORY) \
-                from None
+            text = messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY", LUA_MAX_MEMORY)
+            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + text) from None
 
 
 _runtime_lock = threading.RLock()
@@ -305,7 +305,11 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
         fake_redis = runtime.globals()[b"redis"]
         helpers = {b"sha1hex": _sandbox.sha1hex, b"log": fake_redis[b"log"], b"known_command": known_command}
         api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
-                            globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)")
+                            globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)",
+                            memory_kib=_sandbox.soft_cap_kib(LUA_MAX_MEMORY), max_seconds=_sandbox.DEFAULT_MAX_SECONDS,
+                            memory_text=(messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY",
+                                                                   LUA_MAX_MEMORY)).encode(),
+                            seconds_hint=b"the embedded server's DEFAULT_MAX_SECONDS")
         limit = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
         server._lua_runtime = _SandboxedRuntime(runtime, api[b"prepare"], limit)  # type: ignore[attr-defined]
         return server._lua_runtime  # type: ignore[attr-defined]

@@ -105,14 +105,17 @@ HOST_ERROR = "ERR emqlab host: "
 SERVER_ERROR = "ERR emqlab server: "
 #: a script stopped by Ctrl-C (after HOST_ERROR or SERVER_ERROR)
 INTERRUPTED = "interrupted (KeyboardInterrupt)"
-#: a script stopped by the instruction budget (after HOST_ERROR or SERVER_ERROR): the budget, where it
-#: counts (BUDGET_ON_HOST or BUDGET_ON_SERVER), the setting that changes it
-BUDGET_SPENT = "the script ran more than %d Lua instructions %s (an endless loop?); %s sets the budget"
-BUDGET_ON_HOST = "without a redis.call or its end"
-BUDGET_ON_SERVER = "in one run"
-#: the embedded server's scripts ran out of their capped Lua heap (after SERVER_ERROR; ``%d``: the cap)
-SERVER_OUT_OF_MEMORY = ("not enough memory (the Lua heap of the server's scripts is capped at LUA_MAX_MEMORY, "
-                        "%d bytes)")
+#: a script stopped by the instruction budget of one run (after HOST_ERROR or SERVER_ERROR): the budget,
+#: the setting that changes it
+BUDGET_SPENT = "the script ran more than %d Lua instructions in one run (an endless loop?); %s sets the budget"
+#: a script stopped by its limit of CPU seconds in one run (after HOST_ERROR or SERVER_ERROR): the limit, the
+#: setting (Redis has a time limit too, ``busy-reply-threshold``, past which only SCRIPT KILL stops a script)
+TOO_LONG = "the script ran more than %g s of CPU in one run (an endless loop?); %s sets the limit"
+#: a script the host runs stopped by its cap on commands in one run (after HOST_ERROR): the cap, the setting
+TOO_MANY_COMMANDS = "the script sent more than %d commands in one run (an endless loop?); %s sets the cap"
+#: scripts that ran out of their capped Lua heap (after HOST_ERROR or SERVER_ERROR): whose scripts, the
+#: setting that caps it, the cap (bytes)
+OUT_OF_MEMORY = "not enough memory (the Lua heap of %s scripts is capped at %s, %d bytes)"
 #: ``redis.setresp(3)`` on the host, which speaks RESP2 only
 SETRESP3_NOT_MODELLED = "emqlab host: redis.setresp(3) is not modelled (the host speaks RESP2)"
 #: resuming a script run the host has already released

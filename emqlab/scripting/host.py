@@ -55,6 +55,7 @@ from typing import Any
 import lupa.lua51 as lua51
 import redis
 
+from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.clock import frozen_clock
 from emqlab.scripting.registry import Script, lua_dir
@@ -74,7 +75,15 @@ from emqlab.scripting.replies import (
 )
 from emqlab.scripting.rules import Compiled, compile_script, known_command, vet
 from emqlab.scripting.rules import confine as outside_run
-from emqlab.scripting.sandbox import DEFAULT_MAX_INSTRUCTIONS, new_runtime, sha1hex
+from emqlab.scripting.sandbox import (
+    DEFAULT_MAX_COMMANDS,
+    DEFAULT_MAX_INSTRUCTIONS,
+    DEFAULT_MAX_SECONDS,
+    MAX_MEMORY,
+    new_runtime,
+    sha1hex,
+    soft_cap_kib,
+)
 
 __all__ = ["DEFAULT_MAX_INSTRUCTIONS", "STATUS_REPLY_COMMANDS", "Command", "Compiled", "LuaHost", "LuaScriptError",
            "ScriptRun", "Status"]
@@ -83,10 +92,11 @@ __all__ = ["DEFAULT_MAX_INSTRUCTIONS", "STATUS_REPLY_COMMANDS", "Command", "Comp
 class LuaHost:
     """One Lua 5.1 runtime with Redis 7's scripting sandbox. Not thread-safe (one per thread).
 
-    ``max_instructions``: the budget of Lua instructions a run may execute without issuing a command (0: no
-    budget); past it the run ends with an ``emqlab host:`` error. ``db``: the database the caller's
-    connection is on, restored after a script that ``SELECT``\\ s another (:meth:`run` reads it from a
-    redis-py client).
+    Limits of one run, each ending it with an ``emqlab host:`` error (0: none): ``max_instructions`` Lua
+    instructions and ``max_seconds`` CPU seconds over all its steps, ``max_commands`` commands; and
+    ``max_memory`` bytes of Lua heap for all the host's runs together (``not enough memory``). Defaults:
+    :mod:`emqlab.scripting.sandbox`. ``db``: the database the caller's connection is on, restored after a
+    script that ``SELECT``\\ s another (:meth:`run` reads it from a redis-py client).
 
     >>> host = LuaHost()
     >>> run = host.start(b"return redis.call('GET', KEYS[1])", [b"k"], [])
@@ -98,11 +108,17 @@ class LuaHost:
     """
 
     def __init__(self, lib_dir: str | Path | None = None, *, max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
-                 db: int = 0) -> None:
-        self.runtime = new_runtime(unpack_returned_tuples=False)
+                 max_commands: int = DEFAULT_MAX_COMMANDS, max_memory: int = MAX_MEMORY,
+                 max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0) -> None:
+        self.runtime = new_runtime(unpack_returned_tuples=False, max_memory=max_memory or None)
         lib = Path(lib_dir) if lib_dir else lua_dir() / "lib"
         self.logs: list[tuple[int, bytes]] = []
         self.max_instructions = int(max_instructions)
+        self.max_commands = int(max_commands)
+        self.max_memory = int(max_memory)
+        self._oom = messages.HOST_ERROR + messages.OUT_OF_MEMORY % (
+            "the host's", "LuaHost(max_memory=...)", self.max_memory)
+        soft_oom = self._oom[len(messages.HOST_ERROR):]
         self.db = int(db)
         self._interrupted = False
         helpers = {
@@ -111,7 +127,10 @@ class LuaHost:
             b"tick": self._tick,
             b"known_command": lambda name, sub: known_command(name, sub),
         }
-        api = _sandbox.load(self.runtime, lib, "host", helpers, budget_hint=b"LuaHost(max_instructions=...)")
+        api = _sandbox.load(self.runtime, lib, "host", helpers, budget_hint=b"LuaHost(max_instructions=...)",
+                             commands_hint=b"LuaHost(max_commands=...)", memory_text=soft_oom.encode(),
+                             memory_kib=soft_cap_kib(self.max_memory), max_seconds=float(max_seconds),
+                             seconds_hint=b"LuaHost(max_seconds=...)")
         self._start = api[b"start"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
@@ -138,14 +157,34 @@ class LuaHost:
 
     def _step(self, co: int, tag: int, value: Any) -> tuple[Any, ...]:
         try:
-            out = self._step_lua(co, tag, value, self.max_instructions)
+            out = self._step_lua(co, tag, value, self.max_instructions, self.max_commands)
         except KeyboardInterrupt:
             self._interrupted = True
             raise
+        except lua51.LuaMemoryError:  # (out of memory outside the script's coroutine: its own text is empty)
+            self._collect(co)
+            return (2, self._oom.encode())
+        if out[0] == 2:
+            err = out[1][b"err"] if self._lua_type(out[1]) == "table" else out[1]
+            if err in (b"not enough memory", self._oom.encode()):
+                self._collect(co)
+                out = (2, self._oom.encode(), *out[2:])
         if out[0] == 2 and self._lua_type(out[1]) == "table" and out[1][b"interrupted"]:
             self._interrupted = False
             raise KeyboardInterrupt
         return tuple(out)
+
+    def _collect(self, co: int) -> None:
+        # a run that ran out of memory: release it and collect its garbage with the cap lifted (Lua 5.1 does not
+        # collect when an allocation fails, and one that fails outside a protected call aborts the process)
+        if self.max_memory:
+            self.runtime.set_max_memory(0)
+        try:
+            self._drop(co)
+            self._memory_kib()
+        finally:
+            if self.max_memory:
+                self.runtime.set_max_memory(self.max_memory)
 
     # -- compiling -------------------------------------------------------------------------------------
     def compile(self, text: bytes) -> Compiled:

@@ -21,8 +21,27 @@ from emqlab.protocol import messages
 SANDBOX_FILE = "sandbox.lua"
 #: The library modules the sandbox loads from the same folder (``<name>.lua``), as Redis 7's globals.
 LIB_MODULES = ("cjson", "cmsgpack", "bit")
-#: Default budget of Lua instructions: per run between two commands on the host, per script on the server.
-DEFAULT_MAX_INSTRUCTIONS = 500_000_000
+#: Default budget of Lua instructions of one script run (on the host: over all its steps; on the server: one
+#: script): an endless loop stops within seconds (about 0.7 s for a bare loop, 6 s for one that grows a table,
+#: on this project's 2-core machine), far above what a queue script runs (a BullMQ obliterate of 900 jobs).
+DEFAULT_MAX_INSTRUCTIONS = 100_000_000
+#: Default cap on the commands one script run the host runs may send: a loop of ``redis.call`` stops with
+#: an error instead of running forever (Redis has no such cap; it stops a script at its time limit).
+DEFAULT_MAX_COMMANDS = 50_000
+#: Default limit of the CPU seconds one script run may use (on the host: over all its steps; Redis's default
+#: busy-reply threshold is 5 s too)
+DEFAULT_MAX_SECONDS = 5.0
+#: Bytes of Lua heap the scripts of one Lua runtime (the host's, an embedded server's) may use in all; past
+#: it a script fails with ``not enough memory``.
+MAX_MEMORY = 256 << 20
+
+
+def soft_cap_kib(max_memory: int) -> int:
+    """The Lua heap (KiB) past which the count hook ends a run, for a runtime capped at ``max_memory`` bytes
+    (0: none): 16 MiB or a tenth below the cap, whichever is less, so that ending the run still finds memory."""
+    if max_memory <= 0:
+        return 0
+    return max(1, (max_memory - min(16 << 20, max_memory // 10)) // 1024)
 #: Instructions between two calls of the count hook that enforces the budget.
 HOOK_EVERY = 10_000
 

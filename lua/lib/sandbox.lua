@@ -26,6 +26,10 @@
     cjson, cmsgpack, bit   the modules' source texts (a missing one is not loaded);
     hook_every  instructions between two calls of the count hook;
     budget_hint the text that names the setting of the budget in the budget's error;
+    commands_hint (host) the same for the cap on a run's commands;
+    memory_kib, memory_text  the Lua heap (KiB) past which a run ends, checked by the count hook, and the
+                text of its error (after the host's or server's prefix);
+    max_seconds, seconds_hint  the CPU seconds a run may use (0: no limit) and the setting's name;
     (server) fake_redis  fakeredis's own redis table; globals  the runtime's global table.
 ]]
 
@@ -72,7 +76,14 @@ end
 -- instruction budget (and, on the host, Ctrl-C): a count hook on every coroutine a run uses --------
 -- (the budget's error is a table {err=..., budget=true} on the host, where the host reads it, and the
 -- plain message on the server, which fakeredis puts in its error reply)
-local budget = {limit = 0, used = 0, abort = nil}
+local budget = {limit = 0, used = 0, abort = nil, before = 0, clock0 = 0}
+local real_collect, heap_cap_kib = collectgarbage, opts.memory_kib or 0
+-- CPU seconds a run may use (Lua instructions can cost more than a budget of them says: a string table
+-- full of colliding hashes); budget.before is what the run used in earlier steps, budget.clock0 this one's start
+local cpu_clock, time_cap = os.clock, opts.max_seconds or 0
+-- (host) what each live run has spent so far, by run id: its budget counts for the whole run, not per
+-- step; and the run the host is resuming, with its cap on commands
+local spent = {instructions = {}, commands = {}, seconds = {}, current = nil, max_commands = 0}
 local tick = py.tick
 local function budget_error(text, kind)
   if mode == 'host' then return {err = MSG.host_error .. text, [kind] = true} end
@@ -88,9 +99,14 @@ local function hook()
   end
   if stop then
     budget.abort = budget_error(MSG.interrupted, 'interrupted')
+  elseif time_cap > 0 and budget.before + cpu_clock() - budget.clock0 > time_cap then
+    budget.abort = budget_error(fmt(MSG.too_long, time_cap, opts.seconds_hint), 'budget')
+  elseif heap_cap_kib > 0 and real_collect("count") > heap_cap_kib then
+    -- (below the runtime's hard cap, so that the error, the run's release and the collection that follows
+    -- still find memory: an allocation that fails outside a protected call aborts the whole process)
+    budget.abort = budget_error(opts.memory_text, 'budget')
   elseif budget.limit > 0 and budget.used > budget.limit then
-    budget.abort = budget_error(fmt(MSG.budget_spent, budget.limit,
-      mode == 'host' and MSG.budget_on_host or MSG.budget_on_server, opts.budget_hint), 'budget')
+    budget.abort = budget_error(fmt(MSG.budget_spent, budget.limit, opts.budget_hint), 'budget')
   end
   if budget.abort then
     for co in real_next, hooked do sethook(co, hook, '', 1) end
@@ -106,7 +122,7 @@ local function new_coroutine(f, is_system)
 end
 local function reset_budget(limit)
   local was = budget.abort
-  budget.limit, budget.used, budget.abort = limit, 0, nil
+  budget.limit, budget.used, budget.abort, budget.before, budget.clock0 = limit, 0, nil, 0, cpu_clock()
   if was then for co in real_next, hooked do sethook(co, hook, '', hook_every) end end
 end
 
@@ -405,6 +421,15 @@ if mode == 'host' then
 local CMD = {}                                   -- first value of a command yield
 -- the yielding core of redis.call / redis.pcall ----------------------------------------------------
 local function command(raise, ...)
+  local id = spent.current
+  if id ~= nil then
+    local sent = (spent.commands[id] or 0) + 1
+    spent.commands[id] = sent
+    if spent.max_commands > 0 and sent > spent.max_commands then
+      budget.abort = budget_error(fmt(MSG.too_many_commands, spent.max_commands, opts.commands_hint), 'budget')
+      real_error(budget.abort, 0)
+    end
+  end
   local n = real_select('#', ...)
   if n == 0 then
     real_error({err = 'ERR ' .. MSG.no_arguments, line = script_line()})
@@ -534,6 +559,7 @@ local function release(id)
   if runs[id] ~= nil then
     runs[id] = nil
     envs[id] = nil
+    spent.instructions[id], spent.commands[id], spent.seconds[id] = nil, nil, nil
     live = live - 1
   end
 end
@@ -564,12 +590,16 @@ local function error_location(co)
 end
 
 -- one step: resume, then report (0, args) for a command, (1, value) at the end, (2, err) on error
-local function step(id, tag, value, limit)
+local function step(id, tag, value, limit, max_commands)
   local co = runs[id]
   if co == nil then return 2, MSG.run_released end
   reset_budget(limit)
+  budget.used, budget.before = spent.instructions[id] or 0, spent.seconds[id] or 0
+  spent.current, spent.max_commands = id, max_commands or 0
   current_env = envs[id]
   local r = pack_n(co_resume(co, tag, value))
+  spent.instructions[id], spent.current = budget.used, nil
+  spent.seconds[id] = budget.before + cpu_clock() - budget.clock0
   local aborted = budget.abort
   if aborted then reset_budget(0) end
   if not r[1] then
