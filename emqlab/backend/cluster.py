@@ -6,7 +6,7 @@ whose keys hash to different slots is refused with ``CROSSSLOT``. A queue's keys
 and locks included, share one slot and a script's 14 keys are one node's business (``docs/cluster.md``).
 
 * :func:`emqlab.backend.connect.connect` finds a cluster by itself: a URL of any one node (``redis://127.0.0.1:7000``)
-  whose ``INFO cluster`` says ``cluster_enabled:1`` gives a :class:`ClusterClient` — redis-py's
+  whose ``HELLO`` says ``mode cluster`` (:func:`cluster_enabled`) gives a :class:`ClusterClient` — redis-py's
   :class:`redis.cluster.RedisCluster`, discovering the other nodes, with a pipeline that takes raw commands.
 * :class:`ClusterExecutor` is :func:`emqlab.backend.executor.command_executor` for a cluster: each command goes to
   the primary owning the slot of its first key (``EVALSHA`` by its KEYS), raw reply back; ``SCRIPT LOAD`` and
@@ -67,9 +67,20 @@ def is_cluster(conn: object) -> bool:
 
 
 def cluster_enabled(node: redis.Redis) -> bool:
-    """Does the server ``node`` is connected to run in cluster mode (``INFO cluster``: ``cluster_enabled:1``)?
-    False where INFO is refused (an ACL user without it: emqlab then treats the server as standalone) or does
-    not answer (the next command says why)."""
+    """Does the server ``node`` is connected to run in cluster mode? ``HELLO 2`` says (its ``mode``:
+    ``cluster`` or ``standalone``), and every user may send it: Redis checks no ACL rule for HELLO, as for
+    AUTH, so a restricted user (``docs/cli.md``) is not refused INFO at every connection. A server without
+    HELLO (before Redis 6) is asked ``INFO cluster`` (``cluster_enabled:1``). False where neither answers
+    (the next command says why)."""
+    try:
+        reply = node.execute_command("HELLO", "2")
+        fields = reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=False))
+        mode = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in fields.items()}.get("mode", b"")
+        return (mode.decode() if isinstance(mode, bytes) else str(mode)) == "cluster"
+    except redis.exceptions.ResponseError:  # (no HELLO)
+        pass
+    except redis.exceptions.RedisError:
+        return False
     try:
         info = node.info("cluster")
     except redis.exceptions.RedisError:

@@ -6,8 +6,8 @@ server safe.
   the embedded server (:mod:`emqlab.backend.fakeserver`) gives it Redis 7's sandbox from ``lua/lib/`` with
   emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, so ``EVALSHA`` runs the queue scripts unchanged.
 * ``connect("redis://host:port/db")`` — a live server; ``connect("live")`` takes ``$EMQLAB_REDIS_URL`` or
-  ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``INFO cluster`` says
-  ``cluster_enabled:1``) gives a :class:`emqlab.backend.cluster.ClusterClient` instead: every function here takes it,
+  ``redis://127.0.0.1:6379/0``. A URL of one node of a Redis Cluster (its ``HELLO`` says
+  ``mode cluster``) gives a :class:`emqlab.backend.cluster.ClusterClient` instead: every function here takes it,
   or a :class:`redis.cluster.RedisCluster` of your own, and sends each command to the node owning its key's
   slot (:mod:`emqlab.backend.cluster`).
 

@@ -24,10 +24,10 @@ class FaultScope(enum.Enum):
       script that SCRIPT KILL stopped or that another client runs, TRYAGAIN, NOREPLICAS, MISCONF, a failed
       initial-state write or run-index renewal). The exploration goes on without that run.
     * ``EXPLORATION`` — every later run too, because the server is no longer the one the exploration began
-      on or no longer answers: its run_id changed (restarted, failed over), READONLY (a failover made it a
-      replica), LOADING, MOVED/ASK/CLUSTERDOWN/MASTERDOWN (the queue's slot or its primary moved), NOPERM/
-      NOAUTH (the user lacks what every run needs), a lost connection or a command timeout, a script Redis
-      refuses to kill. The exploration stops and says how much it covered.
+      on or no longer answers: it restarted or failed over (``emqlab.engine.live.ServerWatch``), READONLY
+      (a failover made it a replica), LOADING, MOVED/ASK/CLUSTERDOWN/MASTERDOWN (the queue's slot or its
+      primary moved), NOPERM/NOAUTH (the user lacks what every run needs), a lost connection or a command
+      timeout, a script Redis refuses to kill. The exploration stops and says how much it covered.
     """
 
     RUN = "run"
@@ -45,7 +45,7 @@ class ServerFault(BackendError):
     replica, busy with a script, loading, a cluster redirection, a lost connection): the run cannot go on
     truthfully, so it stops instead of treating the error as the step's answer.
 
-    ``code`` is the error's code (``OOM``, ``NOSCRIPT``, ``BUSY``, …; ``RESTARTED`` for a changed run_id,
+    ``code`` is the error's code (``OOM``, ``NOSCRIPT``, ``BUSY``, …; ``RESTARTED`` for a restart or failover,
     ``CONNECTION`` for a lost connection or a timeout, ``UNKILLABLE`` for a script Redis would not kill),
     ``detail`` the server's words (one line, no actor or step), ``scope`` what it spoils
     (:class:`FaultScope`, from the code by default: :data:`EXPLORATION_FAULTS`). The message (``str()``) is

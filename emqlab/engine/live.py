@@ -8,6 +8,9 @@ Python process to the next.
 
 from __future__ import annotations
 
+import os
+import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,10 +18,10 @@ from typing import Any
 
 import redis
 
+from emqlab.backend.cluster import is_cluster
 from emqlab.backend.connect import (
     SAFETY_TTL_MS,
     TTL_OBSERVED,
-    BackendError,
     FaultScope,
     Namespace,
     ServerFault,
@@ -207,20 +210,115 @@ def kill_script(conn: redis.Redis, base: str, name: str) -> ServerFault:
                     code)
 
 
-def same_server(conn: redis.Redis, execute: Callable[..., Any], started: str | None, when: str) -> None:
-    """On a live server (``started``: its ``run_id`` when the run started, ``None`` on fakeredis): raise
-    :class:`ServerFault` when the server is not the one the run started on (its ``run_id`` changed: a
-    restart, or a failover to another node). redis-py reconnects silently, so
-    without this a run would read an emptied database and report its state as the run's."""
-    if started is None:
-        return
-    now = server_id(execute)
-    if now is not None and now != started:
-        raise fault_of(f"the server at {describe(conn)} restarted or failed over ({when}: its run_id"
-                       f" changed from {started[:8]}… to {now[:8]}…), so this run's keys are gone"
-                       " and its state cannot be reported truthfully",
-                       f"the server restarted or failed over (its run_id changed from {started[:8]}…"
-                       f" to {now[:8]}…)", "RESTARTED")
+class ServerWatch:
+    """How a run notices that the live server is no longer the process it started on (a restart, or a
+    failover to another node) — redis-py reconnects silently, so without this a run would read an emptied
+    or rolled-back database and report its state as the run's. Without ``INFO`` (its ``run_id``), which a
+    restricted ACL user is denied (``docs/cli.md``, "A restricted Redis user"): what such a user may read,
+    and a restart always changes, is the script cache together with the connection.
+
+    * A watch keeps one connection of its own and loads a *probe*, a one-line script whose text holds a
+      random token, so no other client loads the same script. Redis 7.0 persists no script (neither RDB
+      nor AOF holds one) and replicates no ``SCRIPT LOAD``: after a restart, with or without persistence,
+      or on the replica a failover promoted, ``SCRIPT EXISTS`` answers 0 for it.
+    * A restart also closes every connection: the watch's connection had to be made again
+      (redis-py's connect callback says so). A ``SCRIPT FLUSH`` from another client empties the cache but
+      leaves the connection alone, and a dropped connection (``CLIENT KILL``, a network blip) leaves the
+      cache alone: neither is taken for a restart; the probe is loaded again after a flush.
+
+    :attr:`restarts` counts the restarts seen; a run compares the count at its start with the count when it
+    checks (:meth:`check`). One watch per process and server (:func:`watch_for`), shared by every run of the
+    process on that server, so each process loads one probe per server into a cache that never evicts.
+    Commands: ``SCRIPT LOAD`` and ``SCRIPT EXISTS``, both in the restricted user's list."""
+
+    def __init__(self, conn: redis.Redis) -> None:
+        self._client = session_client(conn)
+        self._probe = f"return 'emqlab restart probe {secrets.token_hex(8)}'"
+        self._reconnected = False
+        self._lock = threading.Lock()
+        #: restarts seen so far
+        self.restarts = 0
+        self._sha = self._client.execute_command("SCRIPT", "LOAD", self._probe)
+        self._client.execute_command("SCRIPT", "EXISTS", self._sha)  # (a user denied it is found out here, once)
+        self._client.connection.register_connect_callback(self._connected)  # type: ignore[union-attr]
+
+    def _connected(self, _connection: Any) -> None:
+        self._reconnected = True
+
+    def check(self) -> int:
+        """Look again; the number of restarts seen so far. A server that does not answer is no restart
+        here (the run's next command says why)."""
+        with self._lock:
+            for attempt in (1, 2):  # (a connection the server closed fails once; redis-py makes it again)
+                try:
+                    there = self._client.execute_command("SCRIPT", "EXISTS", self._sha)
+                    reconnected, self._reconnected = self._reconnected, False
+                    if not int(there[0]):
+                        self.restarts += 1 if reconnected else 0
+                        self._client.execute_command("SCRIPT", "LOAD", self._probe)
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                    if attempt == 1:
+                        continue
+                except redis.exceptions.RedisError:
+                    pass
+                break
+            return self.restarts
+
+    def close(self) -> None:
+        self._client.close()
+
+
+#: one watch per (process, server and user): :func:`watch_for`; ``None`` where the server cannot be watched
+_WATCHES: dict[tuple[Any, ...], ServerWatch | str] = {}
+
+
+def watch_for(conn: redis.Redis) -> ServerWatch | str:
+    """The :class:`ServerWatch` of this process on ``conn``'s live server, made at the first call; or why
+    restart detection is off there (a cluster client; a user denied ``SCRIPT LOAD``), which is decided
+    once per process and server, so a denied command is not sent again and again."""
+    if is_cluster(conn):
+        return ("restart detection is off on a Redis Cluster: a restart or failover of the queue's node is"
+                " noticed only through the errors it causes")
+    kw = conn.connection_pool.connection_kwargs
+    key = (os.getpid(), kw.get("host"), kw.get("port"), kw.get("path"), kw.get("username"))
+    watch = _WATCHES.get(key)
+    if watch is None:
+        try:
+            watch = ServerWatch(conn)
+        except redis.exceptions.ResponseError as e:  # NOPERM: a user narrower than emqlab's list
+            watch = (f"restart detection is off on {describe(conn)}: the server refused the probe's SCRIPT LOAD"
+                     f" or SCRIPT EXISTS ({e}), so a restart of the server would go unnoticed")
+        except (redis.exceptions.RedisError, OSError):
+            return "restart detection is off: the server did not answer"
+        _WATCHES[key] = watch
+    return watch
+
+
+class SameServer:
+    """A run's check that its server is still the process it started on: on a live server, through the
+    process's :class:`ServerWatch` there (:func:`watch_for`); nothing to check on fakeredis (``fake``: a
+    restart there is a fault emqlab injects). ``off``: why restart detection is off on this server (a
+    report says it once), else ``None``."""
+
+    def __init__(self, conn: redis.Redis, fake: bool) -> None:
+        self.conn = conn
+        watch = None if fake else watch_for(conn)
+        self.watch = watch if isinstance(watch, ServerWatch) else None
+        self.off = watch if isinstance(watch, str) else None
+        #: the restarts the watch had seen when the Runner started
+        self.started = self.watch.check() if self.watch is not None else 0
+
+    def check(self, when: str) -> None:
+        """Raise :class:`ServerFault` (code ``RESTARTED``, which stops the exploration) when the watch saw a
+        restart or a failover since the Runner started; ``when`` says at which point of the run."""
+        if self.watch is None or self.watch.check() == self.started:
+            return
+        raise fault_of(f"the server at {describe(self.conn)} restarted or failed over ({when}: the probe emqlab"
+                       " loaded into its script cache is gone and the connection had to be made again), so this"
+                       " run's keys may be gone or older than the run left them and its state cannot be"
+                       " reported truthfully",
+                       "the server restarted or failed over (emqlab's probe script is gone from its cache"
+                       " and the connection was made again)", "RESTARTED")
 
 
 def fault_of(head: str, detail: str, code: str = "") -> ServerFault:
@@ -231,20 +329,6 @@ def fault_of(head: str, detail: str, code: str = "") -> ServerFault:
     then = "the run is aborted" if fault.scope is FaultScope.RUN else "the exploration stops"
     fault.args = (f"{head}; {then}",)
     return fault
-
-
-def server_id(execute: Callable[..., Any]) -> str | None:
-    """The server's ``run_id`` (``INFO server``), or ``None`` where it cannot be read (a cluster client, an
-    ACL user without INFO)."""
-    try:
-        info = execute(b"INFO", b"server")
-    except (redis.exceptions.RedisError, BackendError):
-        return None
-    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
-    for line in text.splitlines():
-        if line.startswith("run_id:"):
-            return line[7:].strip()
-    return None
 
 
 def _member_order(m: Any) -> tuple[int, Any]:
@@ -265,8 +349,6 @@ def sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
 
     return run
 
-
-__all__ = ["Safety", "Sessions", "fault_of", "kill_script", "same_server", "server_id", "sorted_smembers"]
 
 
 @contextmanager
@@ -312,3 +394,5 @@ def release(namespace: Namespace, wait_s: float = RELEASE_WAIT_S) -> bool:
             if fault_code(fault) not in ("BUSY", "LOADING") or time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
+__all__ = ["RELEASE_WAIT_S", "Safety", "SameServer", "ServerWatch", "Sessions", "as_fault", "fault_of", "kill_script",
+           "release", "sorted_smembers", "watch_for"]

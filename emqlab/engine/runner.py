@@ -44,7 +44,7 @@ from emqlab.engine.context import Check, Fault, Instrument, OwnScripts, StepReco
 from emqlab.engine.effects import QueueView, read_view
 from emqlab.engine.footprints import Footprint
 from emqlab.engine.history import Execution, FinalState, History, Step, read_final_state, step_reply
-from emqlab.engine.live import Safety, Sessions, fault_of, kill_script, same_server, server_id, sorted_smembers
+from emqlab.engine.live import Safety, SameServer, Sessions, fault_of, kill_script, sorted_smembers
 from emqlab.engine.pywire import NOSCRIPT, PyWire, shown
 from emqlab.engine.recorder import EffectRecorder
 from emqlab.engine.seed import LOCK_MS, T0, seed_commands
@@ -178,8 +178,8 @@ class Runner:
             self._gens: dict[str, ActorGen] = {}
             #: each actor's own connection (its WATCH and MULTI state)
             self._sessions = Sessions(self.conn, fake, self.keys.base, self._safety.tracking)
-            #: the live server's run_id when the Runner started (a restart or a failover changes it)
-            self._server_id = None if fake else server_id(self._executor)
+            #: notices a restart or a failover of the live server (emqlab.engine.live.ServerWatch)
+            self.same_server = SameServer(self.conn, fake)
             #: a run-scoped server fault of the constructor's reset: raised by step() and history() until a
             #: reset() succeeds (an exploration resets before every run, so it aborts only that run)
             self._deferred: ServerFault | None = None
@@ -581,7 +581,7 @@ class Runner:
         return kill_script(self.conn, self.keys.base, name)
 
     def _same_server(self, when: str) -> None:
-        same_server(self.conn, self._executor, self._server_id, when)
+        self.same_server.check(when)
 
     # -- Python actors (emqlab.engine.pyactors; their round trips: emqlab.engine.pywire) ---------------------------
     def _close_conn(self, conn: str) -> None:

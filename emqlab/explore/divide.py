@@ -353,8 +353,10 @@ def _merge(runner: Runner, job: Job, parts: list[Part], params: dict[str, Any] |
             h = runner.run(parse_schedule(ran, order))
         return h if job.strategy == "exhaustive" else shrink(runner, h, kind)
 
+    off = runner.same_server.off  # (said once, in the report: restart detection is off on this server)
     return Report.merge(parts, scenario=runner.scenario.name, mode=runner.mode, strategy=job.strategy,
-                        backend=describe(runner.conn), order=order, replay=replay, params=params)
+                        backend=describe(runner.conn), order=order, replay=replay, params=params,
+                        warnings=[off] if off else [])
 
 
 def _swarm(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> Report:

@@ -135,10 +135,14 @@ class Report:
     def claims(self) -> dict[str, Any]:
         """What the exploration says about the system, without how much work it took: the same on every
         backend and with or without reduction (where the counts are exact)."""
-        d = self.to_dict()
+        return self.claims_of(self.to_dict())
+
+    @staticmethod
+    def claims_of(d: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`claims` of the report whose :meth:`to_dict` (a JSON report, as ``--json`` prints it) is ``d``."""
         inter = d["interleavings"]
-        return {"scenario": self.scenario, "mode": self.mode, "strategy": self.strategy,
-                "steps_per_actor": self.steps_per_actor,
+        return {"scenario": d["scenario"], "mode": d["mode"], "strategy": d["strategy"],
+                "steps_per_actor": d["steps_per_actor"],
                 "interleavings": {k: inter[k] for k in ("raw", "raw_exact", "distinct_outcomes", "complete")},
                 "interleavings_with": d["interleavings_with"], "min_preemptions": d["min_preemptions"],
                 "witnesses": d["witnesses"], "infrastructure": {k: d["infrastructure"][k]

@@ -136,9 +136,11 @@ class Strategy:
         interleaving of that run's trace) it is that interleaving, run again, when it still shows the
         anomaly."""
         replay = self._replay if replay_witnesses and self.tally.stopped is None else self._shown
+        off = self.runner.same_server.off  # (restart detection is off on this server: said once, here)
         return Report.merge([self.part()], scenario=self.runner.scenario.name, mode=self.runner.mode,
                             strategy=self.name, backend=self.backend, order=self.order, replay=replay,
-                            params=params, raw=raw, reduction=reduction, warnings=warnings,
+                            params=params, raw=raw, reduction=reduction,
+                            warnings=[*([off] if off else []), *warnings],
                             elapsed_s=time.perf_counter() - started)
 
     def _shown(self, kind: str, _schedule: str, _ran: str) -> History:

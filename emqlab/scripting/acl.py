@@ -1,45 +1,50 @@
 """What emqlab needs of a live server, as Redis ACL rules: the key patterns its runs write under and the
-commands it sends — one table, used by the docs (``docs/cli.md``, generated) and by the test that runs the
-live suite's core under an ACL user limited to exactly these (``tests/test_acl.py``).
+commands it sends — one table, used by the docs (``docs/cli.md``, generated) and by the tests that run
+emqlab under an ACL user limited to exactly these (``tests/test_acl.py``).
 
 Key patterns: every run's queue is ``q-<8 hex>`` (:func:`emqlab.backend.namespace.unique_queue`), so its keys are
-``emq:{q-…}:…``; the run index (:data:`emqlab.backend.namespace.RUN_INDEX`) sits under the same pattern. Commands:
-those the Lua scripts call (a split run sends them one by one; an atomic run needs EVALSHA and SCRIPT
-LOAD), and those emqlab sends itself (seeding the initial state, reading the final one, the run index, a
-transaction finish, cleaning up). Redis 7 checks a script's commands against the user too.
+``emq:{q-…}:…``; the run index (:data:`emqlab.backend.namespace.RUN_INDEX`) sits under the same pattern.
+
+Commands: ``acl.json`` beside this module, which ``python scripts/gen_acl.py`` writes from what a Redis server
+it starts *ran* while emqlab ran its workload on it — every shipped scenario in every mode it lists (the
+scripts' own commands as the server counts them, a split run's one by one, an atomic run's inside EVALSHA:
+Redis 7 checks a script's commands against the user too), a timed run in every mode, ``simulate``,
+``replay`` and ``clean`` — with, for each command, the first item of that workload that sent it. Not a list
+read off the source: a command a Python actor's inline script sends counts as much as one of ``lua/``.
+
+A script of your own (``--lua``, ``--scripts bullmq``) or a Python actor of your own may send commands that
+emqlab's do not; the user then needs them too (Redis answers ``NOPERM`` naming the command).
 """
 
 from __future__ import annotations
 
-import re
-
-from emqlab.scripting.registry import lua_dir
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Any
 
 #: key patterns (ACL ``~pattern``)
 KEY_PATTERNS = ("emq:{q-*",)
 
-#: commands emqlab's Python code sends (ACL ``+command``); the scripts' own come from the Lua files
-PYTHON_COMMANDS = frozenset(
-    "EVALSHA EVAL SCRIPT|LOAD SCAN EXISTS TYPE GET SET DEL HGET HGETALL HMGET HSET LRANGE LLEN RPUSH LPUSH LPOS"
-    " ZRANGE ZADD ZREM ZSCORE ZCARD SMEMBERS SADD SISMEMBER SCARD XRANGE XLEN MULTI EXEC WATCH UNWATCH PING"
-    " CLIENT|SETNAME".split())
-
-_CALL = re.compile(r"""\bcall\(\s*["']([A-Za-z]+)["']""")
+#: the generated table (package data beside this module)
+DATA_FILE = "acl.json"
 
 
-def script_commands() -> frozenset[str]:
-    """Every command the shipped Lua scripts (and their includes) call."""
-    found: set[str] = set()
-    for path in lua_dir().rglob("*.lua"):
-        if "variants" in path.parts or "lib" in path.parts:
-            continue
-        found |= {m.upper() for m in _CALL.findall(path.read_text("utf-8"))}
-    return frozenset(found)
+@cache
+def table() -> dict[str, Any]:
+    """The generated table: ``{"header": {…, "redis_version": …}, "commands": {NAME: first sent by}}``."""
+    return dict(json.loads(files("emqlab.scripting").joinpath(DATA_FILE).read_text("utf-8")))
 
 
 def commands() -> list[str]:
     """The commands (``NAME`` or ``NAME|SUBCOMMAND``) emqlab needs, sorted."""
-    return sorted(PYTHON_COMMANDS | script_commands())
+    return sorted(table()["commands"])
+
+
+def first_sent_by(command: str) -> str:
+    """Which item of the generator's workload first sent ``command`` (``"two-workers split"``, ``"timed run
+    atomic"``, ``"emqlab clean"``). Raises KeyError for a command emqlab does not send."""
+    return str(table()["commands"][command.upper()])
 
 
 def setuser_rules(password: str) -> list[str]:
@@ -50,8 +55,8 @@ def setuser_rules(password: str) -> list[str]:
 
 def markdown() -> str:
     """The docs' table of what a restricted user needs."""
-    return (f"Key pattern: `{'`, `'.join(KEY_PATTERNS)}` · commands ({len(commands())}): "
-            + " ".join(f"`{c}`" for c in commands()))
+    return (f"Key pattern: `{'`, `'.join(KEY_PATTERNS)}` · commands ({len(commands())}, recorded on Redis"
+            f" {table()['header']['redis_version']}): " + " ".join(f"`{c}`" for c in commands()))
 
 
-__all__ = ["KEY_PATTERNS", "PYTHON_COMMANDS", "commands", "markdown", "script_commands", "setuser_rules"]
+__all__ = ["DATA_FILE", "KEY_PATTERNS", "commands", "first_sent_by", "markdown", "setuser_rules", "table"]
