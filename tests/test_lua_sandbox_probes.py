@@ -11,6 +11,7 @@ the globals a script relies on are intact.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import lupa.lua51 as lua51
@@ -130,6 +131,32 @@ def test_embedded_server_functions_reach_no_python() -> None:
                                                b"return python.eval('1') end)")
     with pytest.raises(redis.ResponseError, match=MISSING.format("python")):
         client.execute_command("FCALL", "py", 0)
+    client.close()
+
+
+def test_embedded_server_functions_reach_no_os_and_end(tmp_path: Path) -> None:
+    """A function's restricted globals are not all it reaches: a chunk ``loadstring`` makes runs in the
+    runtime's real globals, where ``os.execute`` ran a shell command. Those names are gone now, and a function
+    that loops — bare, under ``pcall``, in a coroutine — ends at its limits; the next call runs normally."""
+    client = sync_client(new_server(), protocol=2)
+    marker = tmp_path / "escaped"
+
+    def call(body: bytes) -> Any:
+        client.execute_command("FUNCTION", "LOAD", "REPLACE",
+                               b"#!lua name=probe\nredis.register_function('f', function() " + body + b" end)")
+        return client.execute_command("FCALL", "f", 0)
+
+    for name in (b"os", b"io", b"debug", b"package", b"require", b"python", b"dofile", b"getfenv"):
+        assert call(b"return type(loadstring('return " + name + b"')())") == b"nil", name
+    with pytest.raises(redis.ResponseError, match="attempt to index global 'os'"):
+        call(b"return loadstring('os.execute([[touch " + str(marker).encode() + b"]])')()")
+    assert not marker.exists()
+    for body in (b"while true do end", b"while true do pcall(function() while true do end end) end",
+                 b"while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+                 b"while true do coroutine.wrap(function() while true do end end)() end"):
+        with pytest.raises(redis.ResponseError, match="emqlab server: the function ran more than"):
+            call(body)
+        assert call(b"local ok, e = pcall(error, 'x') return {ok and 1 or 0, e}") == [0, b"x"]
     client.close()
 
 

@@ -241,14 +241,23 @@ def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
 
 class _SandboxedLupa:
     """``lupa.lua51`` as fakeredis's scripting module sees it while an embedded server's Lua runtime is made:
-    the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python)."""
+    the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python). With
+    ``harden`` (the runtime of the server's functions), :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis
+    sets it up, and ``fresh`` is then the function that starts a call on fresh limits."""
+
+    def __init__(self, harden: bool = False) -> None:
+        self.harden = harden
+        self.fresh: Any = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_sandbox.lua51, name)
 
     def LuaRuntime(self, **options: Any) -> Any:  # noqa: N802 - lupa's name
         options.pop("encoding", None)  # bytes, as new_runtime has it
-        return _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
+        runtime = _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
+        if self.harden:
+            self.fresh = _harden_functions(runtime)
+        return runtime
 
 
 class _SandboxedRuntime:
@@ -281,12 +290,12 @@ _runtime_lock = threading.RLock()
 
 
 @contextlib.contextmanager
-def _lupa_swapped() -> Iterator[None]:
+def _lupa_swapped(shim: _SandboxedLupa | None = None) -> Iterator[None]:
     # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
     # time it takes (the caller holds _runtime_lock), that is the sandbox's. (Another thread's plain fakeredis
     # making a runtime in that instant gets a sandbox-made one too: its own Lua set up the same, minus Python.)
     saved = _scripting.LUA_MODULE
-    _scripting.LUA_MODULE = _SandboxedLupa()  # type: ignore[assignment]
+    _scripting.LUA_MODULE = shim or _SandboxedLupa()  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -315,6 +324,60 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
         return server._lua_runtime  # type: ignore[attr-defined]
 
 
+#: Lua run in the runtime of the server's functions as soon as it is made, before fakeredis sets it up (so that
+#: the functions' globals take these pcall, xpcall and coroutine): a count hook on every coroutine that ends a
+#: call past its limits, which no pcall, xpcall or coroutine.resume inside the call can catch; returns the
+#: function that starts a call on fresh limits
+_HARDEN_FUNCTIONS = b"""
+local limits, text = ...
+local sethook, clock, co_create, co_resume = debug.sethook, os.clock, coroutine.create, coroutine.resume
+local unpack, error, select, real_pcall, real_xpcall = unpack, error, select, pcall, xpcall
+local function over() return limits.used > limits.max_instructions or clock() - limits.t0 > limits.max_seconds end
+local function hook()
+  limits.used = limits.used + 10000
+  if over() then error(text, 0) end
+end
+-- past its limits a call ends: no pcall, xpcall or coroutine.resume inside it may catch that
+local function rethrow(ok, ...)
+  if not ok and over() then error(text, 0) end
+  return ok, ...
+end
+sethook(hook, '', 10000)
+pcall = function(...) return rethrow(real_pcall(...)) end
+xpcall = function(...) return rethrow(real_xpcall(...)) end
+coroutine.create = function(f) local co = co_create(f) sethook(co, hook, '', 10000) return co end
+coroutine.resume = function(...) return rethrow(co_resume(...)) end
+coroutine.wrap = function(f)
+  local co = coroutine.create(f)
+  local function pass(ok, ...)
+    if not ok then error((...), 0) end
+    return ...
+  end
+  return function(...) return pass(rethrow(co_resume(co, ...))) end
+end
+return function() limits.used, limits.t0 = 0, clock() end
+"""
+#: Lua run in it once fakeredis has set it up (its own code needs ``debug`` until then): the names a function
+#: must not reach removed from the runtime's real globals — fakeredis gives a function restricted globals,
+#: but a chunk that ``loadstring`` makes runs in the real ones, where ``os.execute`` was reachable
+_STRIP_FUNCTIONS = b"""
+for _, name in ipairs({'os', 'io', 'debug', 'package', 'require', 'dofile', 'loadfile', 'module', 'newproxy',
+                       'python', 'getfenv', 'setfenv'}) do
+  _G[name] = nil
+end
+"""
+
+
+def _harden_functions(runtime: Any) -> Any:
+    """Harden the runtime of a server's functions (:data:`_HARDEN_FUNCTIONS`); returns the function that
+    starts a call on fresh limits."""
+    limits = runtime.table_from({b"used": 0, b"t0": 0, b"max_instructions": _sandbox.DEFAULT_MAX_INSTRUCTIONS,
+                                 b"max_seconds": _sandbox.DEFAULT_MAX_SECONDS})
+    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (_sandbox.DEFAULT_MAX_INSTRUCTIONS,
+                                                              _sandbox.DEFAULT_MAX_SECONDS)
+    return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode())
+
+
 class _SandboxMixin:
     """The server's Lua runtimes are made, the first time a socket needs them, in the sandbox: the one of
     ``EVAL`` with ``lua/lib/sandbox.lua``; the one of ``FUNCTION``/``FCALL`` (fakeredis's own restricted
@@ -331,10 +394,19 @@ class _SandboxMixin:
         return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
 
     def _functions(self) -> Any:
+        # (FCALL and FUNCTION LOAD ask for the engine first thing: each call starts on fresh limits)
         if getattr(self._server, "_lua_functions", None) is None:
-            with _runtime_lock, _lupa_swapped():
-                return super()._functions()  # type: ignore[misc]
-        return super()._functions()  # type: ignore[misc]
+            shim = _SandboxedLupa(harden=True)
+            with _runtime_lock, _lupa_swapped(shim):
+                engine = super()._functions()  # type: ignore[misc]
+                engine.runtime.execute(_STRIP_FUNCTIONS)
+                self._server._emqlab_fresh_limits = shim.fresh  # type: ignore[attr-defined]
+        else:
+            engine = super()._functions()  # type: ignore[misc]
+        fresh = getattr(self._server, "_emqlab_fresh_limits", None)
+        if fresh is not None:
+            fresh()
+        return engine
 
 
 class _EmbeddedSocket(_SandboxMixin, InfoCommandMixin, FakeSocket):

@@ -111,6 +111,9 @@ BUDGET_SPENT = "the script ran more than %d Lua instructions in one run (an endl
 #: a script stopped by its limit of CPU seconds in one run (after HOST_ERROR or SERVER_ERROR): the limit, the
 #: setting (Redis has a time limit too, ``busy-reply-threshold``, past which only SCRIPT KILL stops a script)
 TOO_LONG = "the script ran more than %g s of CPU in one run (an endless loop?); %s sets the limit"
+#: a server function (FCALL, or a library's FUNCTION LOAD) stopped by its limits (after SERVER_ERROR): the
+#: instructions, the CPU seconds
+FUNCTION_LIMIT = "the function ran more than %d Lua instructions or %g s of CPU in one call (an endless loop?)"
 #: a script the host runs stopped by its cap on commands in one run (after HOST_ERROR): the cap, the setting
 TOO_MANY_COMMANDS = "the script sent more than %d commands in one run (an endless loop?); %s sets the cap"
 #: scripts that ran out of their capped Lua heap (after HOST_ERROR or SERVER_ERROR): whose scripts, the
