@@ -175,9 +175,10 @@ def _dumps(conn: redis.Redis, keys: list[str]) -> dict[str, tuple[bytes | None, 
 def test_a_planted_index_name_never_gets_a_foreign_key_deleted() -> None:
     """Names added to the index by someone else — foreign queues (`q`, `prod`), a glob (`*`), a name of
     emqlab's shape without a mark, with a made-up mark, with the mark of another run — are reported and left
-    alone, their keys byte-identical (DUMP and PTTL); a real run of ours whose owner is gone is still cleaned,
-    and clean exits 0."""
-    conn = live_conn()
+    alone, their keys byte-identical (DUMP and PEXPIRETIME); a real run of ours whose owner is gone is still
+    cleaned, and clean exits 0. The names are planted as the live user (the restricted one, when the suite
+    runs under it: it may write the index), the foreign keys written and read as the admin."""
+    conn, admin = live_conn(), admin_conn()
     ours = QueueKeys(unique_queue())
     Namespace(conn, ours).claim()
     conn.set(ours.key("wait"), "x")
@@ -188,14 +189,14 @@ def test_a_planted_index_name_never_gets_a_foreign_key_deleted() -> None:
     planted = ["q", "prod", "*", "emq:*", "q-runs", shaped.name, forged.name, copied.name, "x\x1b[2J"]
     try:
         for k in foreign:
-            conn.hset(k, mapping={"data": "precious", "n": "1"}) if k.endswith("1") else conn.set(k, "precious")
-        conn.pexpire("emq:{q}:1", 3_600_000)
-        before = _dumps(conn, foreign)
+            admin.hset(k, mapping={"data": "precious", "n": "1"}) if k.endswith("1") else admin.set(k, "precious")
+        admin.pexpire("emq:{q}:1", 3_600_000)
+        before = _dumps(admin, foreign)
         conn.zadd(RUN_INDEX, {name: 1 for name in planted})
         conn.hset(RUN_MARKS, mapping={forged.name: "0" * 64, copied.name: conn.hget(RUN_MARKS, ours.name) or b""})
         res = CliRunner().invoke(main, ["clean", "--redis", live_url()])
         assert res.exit_code == 0, res.output
-        assert _dumps(conn, foreign) == before
+        assert _dumps(admin, foreign) == before
         assert list(scan_keys(conn, ours.pattern)) == []
         assert f"deleted 1 key(s) of run emq:{{{ours.name}}}" in res.output
         for name in planted:
@@ -205,7 +206,7 @@ def test_a_planted_index_name_never_gets_a_foreign_key_deleted() -> None:
         assert refused["prod"] == "not a name emqlab gives a run"
         assert "no mark of this machine's emqlab" in str(refused[copied.name])
     finally:
-        conn.delete(*foreign)
+        admin.delete(*foreign)
         conn.zrem(RUN_INDEX, *planted)
         conn.hdel(RUN_MARKS, forged.name, copied.name)
         clean(conn)
