@@ -1,6 +1,7 @@
 """Nothing outlives emqlab (issue 25, item 5): after `kill -9` of a `--jobs 2` run on a live server, its
 fork server, pool workers and resource tracker end within seconds, so a caller that reads the dead
-command's output to the end is not kept waiting."""
+command's output to the end is not kept waiting; and every key the run left has its safety TTL, which a live
+run gives a key in the same transaction that creates it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
-from emqlab.backend.connect import RUN_INDEX, clean, live_url
+from emqlab.backend.connect import (
+    RUN_INDEX,
+    SAFETY_TTL_MS,
+    Namespace,
+    clean,
+    command_executor,
+    live_url,
+    scan_keys,
+    unique_queue,
+)
+from emqlab.engine.live import Safety
+from emqlab.protocol.keys import QueueKeys
 from tests.conftest import live_conn
 
 pytestmark = pytest.mark.live
@@ -79,6 +92,11 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
         while _alive(helpers) and time.monotonic() < gone_by:
             time.sleep(0.1)
         assert _alive(helpers) == set()
+        runs = [m.decode() for m in conn.zrange(RUN_INDEX, 0, -1) if m not in before]
+        assert runs
+        for queue in runs:
+            for key in scan_keys(conn, QueueKeys.from_index_name(queue).pattern):
+                assert 0 < conn.pttl(key) <= SAFETY_TTL_MS, key
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -88,3 +106,37 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
             if m not in before:
                 conn.zadd(RUN_INDEX, {m: 1})
         clean(conn)
+
+
+def test_a_live_key_has_its_safety_ttl_from_the_command_that_creates_it() -> None:
+    """No round trip between a key's creation and its TTL: the command and ``PEXPIRE … NX`` go in one
+    MULTI … EXEC; a read, or a key the run already protected, goes alone."""
+    conn = live_conn()
+    ns = Namespace(conn, QueueKeys(unique_queue())).claim()
+    safety = Safety(ns)
+    sent: list[tuple[bytes, ...]] = []
+    executor = command_executor(conn)
+    real = executor.transaction  # type: ignore[attr-defined]
+
+    def spy(command: tuple[bytes, ...], after: list[tuple[bytes, ...]]) -> object:
+        sent.append(command)
+        return real(command, after)
+
+    executor.transaction = spy  # type: ignore[attr-defined]
+    run = safety.tracking(executor)
+    wait = ns.keys.key("wait").encode()
+    try:
+        assert run(b"RPUSH", wait, b"1") == 1
+        assert 0 < conn.pttl(wait) <= SAFETY_TTL_MS and sent == [(b"RPUSH", wait, b"1")]
+        assert run(b"RPUSH", wait, b"2") == 2 and run(b"LRANGE", wait, b"0", b"-1") == [b"1", b"2"]
+        assert len(sent) == 1  # already protected; a read
+        limiter = ns.keys.key("limiter").encode()
+        run(b"INCR", limiter)
+        assert conn.pttl(limiter) == -1  # a key whose TTL a script reads never gets one
+        x = ns.keys.key("x").encode()
+        conn.hset(x, b"f", b"v")  # (written outside the run: not protected)
+        with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):  # an error inside the transaction
+            run(b"LPUSH", x, b"v")
+        assert sent[-1] == (b"LPUSH", x, b"v")
+    finally:
+        ns.release()

@@ -97,6 +97,25 @@ class _ClientExecutor:
             raise RuntimeError("this command executor is closed")
         return client.execute_command(*command)
 
+    def transaction(self, command: tuple[Any, ...], after: list[tuple[Any, ...]]) -> Any:
+        """``command`` and then the ``after`` commands in one MULTI … EXEC, one round trip: the reply of
+        ``command`` (raised when an error), the others' replies dropped. (A live run gives a key its safety
+        TTL in the same transaction that creates it: :class:`emqlab.engine.live.Safety`.)"""
+        client = self._client
+        if client is None:
+            raise RuntimeError("this command executor is closed")
+        pipe = client.pipeline(transaction=True)
+        pipe.execute_command(*command)
+        for c in after:
+            pipe.execute_command(*c)
+        try:
+            first = pipe.execute(raise_on_error=False)[0]
+        except redis.exceptions.ResponseError as e:  # refused while queued (OOM, BUSY, …): as sent alone
+            raise _unannotated(e) from None
+        if isinstance(first, Exception):
+            raise _unannotated(first)
+        return first
+
     def close(self) -> None:
         client, self._client = self._client, None
         if client is not None and self._owns_pool:
@@ -107,6 +126,16 @@ class _ClientExecutor:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _unannotated(error: BaseException) -> BaseException:
+    """``error`` as the command alone would have raised it: without the ``Command # 1 (…) of pipeline caused
+    error:`` that redis-py's pipeline writes into its text (the code, if any, stays in front)."""
+    head, sep, tail = str(error).partition(" of pipeline caused error: ")
+    if not sep:
+        return error
+    code = head.split(" ", 1)[0]
+    return type(error)(tail if code == "Command" else f"{code} {tail}")
 
 
 # Connections of fakeredis executors collected unclosed: (pool, connection), queued by a finalizer (which

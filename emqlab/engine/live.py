@@ -33,8 +33,13 @@ from emqlab.backend.connect import (
 )
 from emqlab.engine import footprints
 from emqlab.engine.footprints import Footprint
-from emqlab.protocol.commands import DROPS_TTL, key_access
+from emqlab.protocol.commands import DROPS_TTL, command_flags, key_access
 from emqlab.protocol.keys import QueueKeys
+
+#: scripts go in a transaction although their flags do not say ``write``
+_SCRIPT_CALLS = frozenset({"EVALSHA", "EVAL", "FCALL"})
+#: commands that must not go in a transaction
+_NOT_IN_MULTI = frozenset({"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"})
 
 
 class Safety:
@@ -58,11 +63,23 @@ class Safety:
     def tracking(self, execute: Callable[..., Any]) -> Callable[..., Any]:
         """``execute`` that notes the keys each command may write (live: :meth:`protect` gives them the
         safety TTL after the step); a command that may drop a key's TTL (SET, DEL, RENAME, …) forgets that
-        the key had it."""
+        the key had it.
+
+        Where ``execute`` can send a transaction (the run's own executor on a live server, not an actor's
+        session, whose WATCH and MULTI are its own), a write command or script whose keys include one of the
+        run's that has no safety TTL yet goes with ``PEXPIRE key ms NX`` for each such key in one MULTI …
+        EXEC: the key has its TTL from the command that creates it, so a process killed between two round
+        trips leaves none without one. (Keys a script writes that its KEYS do not name get it right after
+        the step, :meth:`protect`.)"""
+        transaction = getattr(execute, "transaction", None)
 
         def run(*command: Any) -> Any:
             try:
-                return execute(*command)
+                fresh = self._unprotected(command) if transaction is not None else []
+                if transaction is None or not fresh:
+                    return execute(*command)
+                self.protected.update(fresh)
+                return transaction(command, [(b"PEXPIRE", k, SAFETY_TTL_MS, b"NX") for k in fresh])
             finally:
                 access = key_access(command) if command else None
                 if access is not None:
@@ -74,6 +91,24 @@ class Safety:
                         self.protected.difference_update(access.writes)
 
         return run
+
+    def _unprotected(self, command: tuple[Any, ...]) -> list[bytes]:
+        """The run's keys (not TTL-observed) that ``command`` writes and that have no safety TTL yet; none
+        for a command that cannot go in a transaction (blocking, MULTI, WATCH, … or not a write)."""
+        if not command:
+            return []
+        name = command[0].decode("utf-8", "replace") if isinstance(command[0], bytes) else str(command[0])
+        if name.upper() not in _SCRIPT_CALLS:
+            flags = command_flags(name)
+            if "write" not in flags or "blocking" in flags or name.upper() in _NOT_IN_MULTI:
+                return []
+        access = key_access(command)
+        if access is None:
+            return []
+        base = self.namespace.keys.base.encode()
+        exempt = {base + k.encode() for k in TTL_OBSERVED}
+        keys = (k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
+        return [k for k in dict.fromkeys(keys) if k.startswith(base) and k not in exempt and k not in self.protected]
 
     def protect(self, script_keys: Sequence[Any] = (), *, fresh: bool = False) -> None:
         """Give the keys written since the last call (and an atomic script's KEYS, which it may have deleted

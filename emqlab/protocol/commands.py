@@ -47,7 +47,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, TypeAlias
 
-__all__ = ["DROPS_TTL", "KeyAccess", "command_keys", "is_read_only", "key_access", "table_version"]
+__all__ = ["DROPS_TTL", "KeyAccess", "command_flags", "command_keys", "is_read_only", "key_access", "table_version"]
 
 Arg: TypeAlias = "bytes | bytearray | memoryview | str | int | float"
 
@@ -113,6 +113,13 @@ def _table() -> dict[str, Any]:
 @cache
 def _containers() -> frozenset[str]:
     return frozenset(name.split("|", 1)[0] for name in _table()["commands"] if "|" in name)
+
+
+def command_flags(name: str) -> frozenset[str]:
+    """The flags of command ``name`` in the table (``"SET"`` -> ``{"write", "denyoom"}``); empty for a command
+    the table does not know."""
+    entry = _table()["commands"].get(name.lower())
+    return frozenset(entry["flags"]) if entry else frozenset()
 
 
 def table_version() -> str:
