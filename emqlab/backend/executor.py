@@ -135,7 +135,9 @@ def _unannotated(error: BaseException) -> BaseException:
     if not sep:
         return error
     code = head.split(" ", 1)[0]
-    return type(error)(tail if code == "Command" else f"{code} {tail}")
+    # (the same exception, its text put back: its class and redis-py's status_code name the server's code)
+    error.args = (tail if code == "Command" else f"{code} {tail}", *error.args[1:])
+    return error
 
 
 # Connections of fakeredis executors collected unclosed: (pool, connection), queued by a finalizer (which
