@@ -90,6 +90,7 @@ class _ClientExecutor:
     def __init__(self, client: redis.Redis, *, owns_pool: bool) -> None:
         self._client: redis.Redis | None = client
         self._owns_pool = owns_pool
+        self._pipe: Any = None
 
     def __call__(self, *command: Any) -> Any:
         client = self._client
@@ -104,14 +105,20 @@ class _ClientExecutor:
         client = self._client
         if client is None:
             raise RuntimeError("this command executor is closed")
-        pipe = client.pipeline(transaction=True)
-        pipe.execute_command(*command)
-        for c in after:
-            pipe.execute_command(*c)
+        # (one pipeline for the executor's life, reset after each use: a pipeline per call would leave it to
+        # Pipeline.__del__, where a Ctrl-C that lands prints "Exception ignored in" with a traceback)
+        pipe = self._pipe
+        if pipe is None:
+            pipe = self._pipe = client.pipeline(transaction=True)
         try:
+            pipe.execute_command(*command)
+            for c in after:
+                pipe.execute_command(*c)
             first = pipe.execute(raise_on_error=False)[0]
         except redis.exceptions.ResponseError as e:  # refused while queued (OOM, BUSY, …): as sent alone
             raise _unannotated(e) from None
+        finally:
+            pipe.reset()
         if isinstance(first, Exception):
             raise _unannotated(first)
         return first
