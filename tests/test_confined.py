@@ -42,6 +42,16 @@ BASE = b"emq:{q-0123abcd}:"
     ((b"MOVE", BASE + b"wait", b"1"), "MOVE reaches another database or server"),
     ((b"COPY", BASE + b"a", BASE + b"b", b"DB", b"1"), "COPY reaches another database or server"),
     ((b"MIGRATE", b"host", b"6379", BASE + b"a", b"0", b"1000"), "MIGRATE reaches another database or server"),
+    # Redis reads an option word up to its first NUL: "STORE\0" is STORE, "DB\0" is DB
+    ((b"SORT", BASE + b"x", b"BY\0", b"nosort", b"GET\0", b"attack:v_*"), "SORT reaches every key"),
+    ((b"SORT", BASE + b"x", b"STORE\0", b"attack:victim"), "SORT names key 'attack:victim'"),
+    ((b"SORT_RO", BASE + b"x", b"GET\0", b"attack:v_*"), "SORT_RO reaches every key"),
+    ((b"GEORADIUS", BASE + b"g", b"0", b"0", b"1", b"km", b"STORE\0", b"attack:geo"),
+     "GEORADIUS names key 'attack:geo'"),
+    ((b"GEORADIUS", BASE + b"g", b"0", b"0", b"1", b"km", b"STOREDIST\0", b"attack:geo"),
+     "GEORADIUS names key 'attack:geo'"),
+    ((b"COPY", BASE + b"a", BASE + b"b", b"DB\0", b"1"), "COPY reaches another database or server"),
+    ((b"SET", BASE + b"a\0b", b"v"), None),  # (a key of the run with a NUL in its name)
 ])
 def test_a_command_outside_the_run_is_refused_with_what_it_reached(command: tuple[bytes, ...],
                                                                     why: str | None) -> None:

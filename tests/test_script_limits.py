@@ -78,3 +78,21 @@ def test_a_bomb_under_lua_ends_with_its_error_in_the_report_and_check_says_fails
     res = CliRunner().invoke(main, ["check", "--lua", str(tmp_path / "moveToFinished-14.lua"), "-s", "two-workers"])
     text = " ".join(res.output.split())
     assert res.exit_code == 1 and "emqlab host: not enough memory" in text and "verdict: fails" in text
+
+
+@pytest.mark.parametrize(("call", "refused"), [
+    ("string.find(string.rep('a', 600), '.-.-.-b')", True),   # (26 s unguarded: no hook runs inside the matcher)
+    ("string.match(string.rep('1', 100000), '%d+x')", True),
+    ("string.gsub(string.rep('a', 3000), 'a*a*b', '')", True),
+    ("string.find(string.rep('a', 600), '.-.-.-b', 1, true)", False),  # plain: no pattern
+    ("string.match('12-34', '(%d+)-(%d+)')", False),
+    ("string.find(string.rep('x', 100000), 'y')", False),
+    ("('a'):rep(600):find('.-.-.-b')", True),  # through the string metatable too
+])
+def test_a_pattern_match_whose_bound_is_too_high_is_refused_before_it_runs(call: str, refused: bool) -> None:
+    host, conn = LuaHost(), connect()
+    if refused:
+        with pytest.raises(LuaScriptError, match="matcher steps .* the limit is 1e\\+09"):
+            host.run(conn, f"return {call}".encode(), [], [])
+    else:
+        host.run(conn, f"return {call}".encode(), [], [])

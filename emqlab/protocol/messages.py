@@ -114,6 +114,10 @@ TOO_LONG = "the script ran more than %g s of CPU in one run (an endless loop?); 
 #: a server function (FCALL, or a library's FUNCTION LOAD) stopped by its limits (after SERVER_ERROR): the
 #: instructions, the CPU seconds
 FUNCTION_LIMIT = "the function ran more than %d Lua instructions or %g s of CPU in one call (an endless loop?)"
+#: a pattern match refused before it runs: the function, the subject's length, the bound on its
+#: matcher's steps, the limit (Lua's matcher backtracks inside one C call, where no limit can stop it)
+PATTERN_TOO_COSTLY = ("emqlab: string.%s of this pattern on %d bytes could take %.3g matcher steps (each "
+                      "repetition like '.-' or '%%d*' multiplies them); the limit is %.3g")
 #: a script the host runs stopped by its cap on commands in one run (after HOST_ERROR): the cap, the setting
 TOO_MANY_COMMANDS = "the script sent more than %d commands in one run (an endless loop?); %s sets the cap"
 #: scripts that ran out of their capped Lua heap (after HOST_ERROR or SERVER_ERROR): whose scripts, the

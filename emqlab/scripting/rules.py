@@ -41,17 +41,21 @@ def confine(cmd: Command, base: bytes) -> bytes | None:
     Keyless commands pass only when in :data:`CONFINED_KEYLESS` (KEYS, SCAN, FLUSHALL, SELECT, PUBLISH …
     reach beyond the run)."""
     name = cmd[0].upper()
-    access = _commands.key_access(cmd, trust_script_keys=False)
+    # Redis reads an option word as a C string, up to its first NUL ("STORE\0" is STORE): the command's keys as
+    # Redis finds them with each argument cut there, and as written, must both stay inside
+    cut = tuple(a.split(b"\0", 1)[0] for a in cmd)
+    accesses = [_commands.key_access(cmd, trust_script_keys=False), _commands.key_access(cut, trust_script_keys=False)]
     shown = as_text(name)
     what = None
-    if access is None or access.reads_any or access.writes_any:
+    if any(a is None or a.reads_any or a.writes_any for a in accesses):
         what = f"{shown} reaches every key"
-    elif name in _ELSEWHERE or (name == b"COPY" and any(a.upper() == b"DB" for a in cmd[3:])):
+    elif name in _ELSEWHERE or (name == b"COPY" and any(a.upper() == b"DB" for a in cut[3:])):
         what = f"{shown} reaches another database or server"
-    elif not access.reads and not access.writes and name not in CONFINED_KEYLESS:
+    elif not any(a.reads or a.writes for a in accesses if a) and name not in CONFINED_KEYLESS:
         what = f"{shown} reaches beyond its keys"
     else:
-        outside = next((k for k in (*access.reads, *access.writes) if not k.startswith(base)), None)
+        keys = [k for a in accesses if a for k in (*a.reads, *a.writes)]
+        outside = next((k for k in keys if not k.startswith(base)), None)
         if outside is not None:
             what = f"{shown} names key {as_text(outside)!r}"
     return None if what is None else (messages.OUTSIDE_RUN % (as_text(base), what)).encode()

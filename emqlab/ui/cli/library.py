@@ -15,7 +15,7 @@ from rich.text import Text
 
 from emqlab.protocol.verdict import ExitCode
 from emqlab.scripting.registry import ScriptSet
-from emqlab.text import DEFAULT_WIDTH
+from emqlab.text import DEFAULT_WIDTH, elide_middle
 from emqlab.ui.cli.common import _errors, _mask, _remember_url, _say, console, err_console
 
 
@@ -215,7 +215,8 @@ def clean(redis_url: str, dry_run: bool) -> None:
         if r.refused is None:
             console.print(f"{verb} {r.keys} key(s) of run emq:{{{r.queue}}} (its owner is gone)", highlight=False)
     for r in [*(r for r in runs if r.refused is not None), *(r for r in gone if r.refused is not None)]:
-        console.print(f"left {escape(repr(r.queue))} in the run index alone: {r.refused}", highlight=False)
+        shown = elide_middle(repr(r.queue), 60)  # (a planted name may be a megabyte long)
+        console.print(f"left {escape(shown)} in the run index alone: {r.refused}", highlight=False)
     for r in alive:
         until = time.strftime("%H:%M:%S", time.localtime(r.expires_ms / 1000))
         console.print(f"left run emq:{{{r.queue}}} alone ({r.keys} key(s)): its lease holds until {until}",
