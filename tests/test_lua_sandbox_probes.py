@@ -157,6 +157,13 @@ def test_embedded_server_functions_reach_no_os_and_end(tmp_path: Path) -> None:
         with pytest.raises(redis.ResponseError, match="emqlab server: the function ran more than"):
             call(body)
         assert call(b"local ok, e = pcall(error, 'x') return {ok and 1 or 0, e}") == [0, b"x"]
+    # one match that backtracks for seconds inside the C matcher, where the hook never runs: refused up front
+    for body in (b"return string.find(string.rep('a', 600), '.-.-.-b')", b"return ('a'):rep(600):find('.-.-.-b')"):
+        with pytest.raises(redis.ResponseError, match="matcher steps"):
+            call(body)
+        with pytest.raises(redis.ResponseError, match="matcher steps"):
+            client.eval(body, 0)
+    assert call(b"return {('12-34'):match('(%d+)-(%d+)')}") == [b"12", b"34"]
     client.close()
 
 

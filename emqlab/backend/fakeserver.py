@@ -329,8 +329,13 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
 #: call past its limits, which no pcall, xpcall or coroutine.resume inside the call can catch; returns the
 #: function that starts a call on fresh limits
 _HARDEN_FUNCTIONS = b"""
-local limits, text = ...
+local limits, text, patterns, pattern_text, match_steps = ...
 local sethook, clock, co_create, co_resume = debug.sethook, os.clock, coroutine.create, coroutine.resume
+-- (string.find/match/gmatch/gsub bounded: lua/lib/patterns.lua; the functions see this very string table)
+local bounded = loadstring(patterns)({string = string, error = error, type = type, select = select,
+                                      format = string.format, next = next, text = pattern_text,
+                                      max_steps = match_steps})
+for _, name in ipairs({'find', 'match', 'gmatch', 'gsub'}) do string[name] = bounded[name] end
 local unpack, error, select, real_pcall, real_xpcall = unpack, error, select, pcall, xpcall
 local function over() return limits.used > limits.max_instructions or clock() - limits.t0 > limits.max_seconds end
 local function hook()
@@ -375,7 +380,9 @@ def _harden_functions(runtime: Any) -> Any:
                                  b"max_seconds": _sandbox.DEFAULT_MAX_SECONDS})
     text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (_sandbox.DEFAULT_MAX_INSTRUCTIONS,
                                                               _sandbox.DEFAULT_MAX_SECONDS)
-    return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode())
+    patterns = (lua_dir() / "lib" / f"{_sandbox.PATTERNS}.lua").read_bytes()
+    return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode(), patterns,
+                           messages.PATTERN_TOO_COSTLY.encode(), _sandbox.MATCH_STEPS)
 
 
 class _SandboxMixin:

@@ -21,6 +21,11 @@ from emqlab.protocol import messages
 SANDBOX_FILE = "sandbox.lua"
 #: The library modules the sandbox loads from the same folder (``<name>.lua``), as Redis 7's globals.
 LIB_MODULES = ("cjson", "cmsgpack", "bit")
+#: The module (``lib/<name>.lua``, no global) that bounds string.find/match/gmatch/gsub: Lua's pattern matcher
+#: backtracks inside one C call, where no count hook runs.
+PATTERNS = "patterns"
+#: The most steps the matcher may take in one call, by the module's bound (about the 5 s CPU limit).
+MATCH_STEPS = 1e9
 #: Default budget of Lua instructions of one script run (on the host: over all its steps; on the server: one
 #: script): an endless loop stops within seconds (about 0.7 s for a bare loop, 6 s for one that grows a table,
 #: on this project's 2-core machine), far above what a queue script runs (a BullMQ obliterate of 900 jobs).
@@ -77,10 +82,11 @@ def load(runtime: lua51.LuaRuntime, lib: Path, mode: str, py: dict[bytes, Any], 
     source = (lib / SANDBOX_FILE).read_bytes()
     fields: dict[bytes, Any] = {b"mode": mode.encode(), b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY,
                                 b"msg": runtime.table_from(messages.lua_table())}
-    for name in LIB_MODULES:
+    for name in (*LIB_MODULES, PATTERNS):
         p = lib / f"{name}.lua"
         if p.is_file():
             fields[name.encode()] = p.read_bytes()
+    fields[b"match_steps"] = MATCH_STEPS
     fields.update({k.encode(): v for k, v in options.items()})
     loader = runtime.eval("function(src, name) return assert(loadstring(src, name)) end")
     return loader(source, b"@" + SANDBOX_FILE.encode())(runtime.table_from(fields))

@@ -24,6 +24,7 @@
     py          Python helpers: sha1hex(s), log(level, msg), known_command(name, sub), and for the host
                 tick() (true when a Ctrl-C is pending);
     cjson, cmsgpack, bit   the modules' source texts (a missing one is not loaded);
+    patterns    the source of lua/lib/patterns.lua (the bounded pattern functions), match_steps its bound;
     hook_every  instructions between two calls of the count hook;
     budget_hint the text that names the setting of the budget in the budget's error;
     commands_hint (host) the same for the cap on a run's commands;
@@ -78,6 +79,8 @@ end
 -- plain message on the server, which fakeredis puts in its error reply)
 local budget = {limit = 0, used = 0, abort = nil, before = 0, clock0 = 0}
 local real_collect, heap_cap_kib = collectgarbage, opts.memory_kib or 0
+-- the most steps one pattern match may take (lua/lib/patterns.lua; about the 5 s CPU limit)
+local MATCH_STEPS = opts.match_steps or 1e9
 -- CPU seconds a run may use (Lua instructions can cost more than a budget of them says: a string table
 -- full of colliding hashes); budget.before is what the run used in earlier steps, budget.clock0 this one's start
 local cpu_clock, time_cap = os.clock, opts.max_seconds or 0
@@ -382,53 +385,14 @@ local cjson = load_module('cjson', opts.cjson, null)
 local cmsgpack = load_module('cmsgpack', opts.cmsgpack)
 local bit = load_module('bit', opts.bit)
 
--- string.find / match / gmatch / gsub with a pattern: Lua's matcher backtracks inside one C call, where no
--- count hook runs, so a pattern with q repetitions ('.-', '%d*', …) costs up to n^(q+1)/(q+1)! steps on a
--- subject of n bytes (about 2e8 steps a second: ".-.-.-b" on 600 bytes, a bound of 5.4e9, took 26 s); a call
--- whose bound passes MATCH_STEPS (about the 5 s CPU limit) is refused before it runs
-local MATCH_STEPS = 1e9
-local function match_bound(s, p, plain)
-  if plain or real_type(s) ~= 'string' or real_type(p) ~= 'string' then return 0 end
-  local q, i, n = 0, 1, #p
-  local anchored = sub(p, 1, 1) == '^'
-  while i <= n do
-    local c = sub(p, i, i)
-    if c == '%' then
-      i = i + 2
-    elseif c == '[' then
-      i = i + 1
-      if sub(p, i, i) == '^' then i = i + 1 end
-      if sub(p, i, i) == ']' then i = i + 1 end
-      while i <= n and sub(p, i, i) ~= ']' do
-        if sub(p, i, i) == '%' then i = i + 1 end
-        i = i + 1
-      end
-      i = i + 1
-    else
-      i = i + 1
-    end
-    local after = sub(p, i, i)
-    if after == '*' or after == '+' or after == '-' then q, i = q + 1, i + 1 end
-  end
-  local w, bound = anchored and q or q + 1, 1
-  for k = 1, w do bound = bound * #s / k end
-  return bound
+-- string.find / match / gmatch / gsub with a bound on the matcher's work (lua/lib/patterns.lua: it
+-- backtracks inside one C call, where no count hook runs)
+local lib_string = string
+if opts.patterns then
+  local make = assert(real_loadstring(opts.patterns, '@patterns.lua'))
+  lib_string = make({string = string, error = real_error, type = real_type, select = real_select, format = fmt,
+                     next = real_next, text = MSG.pattern_too_costly, max_steps = MATCH_STEPS})
 end
-local function bounded(name, f, plain_at)
-  return function(s, p, ...)
-    local bound = match_bound(s, p, plain_at and real_select(plain_at - 2, ...))
-    if bound > MATCH_STEPS then
-      real_error(fmt(MSG.pattern_too_costly, name, #s, bound, MATCH_STEPS), 2)
-    end
-    return f(s, p, ...)
-  end
-end
-local lib_string = {}
-for k, v in real_next, string do lib_string[k] = v end
-lib_string.find = bounded('find', string.find, 4)
-lib_string.match = bounded('match', string.match)
-lib_string.gmatch = bounded('gmatch', string.gmatch)
-lib_string.gsub = bounded('gsub', string.gsub)
 
 base.redis = protect(redis)
 base.string = protect(lib_string)

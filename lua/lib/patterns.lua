@@ -1,0 +1,64 @@
+--[[
+  patterns.lua -- string.find, match, gmatch and gsub with a bound on the pattern matcher's work, for the
+  sandbox (lua/lib/sandbox.lua) and the embedded server's functions (emqlab/backend/fakeserver.py).
+
+  Lua 5.1's matcher backtracks inside one C call, where no count hook runs: a pattern with q repetitions
+  ('.-', '%d*', '[%w]+', ...) costs up to n^(q+1)/(q+1)! steps on a subject of n bytes (n^q/q! when anchored
+  with '^'); about 2e8 steps run in a second here ('.-.-.-b' on 600 bytes, a bound of 5.4e9, took 26 s).
+  A call whose bound passes max_steps is refused before it runs.
+
+  Called with one table: string (the library to copy), error, type, select, format, next, text (the error's
+  format: the function's name, the subject's length, the bound, max_steps) and max_steps. Returns a copy of
+  the library with the four functions bounded. It reads no global.
+]]
+
+local lib = ...
+local real_string, error, type, select, format, next = lib.string, lib.error, lib.type, lib.select, lib.format, lib.next
+local text, max_steps = lib.text, lib.max_steps
+local sub = real_string.sub
+
+local function bound_of(s, p, plain)
+  if plain or type(s) ~= 'string' or type(p) ~= 'string' then return 0 end
+  local q, i, n = 0, 1, #p
+  local anchored = sub(p, 1, 1) == '^'
+  while i <= n do
+    local c = sub(p, i, i)
+    if c == '%' then
+      i = i + 2
+    elseif c == '[' then
+      i = i + 1
+      if sub(p, i, i) == '^' then i = i + 1 end
+      if sub(p, i, i) == ']' then i = i + 1 end
+      while i <= n and sub(p, i, i) ~= ']' do
+        if sub(p, i, i) == '%' then i = i + 1 end
+        i = i + 1
+      end
+      i = i + 1
+    else
+      i = i + 1
+    end
+    local after = sub(p, i, i)
+    if after == '*' or after == '+' or after == '-' then q, i = q + 1, i + 1 end
+  end
+  local w, bound = anchored and q or q + 1, 1
+  for k = 1, w do bound = bound * #s / k end
+  return bound
+end
+
+-- (plain_at: the position of find's 'plain' argument)
+local function bounded(name, f, plain_at)
+  return function(s, p, ...)
+    local plain = plain_at and select('#', ...) >= plain_at - 2 and (select(plain_at - 2, ...))
+    local bound = bound_of(s, p, plain)
+    if bound > max_steps then error(format(text, name, #s, bound, max_steps), 2) end
+    return f(s, p, ...)
+  end
+end
+
+local out = {}
+for k, v in next, real_string do out[k] = v end
+out.find = bounded('find', real_string.find, 4)
+out.match = bounded('match', real_string.match)
+out.gmatch = bounded('gmatch', real_string.gmatch)
+out.gsub = bounded('gsub', real_string.gsub)
+return out
