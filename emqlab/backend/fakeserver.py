@@ -245,7 +245,8 @@ class _SandboxedLupa:
     ``harden`` (the runtime of the server's functions), :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis
     sets it up, and ``fresh`` is then the function that starts a call on fresh limits."""
 
-    def __init__(self, harden: bool = False) -> None:
+    def __init__(self, harden: int | None = None) -> None:
+        #: the budget of Lua instructions of one function call (0: none), when the runtime is the functions'
         self.harden = harden
         self.fresh: Any = None
 
@@ -255,8 +256,8 @@ class _SandboxedLupa:
     def LuaRuntime(self, **options: Any) -> Any:  # noqa: N802 - lupa's name
         options.pop("encoding", None)  # bytes, as new_runtime has it
         runtime = _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
-        if self.harden:
-            self.fresh = _harden_functions(runtime)
+        if self.harden is not None:
+            self.fresh = _harden_functions(runtime, self.harden)
         return runtime
 
 
@@ -373,13 +374,13 @@ end
 """
 
 
-def _harden_functions(runtime: Any) -> Any:
-    """Harden the runtime of a server's functions (:data:`_HARDEN_FUNCTIONS`); returns the function that
+def _harden_functions(runtime: Any, max_instructions: int) -> Any:
+    """Harden the runtime of a server's functions (:data:`_HARDEN_FUNCTIONS`), a call's budget of Lua
+    instructions ``max_instructions`` (0: none, as :func:`new_server` has it); returns the function that
     starts a call on fresh limits."""
-    limits = runtime.table_from({b"used": 0, b"t0": 0, b"max_instructions": _sandbox.DEFAULT_MAX_INSTRUCTIONS,
+    limits = runtime.table_from({b"used": 0, b"t0": 0, b"max_instructions": max_instructions or float("inf"),
                                  b"max_seconds": _sandbox.DEFAULT_MAX_SECONDS})
-    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (_sandbox.DEFAULT_MAX_INSTRUCTIONS,
-                                                              _sandbox.DEFAULT_MAX_SECONDS)
+    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (max_instructions, _sandbox.DEFAULT_MAX_SECONDS)
     patterns = (lua_dir() / "lib" / f"{_sandbox.PATTERNS}.lua").read_bytes()
     return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode(), patterns,
                            messages.PATTERN_TOO_COSTLY.encode(), _sandbox.MATCH_STEPS)
@@ -403,7 +404,8 @@ class _SandboxMixin:
     def _functions(self) -> Any:
         # (FCALL and FUNCTION LOAD ask for the engine first thing: each call starts on fresh limits)
         if getattr(self._server, "_lua_functions", None) is None:
-            shim = _SandboxedLupa(harden=True)
+            shim = _SandboxedLupa(harden=getattr(self._server, "_emqlab_max_instructions",
+                                                 _sandbox.DEFAULT_MAX_INSTRUCTIONS))
             with _runtime_lock, _lupa_swapped(shim):
                 engine = super()._functions()  # type: ignore[misc]
                 engine.runtime.execute(_STRIP_FUNCTIONS)

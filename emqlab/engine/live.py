@@ -49,6 +49,9 @@ class Safety:
 
     def __init__(self, namespace: Namespace) -> None:
         self.namespace = namespace
+        self._base = namespace.keys.base.encode()
+        #: the run's keys that never get the safety TTL (a script reads their TTL)
+        self._exempt = frozenset(self._base + k.encode() for k in TTL_OBSERVED)
         self.clear()
 
     def clear(self) -> None:
@@ -105,10 +108,9 @@ class Safety:
         access = key_access(command)
         if access is None:
             return []
-        base = self.namespace.keys.base.encode()
-        exempt = {base + k.encode() for k in TTL_OBSERVED}
         keys = (k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
-        return [k for k in dict.fromkeys(keys) if k.startswith(base) and k not in exempt and k not in self.protected]
+        return [k for k in dict.fromkeys(keys)
+                if k.startswith(self._base) and k not in self._exempt and k not in self.protected]
 
     def protect(self, script_keys: Sequence[Any] = (), *, fresh: bool = False) -> None:
         """Give the keys written since the last call (and an atomic script's KEYS, which it may have deleted

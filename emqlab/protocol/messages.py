@@ -11,7 +11,7 @@ Three groups, by source:
   ``tests/test_host_differential.py`` and ``tests/test_lua_sandbox_probes.py``);
 * **Lua 5.1's own library messages** for the functions the sandbox re-implements (``lbaselib.c``,
   ``lmathlib.c``, ``ldo.c``);
-* **emqlab's own** texts, where emqlab stops what Redis would stop another way (an instruction budget in
+* **emqlab's own** texts, where emqlab stops what Redis would stop another way (instruction, CPU and command limits in
   place of Redis's time limit, a capped Lua heap, Ctrl-C) or does not model (RESP3 inside a script).
 
 A text holding ``%s`` or ``%d`` is a format (Lua's ``string.format``, Python's ``%``). The Lua versions of

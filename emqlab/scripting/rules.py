@@ -43,8 +43,11 @@ def confine(cmd: Command, base: bytes) -> bytes | None:
     name = cmd[0].upper()
     # Redis reads an option word as a C string, up to its first NUL ("STORE\0" is STORE): the command's keys as
     # Redis finds them with each argument cut there, and as written, must both stay inside
-    cut = tuple(a.split(b"\0", 1)[0] for a in cmd)
-    accesses = [_commands.key_access(cmd, trust_script_keys=False), _commands.key_access(cut, trust_script_keys=False)]
+    accesses = [_commands.key_access(cmd, trust_script_keys=False)]
+    cut = cmd
+    if any(b"\0" in a for a in cmd[1:]):
+        cut = tuple(a.split(b"\0", 1)[0] for a in cmd)
+        accesses.append(_commands.key_access(cut, trust_script_keys=False))
     shown = as_text(name)
     what = None
     if any(a is None or a.reads_any or a.writes_any for a in accesses):

@@ -27,8 +27,8 @@ PATTERNS = "patterns"
 #: The most steps the matcher may take in one call, by the module's bound (about the 5 s CPU limit).
 MATCH_STEPS = 1e9
 #: Default budget of Lua instructions of one script run (on the host: over all its steps; on the server: one
-#: script): an endless loop stops within seconds (about 0.7 s for a bare loop, 6 s for one that grows a table,
-#: on this project's 2-core machine), far above what a queue script runs (a BullMQ obliterate of 900 jobs).
+#: script): an endless loop stops within seconds (benchmarks/bench_script_limits.py measures how soon), far
+#: above what a queue script runs (a BullMQ obliterate of 900 jobs).
 DEFAULT_MAX_INSTRUCTIONS = 100_000_000
 #: Default cap on the commands one script run the host runs may send: a loop of ``redis.call`` stops with
 #: an error instead of running forever (Redis has no such cap; it stops a script at its time limit).

@@ -80,7 +80,7 @@ end
 local budget = {limit = 0, used = 0, abort = nil, before = 0, clock0 = 0}
 local real_collect, heap_cap_kib = collectgarbage, opts.memory_kib or 0
 -- the most steps one pattern match may take (lua/lib/patterns.lua; about the 5 s CPU limit)
-local MATCH_STEPS = opts.match_steps or 1e9
+local MATCH_STEPS = opts.match_steps
 -- CPU seconds a run may use (Lua instructions can cost more than a budget of them says: a string table
 -- full of colliding hashes); budget.before is what the run used in earlier steps, budget.clock0 this one's start
 local cpu_clock, time_cap = os.clock, opts.max_seconds or 0
