@@ -110,7 +110,7 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
 
 def test_a_live_key_has_its_safety_ttl_from_the_command_that_creates_it() -> None:
     """No round trip between a key's creation and its TTL: the command and ``PEXPIRE … NX`` go in one
-    MULTI … EXEC; a read, or a key the run already protected, goes alone."""
+    MULTI … EXEC, every time a command writes it (a key emptied is gone and written anew); a read goes alone."""
     conn = live_conn()
     ns = Namespace(conn, QueueKeys(unique_queue())).claim()
     safety = Safety(ns)
@@ -129,7 +129,9 @@ def test_a_live_key_has_its_safety_ttl_from_the_command_that_creates_it() -> Non
         assert run(b"RPUSH", wait, b"1") == 1
         assert 0 < conn.pttl(wait) <= SAFETY_TTL_MS and sent == [(b"RPUSH", wait, b"1")]
         assert run(b"RPUSH", wait, b"2") == 2 and run(b"LRANGE", wait, b"0", b"-1") == [b"1", b"2"]
-        assert len(sent) == 1  # already protected; a read
+        assert len(sent) == 2  # the write went with its PEXPIRE again; the read alone
+        assert run(b"LPOP", wait, b"2") == [b"1", b"2"] and conn.exists(wait) == 0  # emptied: gone
+        assert run(b"RPUSH", wait, b"3") == 1 and 0 < conn.pttl(wait) <= SAFETY_TTL_MS  # created anew, with it
         limiter = ns.keys.key("limiter").encode()
         run(b"INCR", limiter)
         assert conn.pttl(limiter) == -1  # a key whose TTL a script reads never gets one

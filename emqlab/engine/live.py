@@ -69,16 +69,17 @@ class Safety:
         the key had it.
 
         Where ``execute`` can send a transaction (the run's own executor on a live server, not an actor's
-        session, whose WATCH and MULTI are its own), a write command or script whose keys include one of the
-        run's that has no safety TTL yet goes with ``PEXPIRE key ms NX`` for each such key in one MULTI …
-        EXEC: the key has its TTL from the command that creates it, so a process killed between two round
-        trips leaves none without one. (Keys a script writes that its KEYS do not name get it right after
-        the step, :meth:`protect`.)"""
+        session, whose WATCH and MULTI are its own), a write command or script that writes keys of the run
+        goes with ``PEXPIRE key ms NX`` for each of them in one MULTI … EXEC: a key has its TTL from the
+        command that creates it, so a process killed between two round trips leaves none without one. Every
+        time, not only the first: a key emptied (LREM, SPOP, a script's DEL) is gone, and the next write
+        creates it anew. (Keys a script writes that its KEYS do not name get it right after the step,
+        :meth:`protect`.)"""
         transaction = getattr(execute, "transaction", None)
 
         def run(*command: Any) -> Any:
             try:
-                fresh = self._unprotected(command) if transaction is not None else []
+                fresh = self._written(command) if transaction is not None else []
                 if transaction is None or not fresh:
                     return execute(*command)
                 self.protected.update(fresh)
@@ -95,9 +96,9 @@ class Safety:
 
         return run
 
-    def _unprotected(self, command: tuple[Any, ...]) -> list[bytes]:
-        """The run's keys (not TTL-observed) that ``command`` writes and that have no safety TTL yet; none
-        for a command that cannot go in a transaction (blocking, MULTI, WATCH, … or not a write)."""
+    def _written(self, command: tuple[Any, ...]) -> list[bytes]:
+        """The run's keys (not TTL-observed) that ``command`` writes; none for a command that cannot go in a
+        transaction (blocking, MULTI, WATCH, … or not a write)."""
         if not command:
             return []
         name = command[0].decode("utf-8", "replace") if isinstance(command[0], bytes) else str(command[0])
@@ -109,8 +110,7 @@ class Safety:
         if access is None:
             return []
         keys = (k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
-        return [k for k in dict.fromkeys(keys)
-                if k.startswith(self._base) and k not in self._exempt and k not in self.protected]
+        return [k for k in dict.fromkeys(keys) if k.startswith(self._base) and k not in self._exempt]
 
     def protect(self, script_keys: Sequence[Any] = (), *, fresh: bool = False) -> None:
         """Give the keys written since the last call (and an atomic script's KEYS, which it may have deleted
