@@ -97,8 +97,7 @@ ARGV_FOR = {
 }
 
 _SUFFIX = re.compile(r" script: [0-9a-f]{40}, on @user_script:-?\d+\.$")
-_FAKE_PREFIX = re.compile(r"^Error running script \(call to f_[0-9a-f]+\): @user_script:\?: "
-                          r"(\[string \"<python>\"\]:\d+: )?")
+_FAKE_PREFIX = re.compile(r"^Error running script \(call to f_[0-9a-f]+\): @user_script:\?: ")
 
 
 def normalize(outcome: object) -> object:

@@ -9,8 +9,9 @@ both:
   (:mod:`emqlab.scripting.host`): read-only globals and library tables, an error for reading an undefined
   global, no ``python``, ``debug``, ``os``, ``io``, ``require``, ``loadfile``, ``dofile`` or bytecode, Lua
   code that cannot reach into a Python object, emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, and a
-  budget of Lua instructions per script (:func:`new_server`'s ``max_instructions``) and of Lua heap
-  (:data:`LUA_MAX_MEMORY`);
+  budget of Lua instructions and CPU seconds per script (:func:`new_server`'s ``max_instructions``,
+  ``max_seconds``) and of Lua heap (:data:`LUA_MAX_MEMORY`); past Redis's busy-reply threshold other clients
+  get ``BUSY`` and ``SCRIPT KILL``/``FUNCTION KILL`` work (:mod:`emqlab.backend.busy`);
 * ``INFO`` with the ``server``, ``clients``, ``memory``, ``persistence``, ``replication``, ``cluster`` and
   ``keyspace`` sections (:func:`info_text`), from clients and from ``redis.call`` inside scripts.
 
@@ -55,6 +56,7 @@ from fakeredis._helpers import SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
 from fakeredis.commands_mixins import scripting_mixin as _scripting
 
+from emqlab.backend.busy import DEFAULT_BUSY_REPLY_THRESHOLD_MS, BusyMixin, install
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.registry import lua_dir
@@ -245,8 +247,8 @@ class _SandboxedLupa:
     ``harden`` (the runtime of the server's functions), :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis
     sets it up, and ``fresh`` is then the function that starts a call on fresh limits."""
 
-    def __init__(self, harden: int | None = None) -> None:
-        #: the budget of Lua instructions of one function call (0: none), when the runtime is the functions'
+    def __init__(self, harden: fakeredis.FakeServer | None = None) -> None:
+        #: the server whose functions' runtime this makes (None: its EVAL runtime)
         self.harden = harden
         self.fresh: Any = None
 
@@ -314,12 +316,15 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
             runtime = make(server)
         fake_redis = runtime.globals()[b"redis"]
         helpers = {b"sha1hex": _sandbox.sha1hex, b"log": fake_redis[b"log"], b"known_command": known_command}
+        busy = getattr(server, "_emqlab_busy", None)
+        if busy is not None:
+            helpers.update({b"tick": busy.tick, b"stopped_at": busy.stopped_at})
         api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
                             globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)",
-                            memory_kib=_sandbox.soft_cap_kib(LUA_MAX_MEMORY), max_seconds=_sandbox.DEFAULT_MAX_SECONDS,
+                            memory_kib=_sandbox.soft_cap_kib(LUA_MAX_MEMORY), max_seconds=_max_seconds(server),
                             memory_text=(messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY",
                                                                    LUA_MAX_MEMORY)).encode(),
-                            seconds_hint=b"the embedded server's DEFAULT_MAX_SECONDS")
+                            seconds_hint=b"new_server(max_seconds=...)")
         limit = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
         server._lua_runtime = _SandboxedRuntime(runtime, api[b"prepare"], limit)  # type: ignore[attr-defined]
         return server._lua_runtime  # type: ignore[attr-defined]
@@ -330,17 +335,32 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
 #: call past its limits, which no pcall, xpcall or coroutine.resume inside the call can catch; returns the
 #: function that starts a call on fresh limits
 _HARDEN_FUNCTIONS = b"""
-local limits, text, patterns, pattern_text, match_steps = ...
-local sethook, clock, co_create, co_resume = debug.sethook, os.clock, coroutine.create, coroutine.resume
+local limits, text, patterns, pattern_text, match_steps, tick, stopped_at = ...
+local sethook, getinfo, clock = debug.sethook, debug.getinfo, os.clock
+local co_create, co_resume = coroutine.create, coroutine.resume
 -- (string.find/match/gmatch/gsub bounded: lua/lib/patterns.lua; the functions see this very string table)
 local bounded = loadstring(patterns)({string = string, error = error, type = type, select = select,
                                       format = string.format, next = next, text = pattern_text,
                                       max_steps = match_steps})
 for _, name in ipairs({'find', 'match', 'gmatch', 'gsub'}) do string[name] = bounded[name] end
 local unpack, error, select, real_pcall, real_xpcall = unpack, error, select, pcall, xpcall
-local function over() return limits.used > limits.max_instructions or clock() - limits.t0 > limits.max_seconds end
+local function over()
+  return limits.stopped or limits.used > limits.max_instructions or clock() - limits.t0 > limits.max_seconds
+end
+local function line()
+  for level = 2, 40 do
+    local info = getinfo(level, 'Sl')
+    if info == nil then break end
+    if info.source == '@user_function' then return info.currentline end
+  end
+  return 0
+end
 local function hook()
   limits.used = limits.used + 10000
+  if not limits.stopped and tick() then  -- a FUNCTION KILL, a Ctrl-C (emqlab/backend/busy.py)
+    limits.stopped = true
+    stopped_at(line())
+  end
   if over() then error(text, 0) end
 end
 -- past its limits a call ends: no pcall, xpcall or coroutine.resume inside it may catch that
@@ -361,7 +381,7 @@ coroutine.wrap = function(f)
   end
   return function(...) return pass(rethrow(co_resume(co, ...))) end
 end
-return function() limits.used, limits.t0 = 0, clock() end
+return function() limits.used, limits.t0, limits.stopped = 0, clock(), false end
 """
 #: Lua run in it once fakeredis has set it up (its own code needs ``debug`` until then): the names a function
 #: must not reach removed from the runtime's real globals — fakeredis gives a function restricted globals,
@@ -374,16 +394,24 @@ end
 """
 
 
-def _harden_functions(runtime: Any, max_instructions: int) -> Any:
-    """Harden the runtime of a server's functions (:data:`_HARDEN_FUNCTIONS`), a call's budget of Lua
-    instructions ``max_instructions`` (0: none, as :func:`new_server` has it); returns the function that
-    starts a call on fresh limits."""
+def _max_seconds(server: fakeredis.FakeServer) -> float:
+    return float(getattr(server, "_emqlab_max_seconds", _sandbox.DEFAULT_MAX_SECONDS))
+
+
+def _harden_functions(runtime: Any, server: fakeredis.FakeServer) -> Any:
+    """Harden the runtime of ``server``'s functions (:data:`_HARDEN_FUNCTIONS`) with the server's limits of
+    one call (:func:`new_server`'s ``max_instructions``, 0: none, and ``max_seconds``); returns the function
+    that starts a call on fresh limits."""
+    max_instructions = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
+    max_seconds = _max_seconds(server)
     limits = runtime.table_from({b"used": 0, b"t0": 0, b"max_instructions": max_instructions or float("inf"),
-                                 b"max_seconds": _sandbox.DEFAULT_MAX_SECONDS})
-    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (max_instructions, _sandbox.DEFAULT_MAX_SECONDS)
+                                 b"max_seconds": max_seconds or float("inf"), b"stopped": False})
+    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (max_instructions, max_seconds)
     patterns = (lua_dir() / "lib" / f"{_sandbox.PATTERNS}.lua").read_bytes()
+    busy = getattr(server, "_emqlab_busy", None)
+    tick, stopped_at = (busy.tick, busy.stopped_at) if busy is not None else (lambda: False, lambda line: None)
     return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode(), patterns,
-                           messages.PATTERN_TOO_COSTLY.encode(), _sandbox.MATCH_STEPS)
+                           messages.PATTERN_TOO_COSTLY.encode(), _sandbox.MATCH_STEPS, tick, stopped_at)
 
 
 class _SandboxMixin:
@@ -404,8 +432,7 @@ class _SandboxMixin:
     def _functions(self) -> Any:
         # (FCALL and FUNCTION LOAD ask for the engine first thing: each call starts on fresh limits)
         if getattr(self._server, "_lua_functions", None) is None:
-            shim = _SandboxedLupa(harden=getattr(self._server, "_emqlab_max_instructions",
-                                                 _sandbox.DEFAULT_MAX_INSTRUCTIONS))
+            shim = _SandboxedLupa(harden=self._server)
             with _runtime_lock, _lupa_swapped(shim):
                 engine = super()._functions()  # type: ignore[misc]
                 engine.runtime.execute(_STRIP_FUNCTIONS)
@@ -418,12 +445,12 @@ class _SandboxMixin:
         return engine
 
 
-class _EmbeddedSocket(_SandboxMixin, InfoCommandMixin, FakeSocket):
+class _EmbeddedSocket(BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
 
-class _EmbeddedAsyncSocket(_SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
+class _EmbeddedAsyncSocket(BusyMixin, _SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
@@ -457,16 +484,24 @@ class EmbeddedAsyncConnection(FakeAsyncRedisConnection):
 
 
 def new_server(version: tuple[int, ...] | None = None, *,
-               max_instructions: int = _sandbox.DEFAULT_MAX_INSTRUCTIONS) -> fakeredis.FakeServer:
+               max_instructions: int = _sandbox.DEFAULT_MAX_INSTRUCTIONS,
+               max_seconds: float = _sandbox.DEFAULT_MAX_SECONDS,
+               busy_reply_threshold_ms: int = DEFAULT_BUSY_REPLY_THRESHOLD_MS) -> fakeredis.FakeServer:
     """A fresh fakeredis server ready for queue scripts: its Lua runtime created with Redis 7's sandbox
     (``lua/lib/sandbox.lua``) and :data:`LUA_MODULES` loaded, its script cache left empty (as on a new server).
 
     ``version`` is the Redis version fakeredis emulates (default: fakeredis's default). ``max_instructions``
-    is the budget of Lua instructions of one script (0: none); past it the script fails with an ``emqlab
-    server:`` error (an endless loop ends instead of hanging its caller). Raises ``RuntimeError`` when the
-    modules do not load (fakeredis without its ``lua`` extra, or ``lua/lib`` missing).
+    is the budget of Lua instructions of one script or function call (0: none), ``max_seconds`` its CPU
+    seconds (0: none); past either the script fails with an ``emqlab server:`` error (an endless loop ends
+    instead of hanging its caller; Redis has no such limit). ``busy_reply_threshold_ms`` is Redis's
+    ``busy-reply-threshold``: once a script has run that long (wall clock), other clients get ``BUSY`` and
+    ``SCRIPT KILL``/``FUNCTION KILL`` may end it (:mod:`emqlab.backend.busy`). Raises ``ValueError`` for a
+    negative threshold, ``RuntimeError`` when the modules do not load (fakeredis without its ``lua`` extra,
+    or ``lua/lib`` missing).
     """
     server = fakeredis.FakeServer() if version is None else fakeredis.FakeServer(version=version)
+    install(server, int(busy_reply_threshold_ms))
+    server._emqlab_max_seconds = float(max_seconds)  # type: ignore[attr-defined]
     _server_identity(server)
     server._emqlab_max_instructions = int(max_instructions)  # type: ignore[attr-defined]
     conn = fakeredis.FakeRedis(server=server, connection_class=EmbeddedConnection, lua_modules=set(), protocol=2)

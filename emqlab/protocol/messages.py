@@ -82,6 +82,20 @@ MULTI_NESTED = "ERR MULTI calls can not be nested"
 EXEC_WITHOUT_MULTI = "ERR EXEC without MULTI"
 DISCARD_WITHOUT_MULTI = "ERR DISCARD without MULTI"
 
+# -- Redis 7.0: a script that runs long (src/script.c: scriptInterrupt, scriptKill) ------------------------
+#: any command but SCRIPT KILL while a script has run past the busy-reply threshold
+BUSY_SCRIPT = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+#: the same while a function runs (FCALL): only FUNCTION KILL
+BUSY_FUNCTION = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+#: SCRIPT KILL / FUNCTION KILL with no script running
+NOTBUSY = "NOTBUSY No scripts in execution right now."
+#: SCRIPT KILL / FUNCTION KILL of a script that has called a write command
+UNKILLABLE = ("UNKILLABLE Sorry the script already executed write commands against the dataset. You can either "
+              "wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.")
+#: the reply to the script a KILL ended: its SHA1 (the function's name), ``user_script`` or ``user_function``,
+#: the line it was running
+SCRIPT_KILLED = "ERR Script killed by user with SCRIPT KILL... script: %s, on @%s:%d."
+
 # -- Lua 5.1's library, as the sandbox's own versions of its functions say it ------------------------------
 #: a coroutine that yields from inside a metamethod or a C function (ldo.c)
 YIELD_BOUNDARY = "attempt to yield across metamethod/C-call boundary"

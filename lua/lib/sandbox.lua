@@ -21,8 +21,9 @@
 
   Called with one table of options:
     mode        'host' or 'server';
-    py          Python helpers: sha1hex(s), log(level, msg), known_command(name, sub), and for the host
-                tick() (true when a Ctrl-C is pending);
+    py          Python helpers: sha1hex(s), log(level, msg), known_command(name, sub), tick() (true
+                when the run must stop: a Ctrl-C is pending, or on the server a SCRIPT KILL came) and
+                (server) stopped_at(line), told the script's line when tick() stopped it;
     cjson, cmsgpack, bit   the modules' source texts (a missing one is not loaded);
     patterns    the source of lua/lib/patterns.lua (the bounded pattern functions), match_steps its bound;
     hook_every  instructions between two calls of the count hook;
@@ -87,7 +88,16 @@ local cpu_clock, time_cap = os.clock, opts.max_seconds or 0
 -- (host) what each live run has spent so far, by run id: its budget counts for the whole run, not per
 -- step; and the run the host is resuming, with its cap on commands
 local spent = {instructions = {}, commands = {}, seconds = {}, current = nil, max_commands = 0}
-local tick = py.tick
+local tick, stopped_at = py.tick, py.stopped_at
+-- the line of the user's script that is running (0 when none is on the stack)
+local function script_line()
+  for level = 2, 40 do
+    local info = getinfo(level, 'Sl')
+    if info == nil then break end
+    if info.source == '@user_script' then return info.currentline end
+  end
+  return 0
+end
 local function budget_error(text, kind)
   if mode == 'host' then return {err = MSG.host_error .. text, [kind] = true} end
   return MSG.server_error .. text
@@ -101,6 +111,7 @@ local function hook()
     stop = not ok or pending
   end
   if stop then
+    if stopped_at then real_pcall(stopped_at, script_line()) end
     budget.abort = budget_error(MSG.interrupted, 'interrupted')
   elseif time_cap > 0 and budget.before + cpu_clock() - budget.clock0 > time_cap then
     budget.abort = budget_error(fmt(MSG.too_long, time_cap, opts.seconds_hint), 'budget')
@@ -130,14 +141,7 @@ local function reset_budget(limit)
 end
 
 -- errors raised for the caller's line -------------------------------------------------------------
-local function script_line()
-  for level = 2, 40 do
-    local info = getinfo(level, 'Sl')
-    if info == nil then break end
-    if info.source == '@user_script' then return info.currentline end
-  end
-  return 0
-end
+-- (script_line: above, with the count hook)
 -- the script's lines on the stack, innermost first ("12,340"): where a pending redis.call was made
 local function where()
   local lines = {}
@@ -738,10 +742,10 @@ sethook(hook, '', hook_every)   -- (the main thread: lupa calls into Lua on it)
 local function prepare(src, limit)
   reset_budget(limit)
   if sub(src, 1, 1) == '\27' then
-    local _, msg = refuse_binary(src, '<python>')
+    local _, msg = refuse_binary(src, '@user_script')
     return nil, msg
   end
-  local f, err = real_loadstring(src, '<python>')
+  local f, err = real_loadstring(src, '@user_script')  -- (Redis's chunk name: errors say user_script:N)
   if not f then return nil, err end
   setfenv(f, env)
   return f, nil

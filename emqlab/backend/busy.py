@@ -1,0 +1,277 @@
+"""A busy embedded server, as Redis 7 is busy: while a script (``EVAL``/``EVALSHA``) or a function (``FCALL``)
+has run longer than the busy-reply threshold, other clients' commands get ``BUSY`` instead of waiting, and
+``SCRIPT KILL`` (``FUNCTION KILL`` for a function) ends it — unless it has already called a write command
+(``UNKILLABLE``). A Ctrl-C in the thread running the script ends it too, and is raised to that thread's caller
+once the script has let go of the server.
+
+Redis 7.0's rules (``src/script.c``: ``scriptInterrupt``, ``scriptKill``; ``src/server.c``: the ``allow-busy``
+commands), checked against a Redis 7.0 server by ``tests/test_embedded_busy.py``. Before the threshold a
+command waits for the script to end (Redis processes none); ``SCRIPT KILL`` waits the same way and, if no
+script is running once it gets its turn, answers ``NOTBUSY``. The embedded server still ends every script at
+its own limits (:func:`emqlab.backend.fakeserver.new_server`'s ``max_instructions``, ``max_seconds``), which
+Redis does not.
+
+fakeredis runs every command under one lock (``FakeServer.lock``); :func:`install` puts a :class:`ServerLock`
+in its place, whose waits turn into a ``BUSY`` reply for a command (never for fakeredis's own waits, such as a
+blocked ``BLPOP`` waking up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import fakeredis
+from fakeredis._core import Database
+from fakeredis._helpers import SimpleError, SimpleString
+
+from emqlab.protocol import messages
+from emqlab.protocol.commands import command_flags
+
+__all__ = ["CONNECTION_ONLY", "DEFAULT_BUSY_REPLY_THRESHOLD_MS", "Busy", "BusyMixin", "Running", "ServerLock",
+           "install"]
+
+#: Redis 7's default ``busy-reply-threshold`` (``lua-time-limit``), milliseconds.
+DEFAULT_BUSY_REPLY_THRESHOLD_MS = 5000
+
+_POLL_S = 0.01  # how often a waiting command looks whether the script running has turned busy
+
+#: Commands Redis runs while busy (the ``allow-busy`` flag) that touch only their own connection: they run
+#: at once without the server's lock. The other ``allow-busy`` commands (MULTI, WATCH, RESET, SHUTDOWN …)
+#: wait for the script to end instead; every other command gets BUSY.
+CONNECTION_ONLY = frozenset({"hello", "auth", "quit"})
+
+
+@dataclass
+class Running:
+    """The script or function an embedded server is running: ``kind`` ``"script"`` or ``"function"``, its
+    ``name`` (the script's SHA1 in hex, the function's name), ``started`` (``time.monotonic()``, seconds);
+    ``wrote`` once it has called a write command, ``killed`` once a KILL was accepted, ``interrupted`` once a
+    Ctrl-C reached it, ``line`` the line it was stopped at."""
+
+    kind: str
+    name: bytes
+    started: float
+    wrote: bool = False
+    killed: bool = False
+    interrupted: bool = False
+    line: int = 0
+
+
+class Busy:
+    """One embedded server's state of scripts (``server._emqlab_busy``): what it is running, and since when
+    that turns other clients away (``threshold_s``, seconds)."""
+
+    def __init__(self, threshold_ms: int) -> None:
+        if threshold_ms < 0:
+            raise ValueError(f"busy_reply_threshold_ms must be 0 or more, not {threshold_ms}")
+        self.threshold_s = threshold_ms / 1000
+        self.running: Running | None = None
+        # per thread: .command, the name of the client's command it is about to run (None: not dispatching);
+        # .borrowed, True while it runs a CONNECTION_ONLY command without the lock
+        self.local = threading.local()
+
+    def busy(self) -> Running | None:
+        """The script running, if it has passed the threshold."""
+        r = self.running
+        if r is not None and time.monotonic() - r.started >= self.threshold_s:
+            return r
+        return None
+
+    def tick(self) -> bool:
+        """Called by the Lua count hook of a script the server runs: True once the script must stop (killed,
+        or a Ctrl-C is pending in this thread — Python raises it here, where Python code runs)."""
+        r = self.running
+        try:
+            return r is not None and (r.killed or r.interrupted)
+        except KeyboardInterrupt:
+            if r is not None:
+                r.interrupted = True
+            return True
+
+    def stopped_at(self, line: Any) -> None:
+        """Called by the hook when :meth:`tick` stopped the script (or raised: a Ctrl-C that arrived in
+        lupa's own code around the call): the line it was running."""
+        r = self.running
+        if r is None:
+            return
+        if not r.killed:
+            r.interrupted = True
+        if isinstance(line, (int, float)):
+            r.line = int(line)
+
+    @contextlib.contextmanager
+    def run(self, kind: str, name: bytes) -> Iterator[Running]:
+        """Mark a script or function as running for the ``with`` block (the caller holds the server's lock).
+        A script that was killed raises Redis's error reply; one a Ctrl-C stopped raises ``KeyboardInterrupt``."""
+        running = Running(kind, name, time.monotonic())
+        self.running = running
+        try:
+            yield running
+        except Exception as exc:
+            if running.interrupted:
+                raise KeyboardInterrupt from None
+            if running.killed:
+                where = "user_script" if kind == "script" else "user_function"
+                raise SimpleError(messages.SCRIPT_KILLED % (name.decode(errors="replace"), where,
+                                                            running.line)) from None
+            raise exc
+        finally:
+            self.running = None
+        if running.interrupted:
+            raise KeyboardInterrupt
+
+    def kill(self, kind: str, lock: threading.Lock) -> SimpleError | SimpleString:
+        """``SCRIPT KILL`` (``kind`` ``"script"``) or ``FUNCTION KILL`` (``"function"``): wait as any command
+        does, then answer as Redis 7.0's ``scriptKill`` (OK, ``NOTBUSY``, ``UNKILLABLE``, or ``BUSY`` for a KILL
+        of the other kind)."""
+        while not lock.acquire(timeout=_POLL_S):
+            r = self.busy()
+            if r is None:
+                continue
+            if r.kind != kind:
+                return SimpleError(_busy_text(r))
+            if r.wrote:
+                return SimpleError(messages.UNKILLABLE)
+            r.killed = True
+            return SimpleString(b"OK")
+        lock.release()
+        return SimpleError(messages.NOTBUSY)
+
+
+def _busy_text(r: Running) -> str:
+    return messages.BUSY_SCRIPT if r.kind == "script" else messages.BUSY_FUNCTION
+
+
+class ServerLock:
+    """``FakeServer.lock`` of an embedded server: a plain lock, except for a thread waiting to run a client's
+    command (``busy.local.command``) once the script holding the server has run past the threshold: the
+    command gets Redis's ``BUSY`` error, or runs at once (:data:`CONNECTION_ONLY`), or goes on waiting (the
+    other ``allow-busy`` commands)."""
+
+    def __init__(self, raw: threading.Lock, busy: Busy) -> None:
+        self.raw = raw
+        self._busy = busy
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        local = self._busy.local
+        command = getattr(local, "command", None)
+        if not blocking or timeout >= 0 or command is None:
+            return self.raw.acquire(blocking, timeout)
+        while not self.raw.acquire(timeout=_POLL_S):
+            r = self._busy.busy()
+            if r is None:
+                continue
+            if command in CONNECTION_ONLY:
+                local.borrowed = True
+                return True
+            # (FUNCTION STATS is allow-busy, but while an EVAL runs Redis 7.0 answers it BUSY)
+            if "allow_busy" not in command_flags(command) or (command == "function|stats" and r.kind == "script"):
+                raise SimpleError(_busy_text(r))
+        return True
+
+    def release(self) -> None:
+        local = self._busy.local
+        if getattr(local, "borrowed", False):
+            local.borrowed = False
+        else:
+            self.raw.release()
+
+    def locked(self) -> bool:
+        return self.raw.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def install(server: fakeredis.FakeServer, threshold_ms: int) -> Busy:
+    """Give ``server`` (a fresh one: before any client used it) a :class:`Busy` state and a :class:`ServerLock`.
+    The databases' conditions keep the plain lock (a blocked command's wake-up is no new command); client ids
+    get a lock of their own."""
+    busy = Busy(threshold_ms)
+    raw = server.lock
+    server.lock = ServerLock(raw, busy)  # type: ignore[assignment]
+    server.dbs.default_factory = lambda: Database(raw)  # type: ignore[attr-defined]
+    server._emqlab_busy = busy  # type: ignore[attr-defined]
+    ids = threading.Lock()
+
+    def next_client_id() -> int:
+        # (a new connection takes an id: with the server's lock it would wait for a long script, where Redis
+        # accepts the connection and answers its first command BUSY)
+        with ids:
+            client_id: int = server._next_client_id
+            server._next_client_id += 1
+        return client_id
+
+    server.get_next_client_id = next_client_id  # type: ignore[method-assign]
+    return busy
+
+
+_KILLS = {(b"script", b"kill"): "script", (b"function", b"kill"): "function"}
+
+
+class BusyMixin:
+    """The socket side (a fakeredis socket mixin): commands dispatched through the :class:`ServerLock`'s
+    busy-aware wait, ``SCRIPT KILL``/``FUNCTION KILL`` answered as Redis does, scripts and functions marked
+    running, their write commands noted. A socket on a server without :func:`install` behaves as fakeredis's."""
+
+    _server: fakeredis.FakeServer
+
+    def _process_command(self, fields: list[bytes]) -> None:
+        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
+        if busy is None or not fields:
+            super()._process_command(fields)  # type: ignore[misc]
+            return
+        kind = _KILLS.get((fields[0].lower(), fields[1].lower())) if len(fields) == 2 else None
+        if kind is not None:
+            self.put_response(self._decode_result(busy.kill(kind, self._server.lock.raw)))  # type: ignore[attr-defined]
+            return
+        name = fields[0].decode("utf-8", "replace").lower()
+        if len(fields) > 1 and not command_flags(name):  # a container: FUNCTION STATS, CLIENT ID …
+            name += "|" + fields[1].decode("utf-8", "replace").lower()
+        busy.local.command = name
+        try:
+            super()._process_command(fields)  # type: ignore[misc]
+        finally:
+            busy.local.command = None
+
+    def _busy_run(self, kind: str, name: bytes) -> contextlib.AbstractContextManager[Any]:
+        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
+        return contextlib.nullcontext() if busy is None else busy.run(kind, name)
+
+    def eval(self, script: bytes, numkeys: int, *keys_and_args: bytes) -> Any:
+        with self._busy_run("script", hashlib.sha1(script).hexdigest().encode()):
+            return super().eval(script, numkeys, *keys_and_args)  # type: ignore[misc]
+
+    def _fcall(self, command_name: str, function_name: bytes, *args: Any, **kwargs: Any) -> Any:
+        with self._busy_run("function", function_name):
+            return super()._fcall(command_name, function_name, *args, **kwargs)  # type: ignore[misc]
+
+    def _note_write(self, op: Any, args: tuple[Any, ...]) -> None:
+        # Redis marks a script dirty when it calls a write command (src/script.c: scriptCall), whatever the
+        # command then does; from then on SCRIPT KILL answers UNKILLABLE
+        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
+        r = busy.running if busy is not None else None
+        if r is None or r.wrote or not isinstance(op, bytes):
+            return
+        name = op.decode("utf-8", "replace").lower()
+        if not command_flags(name) and args and isinstance(args[0], bytes):  # a container: XGROUP CREATE …
+            name += "|" + args[0].decode("utf-8", "replace").lower()
+        r.wrote = "write" in command_flags(name)
+
+    def _lua_redis_call(self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any) -> Any:
+        self._note_write(op, args)
+        return super()._lua_redis_call(lua_runtime, expected_globals, op, *args)  # type: ignore[misc]
+
+    def _function_redis_call(self, lua_runtime: Any, read_only: bool, *args: Any) -> Any:
+        if args:
+            self._note_write(args[0], args[1:])
+        return super()._function_redis_call(lua_runtime, read_only, *args)  # type: ignore[misc]

@@ -1,0 +1,154 @@
+"""A long script on the embedded server as on Redis 7.0 (emqlab/backend/busy.py): past the busy-reply
+threshold other clients get BUSY, SCRIPT KILL / FUNCTION KILL end what has not written (UNKILLABLE what
+has), the killed call gets Redis's reply — each sequence run on the embedded server and on a redis-server
+this test starts (``busy-reply-threshold 200``), the replies compared exactly. And a Ctrl-C ends a script
+the embedded server runs in the caller's thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from emqlab.backend.fakeserver import new_server, sync_client
+from tests.conftest import own_redis_server
+
+THRESHOLD_MS = 200
+SPIN = "local i = 0\nwhile true do i = i + 1 end"
+WRITE_THEN_SPIN = "redis.call('SET', KEYS[1], 'v')\nwhile true do end"
+LIBRARY = ("#!lua name=spinlib\n"
+           "redis.register_function('spin', function(keys, args)\n  while true do end\nend)\n"
+           "redis.register_function{function_name = 'spin_ro', flags = {'no-writes'},\n"
+           "  callback = function(keys, args) while true do end end}")
+
+
+def _reply(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except redis.exceptions.ResponseError as exc:
+        return f"error: {exc}"
+    except redis.exceptions.ConnectionError:
+        return "connection closed"
+
+
+class _Background:
+    """A call made in another thread on its own client; its reply (or error text) once it ends."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.reply: Any = None
+        self._thread = threading.Thread(target=lambda: setattr(self, "reply", _reply(call)), daemon=True)
+        self._thread.start()
+
+    def result(self, timeout: float = 20) -> Any:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the script did not end"
+        return self.reply
+
+
+def _busy(other: redis.Redis) -> None:
+    # wait until the server answers BUSY (the script started and passed the threshold)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            other.ping()
+        except redis.exceptions.BusyLoadingError:
+            raise
+        except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                return
+        time.sleep(0.05)
+    raise AssertionError("the server never answered BUSY")
+
+
+def _sequence_kill_script(client: Callable[[], redis.Redis]) -> list[Any]:
+    runner, other = client(), client()
+    script = _Background(lambda: runner.eval(SPIN, 0))
+    time.sleep(0.05)
+    _busy(other)
+    late = client()  # a connection made while busy (HELLO is allow-busy)
+    seen = [_reply(other.ping), _reply(lambda: other.get("k"))]
+    for cmd in (("FUNCTION", "KILL"), ("FUNCTION", "STATS"), ("SCRIPT", "KILL")):
+        seen.append(_reply(lambda cmd=cmd: late.execute_command(*cmd)))
+    seen += [script.result(), _reply(lambda: other.execute_command("SCRIPT", "KILL")), _reply(other.ping)]
+    return seen
+
+
+def _sequence_kill_function(client: Callable[[], redis.Redis]) -> list[Any]:
+    runner, other = client(), client()
+    other.function_load(LIBRARY, replace=True)
+    seen = []
+    for name in ("spin", "spin_ro"):
+        call = _Background(lambda name=name: runner.fcall(name, 0))
+        time.sleep(0.05)
+        _busy(other)
+        seen += [_reply(lambda: other.execute_command("SCRIPT", "KILL")),
+                 _reply(lambda: other.execute_command("FUNCTION", "KILL")), call.result()]
+    seen.append(_reply(lambda: other.execute_command("FUNCTION", "KILL")))
+    other.function_delete("spinlib")
+    return seen
+
+
+def _sequence_unkillable(client: Callable[[], redis.Redis]) -> list[Any]:
+    runner, other = client(), client()
+    script = _Background(lambda: runner.eval(WRITE_THEN_SPIN, 1, "emq:{busy-test}:k"))
+    time.sleep(0.05)
+    _busy(other)
+    seen = [_reply(lambda: other.execute_command("SCRIPT", "KILL"))]
+    return seen + [script]  # (the caller ends the script: SHUTDOWN NOSAVE on Redis, the CPU limit here)
+
+
+@pytest.fixture
+def embedded() -> Iterator[Callable[[], redis.Redis]]:
+    server = new_server(max_instructions=0, max_seconds=3, busy_reply_threshold_ms=THRESHOLD_MS)
+    yield lambda: sync_client(server)
+
+
+@pytest.fixture(scope="module")
+def redis7() -> Iterator[str]:
+    with own_redis_server("--busy-reply-threshold", str(THRESHOLD_MS)) as url:
+        yield url
+
+
+@pytest.mark.parametrize("sequence", [_sequence_kill_script, _sequence_kill_function])
+def test_busy_and_kill_as_on_redis(sequence: Callable[..., list[Any]], embedded: Callable[[], redis.Redis],
+                                   redis7: str) -> None:
+    ours = sequence(embedded)
+    theirs = sequence(lambda: redis.Redis.from_url(redis7))
+    assert ours == theirs
+    assert any(isinstance(r, str) and r.startswith("error: Script killed by user") for r in ours)
+
+
+def test_a_script_that_wrote_is_unkillable_as_on_redis(embedded: Callable[[], redis.Redis]) -> None:
+    ours = _sequence_unkillable(embedded)
+    ended = ours.pop().result()
+    assert "more than 3 s of CPU" in ended  # the embedded server's own limit ends it
+    with own_redis_server("--busy-reply-threshold", str(THRESHOLD_MS)) as url:
+        theirs = _sequence_unkillable(lambda: redis.Redis.from_url(url))
+        script = theirs.pop()
+        _reply(lambda: redis.Redis.from_url(url).shutdown(nosave=True))  # (the only way to end it on Redis)
+        assert script.result() == "connection closed"
+    assert ours == theirs
+    assert ours[0].startswith("error: UNKILLABLE")
+
+
+@pytest.mark.parametrize("kind", ["script", "function"])
+def test_ctrl_c_ends_a_script_of_the_embedded_server(kind: str) -> None:
+    server = new_server(max_instructions=0, max_seconds=30)
+    client = sync_client(server)
+    client.function_load(LIBRARY)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client.eval(SPIN, 0) if kind == "script" else client.fcall("spin", 0)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 5
+    assert client.ping() and client.eval("return 1", 0) == 1  # the server is free and its Lua usable
