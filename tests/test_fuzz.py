@@ -224,7 +224,7 @@ def _parse(command: click.Command, args: list[str]) -> None:
                                                                "double-placement", "bogus"]))), max_size=4))
 def test_simulate_options_parse_or_give_a_usage_error(pairs: list[tuple[str, str]]) -> None:
     args = [x for pair in pairs for x in pair]
-    cmd = main.commands["simulate"]
+    cmd = main.get_command(None, "simulate")
     try:
         _parse(cmd, args)
     except click.UsageError as e:
@@ -244,7 +244,7 @@ def test_simulate_options_parse_or_give_a_usage_error(pairs: list[tuple[str, str
 def test_sweep_rtt_options_parse_or_give_a_usage_error(pairs: list[tuple[str, str]]) -> None:
     args = [x for pair in pairs for x in pair]
     try:
-        _parse(main.commands["sweep-rtt"], args)
+        _parse(main.get_command(None, "sweep-rtt"), args)
     except click.UsageError as e:
         one_line(e.format_message())
 

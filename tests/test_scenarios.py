@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import click
 import pytest
 
 from emqlab.backend.connect import connect
@@ -232,7 +233,7 @@ def test_docs_cli_reference_has_every_command() -> None:
     from emqlab.ui.cli import main
 
     page = _hooks().cli_reference()
-    for name in main.commands:
+    for name in main.list_commands(click.Context(main)):
         assert f"## emqlab {name}\n" in page
         assert f"Usage: emqlab {name}" in page
 

@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from emqlab.explore.stops import STOP_SIGNALS
 
@@ -86,10 +85,10 @@ def _terminate(signum: int, _frame: object) -> None:
         os._exit(128 + signum)
 
 
-def _run(main: Callable[[], object], err_console: Any) -> None:
+def _run(main: Callable[[], object]) -> None:
     """The CLI's group ``main`` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
-    (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly; ``err_console``
-    (a rich console on stderr) says which signal stopped it."""
+    (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly; the CLI's rich
+    console on stderr says which signal stopped it."""
     handle_stops(_terminate)
     try:
         main()
@@ -98,6 +97,8 @@ def _run(main: Callable[[], object], err_console: Any) -> None:
             ignore_stops()
             if _stop_signal is not None and _stop_signal != signal.SIGINT:  # SIGTERM, SIGHUP
                 try:  # (Ctrl-C's "interrupted" is said where the KeyboardInterrupt is caught)
+                    from emqlab.ui.cli.common import err_console
+
                     err_console.print(f"[bold red]stopped by {signal.Signals(_stop_signal).name}[/]")
                 except OSError:  # (SIGHUP: the terminal may be gone)
                     pass
@@ -112,7 +113,7 @@ def entry() -> None:
     """The console script: the stop signals handled from its first line, then the CLI imported and run."""
     handle_stops(_early)
     try:
-        from emqlab.ui.cli import err_console, main
+        from emqlab.ui.cli import main
     except SystemExit as e:  # (a stop signal while importing: nothing ran, nothing to clean up)
         ignore_stops()
         sys.stderr.write("interrupted\n")
@@ -121,7 +122,7 @@ def entry() -> None:
         ignore_stops()
         sys.stderr.write("interrupted\n")
         raise SystemExit(128 + _early_stop)
-    _run(main, err_console)  # installs the CLI's own handlers (_terminate) first thing
+    _run(main)  # installs the CLI's own handlers (_terminate) first thing
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ group. The console script that runs it, its stop signals handled, is :func:`emql
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 import sys
@@ -22,31 +23,24 @@ from typing import Any
 import click
 
 from emqlab import __version__
-from emqlab.backend.connect import BackendError
 from emqlab.protocol.verdict import REPORT_TO, ExitCode
-from emqlab.ui.cli.common import (
-    EXIT_ANOMALY,
-    EXIT_ERROR,
-    EXPECTED_ERRORS,
-    INFRASTRUCTURE_ERRORS,
-    MAX_DEPTH,
-    MAX_PREEMPTIONS,
-    MAX_RUNS,
-    MIN_COLUMNS,
-    SEED,
-    SEED_RANGE,
-    USAGE_ERRORS,
-    _fail,
-    _mask,
-    _one_line,
-    console,
-    err_console,
-    reader_left,
-)
-from emqlab.ui.cli.explore import replay, simulate
-from emqlab.ui.cli.library import check, clean, scenarios, scripts
-from emqlab.ui.cli.teaching import grade, play, student
-from emqlab.ui.cli.timing import sweep_rtt_command
+
+#: Every command: its name, the module of this package that holds it and the function's name there, and the
+#: line ``emqlab --help`` shows for it. A command's module is imported only when the command runs or its own
+#: help is asked for: ``emqlab --version`` and ``emqlab --help`` load none of them (nor redis-py, fakeredis,
+#: lupa or rich).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "simulate": ("explore", "simulate", "Explore a scenario's interleavings and name the anomalies."),
+    "replay": ("explore", "replay", "Replay one schedule and print its annotated history."),
+    "check": ("library", "check", "Check your own Lua: run it through the scenarios, split and atomic."),
+    "scenarios": ("library", "scenarios", "List the scenario library: each race, its anomaly and its source."),
+    "scripts": ("library", "scripts", "List the Lua scripts: name, KEYS count and SHA1."),
+    "sweep-rtt": ("timing", "sweep_rtt_command", "Timed runs: anomaly rate, round trips and jobs/s by round trip."),
+    "clean": ("library", "clean", "Delete the keys that emqlab's runs left behind on a live Redis."),
+    "grade": ("teaching", "grade", "Grade a classroom assignment notebook (or a folder of them)."),
+    "student": ("teaching", "student", "Make the student version of an assignment notebook."),
+    "play": ("teaching", "play", "Play a level: you are the scheduler, the goal is a race."),
+}
 
 
 def _debug(ctx: click.Context | None) -> bool:
@@ -59,15 +53,32 @@ def _debug(ctx: click.Context | None) -> bool:
 
 class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        order = ["simulate", "replay", "check", "scenarios", "scripts", "sweep-rtt", "clean", "grade", "student",
-                 "play"]
-        return [c for c in order if c in self.commands] + sorted(set(self.commands) - set(order))
+        return list(COMMANDS) + sorted(set(self.commands) - set(COMMANDS))
+
+    def get_command(self, ctx: click.Context | None, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr, short = COMMANDS[cmd_name]
+            command: click.Command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+            command.short_help = short
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the lines from COMMANDS: listing the commands imports none of them
+        rows = [(name, COMMANDS[name][2]) for name in COMMANDS]
+        rows += [(name, self.commands[name].get_short_help_str(formatter.width)) for name in self.list_commands(ctx)
+                 if name not in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Every command's last line of defence: a known error is one line with its exit code (2 usage,
         4 infrastructure), Ctrl-C exits 130, and anything else is an internal error (exit 5): one line that
         says where to report it — the traceback only with --debug or EMQLAB_DEBUG=1."""
         import redis
+
+        from emqlab.backend.connect import BackendError
+        from emqlab.ui.cli.common import INFRASTRUCTURE_ERRORS, USAGE_ERRORS, _fail, err_console, reader_left
 
         try:
             return super().invoke(ctx)
@@ -90,6 +101,8 @@ class _Group(click.Group):
 
 def _internal(ctx: click.Context, what: str) -> None:
     from rich.markup import escape
+
+    from emqlab.ui.cli.common import _mask, _one_line, err_console
 
     if _debug(ctx):
         import traceback
@@ -122,11 +135,20 @@ def main(debug: bool) -> None:
 main.help = inspect.cleandoc(main.help or "") + "\n\n\b\nExit codes (emqlab.verdict.ExitCode):\n" + "\n".join(
     f"  {c.value:>3}  {c.name.lower()}" for c in ExitCode)
 
-for _command in (simulate, replay, check, scenarios, scripts, sweep_rtt_command, clean, grade, student, play):
-    main.add_command(_command)
+
+#: the names the module exported when the CLI was one module (emqlab.cli), now loaded on first use
+_MOVED = {"EXIT_ANOMALY": "common", "EXIT_ERROR": "common", "EXPECTED_ERRORS": "common",
+          "INFRASTRUCTURE_ERRORS": "common", "MAX_DEPTH": "common", "MAX_PREEMPTIONS": "common",
+          "MAX_RUNS": "common", "MIN_COLUMNS": "common", "SEED": "common", "SEED_RANGE": "common",
+          "USAGE_ERRORS": "common", "console": "common", "err_console": "common",
+          **{attr: module for module, attr, _short in COMMANDS.values()}}
 
 
-# the module's public names as they were when the CLI was one module (emqlab.cli)
-__all__ = ["EXIT_ANOMALY", "EXIT_ERROR", "EXPECTED_ERRORS", "INFRASTRUCTURE_ERRORS", "MAX_DEPTH", "MAX_PREEMPTIONS",
-           "MAX_RUNS", "MIN_COLUMNS", "SEED", "SEED_RANGE", "USAGE_ERRORS", "check", "clean", "console", "err_console",
-           "grade", "main", "play", "replay", "scenarios", "scripts", "simulate", "student", "sweep_rtt_command"]
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+__all__ = ["COMMANDS", "main", *_MOVED]
