@@ -6,11 +6,13 @@ here)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from emqlab.ui.cli import COMMANDS, main
 
@@ -38,11 +40,12 @@ def test_version_and_help_import_nothing_heavy(args: list[str]) -> None:
     assert "emqlab" in out
 
 
-def test_every_command_is_listed_and_loads_with_its_line() -> None:
+def test_help_lists_every_command_with_its_line_and_each_loads() -> None:
+    help_text = CliRunner().invoke(main, ["--help"], terminal_width=100).output
+    listed = re.findall(r"^  (\S+)\s+(.+)$", help_text.split("Commands:")[1], flags=re.M)
+    assert listed == [(name, short) for name, (_module, _attr, short) in COMMANDS.items()]
+    assert max(map(len, help_text.splitlines())) <= 100
     ctx = click.Context(main)
-    assert main.list_commands(ctx)[:len(COMMANDS)] == list(COMMANDS)
-    for name, (_module, _attr, short) in COMMANDS.items():
+    for name in COMMANDS:  # each name loads the command that answers to it
         command = main.get_command(ctx, name)
         assert command is not None and command.name == name
-        assert command.get_short_help_str(200) == short
-        assert len(f"  {name:<10} {short}") <= 100

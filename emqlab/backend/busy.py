@@ -18,12 +18,12 @@ blocked ``BLPOP`` waking up).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import fakeredis
@@ -31,7 +31,7 @@ from fakeredis._core import Database
 from fakeredis._helpers import SimpleError, SimpleString
 
 from emqlab.protocol import messages
-from emqlab.protocol.commands import command_flags
+from emqlab.protocol.commands import is_container, line_flags
 
 __all__ = ["CONNECTION_ONLY", "DEFAULT_BUSY_REPLY_THRESHOLD_MS", "Busy", "BusyMixin", "Running", "ServerLock",
            "install"]
@@ -44,23 +44,29 @@ _POLL_S = 0.01  # how often a waiting command looks whether the script running h
 #: Commands Redis runs while busy (the ``allow-busy`` flag) that touch only their own connection: they run
 #: at once without the server's lock. The other ``allow-busy`` commands (MULTI, WATCH, RESET, SHUTDOWN …)
 #: wait for the script to end instead; every other command gets BUSY.
-CONNECTION_ONLY = frozenset({"hello", "auth", "quit"})
+CONNECTION_ONLY = frozenset({b"hello", b"auth", b"quit"})
 
 
 @dataclass
 class Running:
     """The script or function an embedded server is running: ``kind`` ``"script"`` or ``"function"``, its
-    ``name`` (the script's SHA1 in hex, the function's name), ``started`` (``time.monotonic()``, seconds);
+    ``source`` (the script's text, the function's name), ``started`` (``time.monotonic()``, seconds);
     ``wrote`` once it has called a write command, ``killed`` once a KILL was accepted, ``interrupted`` once a
     Ctrl-C reached it, ``line`` the line it was stopped at."""
 
     kind: str
-    name: bytes
+    source: bytes
     started: float
     wrote: bool = False
     killed: bool = False
     interrupted: bool = False
     line: int = 0
+
+    def name(self) -> str:
+        """The name Redis's reply gives it: the script's SHA1 in hex, the function's name."""
+        if self.kind == "script":
+            return hashlib.sha1(self.source).hexdigest()
+        return self.source.decode(errors="replace")
 
 
 class Busy:
@@ -72,7 +78,7 @@ class Busy:
             raise ValueError(f"busy_reply_threshold_ms must be 0 or more, not {threshold_ms}")
         self.threshold_s = threshold_ms / 1000
         self.running: Running | None = None
-        # per thread: .command, the name of the client's command it is about to run (None: not dispatching);
+        # per thread: .fields, the client's command line it is about to run (None: not dispatching);
         # .borrowed, True while it runs a CONNECTION_ONLY command without the lock
         self.local = threading.local()
 
@@ -105,26 +111,26 @@ class Busy:
         if isinstance(line, (int, float)):
             r.line = int(line)
 
-    @contextlib.contextmanager
-    def run(self, kind: str, name: bytes) -> Iterator[Running]:
-        """Mark a script or function as running for the ``with`` block (the caller holds the server's lock).
-        A script that was killed raises Redis's error reply; one a Ctrl-C stopped raises ``KeyboardInterrupt``."""
-        running = Running(kind, name, time.monotonic())
+    def call(self, kind: str, source: bytes, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` with a script or function marked running (the caller holds the server's lock): its
+        result, or Redis's error reply for a script that was killed, or ``KeyboardInterrupt`` for one a
+        Ctrl-C stopped."""
+        running = Running(kind, source, time.monotonic())
         self.running = running
         try:
-            yield running
-        except Exception as exc:
+            result = fn(*args, **kwargs)
+        except Exception:
             if running.interrupted:
                 raise KeyboardInterrupt from None
             if running.killed:
                 where = "user_script" if kind == "script" else "user_function"
-                raise SimpleError(messages.SCRIPT_KILLED % (name.decode(errors="replace"), where,
-                                                            running.line)) from None
-            raise exc
+                raise SimpleError(messages.SCRIPT_KILLED % (running.name(), where, running.line)) from None
+            raise
         finally:
             self.running = None
         if running.interrupted:
             raise KeyboardInterrupt
+        return result
 
     def kill(self, kind: str, lock: threading.Lock) -> SimpleError | SimpleString:
         """``SCRIPT KILL`` (``kind`` ``"script"``) or ``FUNCTION KILL`` (``"function"``): wait as any command
@@ -144,6 +150,12 @@ class Busy:
         return SimpleError(messages.NOTBUSY)
 
 
+@lru_cache(maxsize=1024)
+def _writes(op: bytes) -> bool | None:
+    """Whether command ``op`` writes (None for a container: its subcommand tells)."""
+    return None if is_container(op) else "write" in line_flags((op,))
+
+
 def _busy_text(r: Running) -> str:
     return messages.BUSY_SCRIPT if r.kind == "script" else messages.BUSY_FUNCTION
 
@@ -160,18 +172,19 @@ class ServerLock:
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         local = self._busy.local
-        command = getattr(local, "command", None)
-        if not blocking or timeout >= 0 or command is None:
+        fields = getattr(local, "fields", None)
+        if not blocking or timeout >= 0 or fields is None:
             return self.raw.acquire(blocking, timeout)
         while not self.raw.acquire(timeout=_POLL_S):
             r = self._busy.busy()
             if r is None:
                 continue
-            if command in CONNECTION_ONLY:
+            if fields[0].lower() in CONNECTION_ONLY:
                 local.borrowed = True
                 return True
             # (FUNCTION STATS is allow-busy, but while an EVAL runs Redis 7.0 answers it BUSY)
-            if "allow_busy" not in command_flags(command) or (command == "function|stats" and r.kind == "script"):
+            stats = [f.lower() for f in fields] == [b"function", b"stats"]
+            if "allow_busy" not in line_flags(fields) or (stats and r.kind == "script"):
                 raise SimpleError(_busy_text(r))
         return True
 
@@ -234,38 +247,34 @@ class BusyMixin:
         if kind is not None:
             self.put_response(self._decode_result(busy.kill(kind, self._server.lock.raw)))  # type: ignore[attr-defined]
             return
-        name = fields[0].decode("utf-8", "replace").lower()
-        if len(fields) > 1 and not command_flags(name):  # a container: FUNCTION STATS, CLIENT ID …
-            name += "|" + fields[1].decode("utf-8", "replace").lower()
-        busy.local.command = name
+        busy.local.fields = fields
         try:
             super()._process_command(fields)  # type: ignore[misc]
         finally:
-            busy.local.command = None
-
-    def _busy_run(self, kind: str, name: bytes) -> contextlib.AbstractContextManager[Any]:
-        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
-        return contextlib.nullcontext() if busy is None else busy.run(kind, name)
+            busy.local.fields = None
 
     def eval(self, script: bytes, numkeys: int, *keys_and_args: bytes) -> Any:
-        with self._busy_run("script", hashlib.sha1(script).hexdigest().encode()):
-            return super().eval(script, numkeys, *keys_and_args)  # type: ignore[misc]
+        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
+        evaluate = super().eval  # type: ignore[misc]
+        if busy is None:
+            return evaluate(script, numkeys, *keys_and_args)
+        return busy.call("script", script, evaluate, script, numkeys, *keys_and_args)
 
     def _fcall(self, command_name: str, function_name: bytes, *args: Any, **kwargs: Any) -> Any:
-        with self._busy_run("function", function_name):
-            return super()._fcall(command_name, function_name, *args, **kwargs)  # type: ignore[misc]
+        busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
+        fcall = super()._fcall  # type: ignore[misc]
+        if busy is None:
+            return fcall(command_name, function_name, *args, **kwargs)
+        return busy.call("function", function_name, fcall, command_name, function_name, *args, **kwargs)
 
     def _note_write(self, op: Any, args: tuple[Any, ...]) -> None:
         # Redis marks a script dirty when it calls a write command (src/script.c: scriptCall), whatever the
         # command then does; from then on SCRIPT KILL answers UNKILLABLE
         busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
         r = busy.running if busy is not None else None
-        if r is None or r.wrote or not isinstance(op, bytes):
-            return
-        name = op.decode("utf-8", "replace").lower()
-        if not command_flags(name) and args and isinstance(args[0], bytes):  # a container: XGROUP CREATE …
-            name += "|" + args[0].decode("utf-8", "replace").lower()
-        r.wrote = "write" in command_flags(name)
+        if r is not None and not r.wrote and isinstance(op, bytes):
+            writes = _writes(op)
+            r.wrote = writes if writes is not None else "write" in line_flags((op, *args[:1]))
 
     def _lua_redis_call(self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any) -> Any:
         self._note_write(op, args)

@@ -86,6 +86,9 @@ LUA_MAX_MEMORY = _sandbox.MAX_MEMORY
 """Bytes of Lua heap an embedded server's scripts may use in all (past it a script fails with ``not enough
 memory``)."""
 
+# what a script that ran out of the server's Lua heap fails with (after messages.SERVER_ERROR)
+_OUT_OF_MEMORY = messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY", LUA_MAX_MEMORY)
+
 DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "replication", "cluster", "keyspace")
 """The sections ``INFO`` (no argument), ``INFO default``, ``INFO all`` and ``INFO everything`` return."""
 
@@ -285,8 +288,7 @@ class _SandboxedRuntime:
         try:
             return chunk(*args)
         except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
-            text = messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY", LUA_MAX_MEMORY)
-            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + text) from None
+            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + _OUT_OF_MEMORY) from None
 
 
 _runtime_lock = threading.RLock()
@@ -322,8 +324,7 @@ def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.F
         api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
                             globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)",
                             memory_kib=_sandbox.soft_cap_kib(LUA_MAX_MEMORY), max_seconds=_max_seconds(server),
-                            memory_text=(messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY",
-                                                                   LUA_MAX_MEMORY)).encode(),
+                            memory_text=_OUT_OF_MEMORY.encode(),
                             seconds_hint=b"new_server(max_seconds=...)")
         limit = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
         server._lua_runtime = _SandboxedRuntime(runtime, api[b"prepare"], limit)  # type: ignore[attr-defined]

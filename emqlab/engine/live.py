@@ -33,7 +33,7 @@ from emqlab.backend.connect import (
 )
 from emqlab.engine import footprints
 from emqlab.engine.footprints import Footprint
-from emqlab.protocol.commands import DROPS_TTL, command_flags, key_access
+from emqlab.protocol.commands import DROPS_TTL, KeyAccess, command_flags, key_access
 from emqlab.protocol.keys import QueueKeys
 
 #: scripts go in a transaction although their flags do not say ``write``
@@ -78,14 +78,14 @@ class Safety:
         transaction = getattr(execute, "transaction", None)
 
         def run(*command: Any) -> Any:
+            access = key_access(command) if command else None
             try:
-                fresh = self._written(command) if transaction is not None else []
+                fresh = self._written(command, access) if transaction is not None else []
                 if transaction is None or not fresh:
                     return execute(*command)
                 self.protected.update(fresh)
                 return transaction(command, [(b"PEXPIRE", k, SAFETY_TTL_MS, b"NX") for k in fresh])
             finally:
-                access = key_access(command) if command else None
                 if access is not None:
                     self.touched.extend(k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
                     self.written.update(self.touched)
@@ -96,19 +96,16 @@ class Safety:
 
         return run
 
-    def _written(self, command: tuple[Any, ...]) -> list[bytes]:
-        """The run's keys (not TTL-observed) that ``command`` writes; none for a command that cannot go in a
-        transaction (blocking, MULTI, WATCH, … or not a write)."""
-        if not command:
+    def _written(self, command: tuple[Any, ...], access: KeyAccess | None) -> list[bytes]:
+        """The run's keys (not TTL-observed) that ``command`` writes (``access``: its key access); none for a
+        command that cannot go in a transaction (blocking, MULTI, WATCH, … or not a write)."""
+        if not command or access is None:
             return []
         name = command[0].decode("utf-8", "replace") if isinstance(command[0], bytes) else str(command[0])
         if name.upper() not in _SCRIPT_CALLS:
             flags = command_flags(name)
             if "write" not in flags or "blocking" in flags or name.upper() in _NOT_IN_MULTI:
                 return []
-        access = key_access(command)
-        if access is None:
-            return []
         keys = (k if isinstance(k, bytes) else str(k).encode() for k in access.writes)
         return [k for k in dict.fromkeys(keys) if k.startswith(self._base) and k not in self._exempt]
 

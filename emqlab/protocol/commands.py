@@ -43,11 +43,13 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Any, TypeAlias
 
-__all__ = ["DROPS_TTL", "KeyAccess", "command_flags", "command_keys", "is_read_only", "key_access", "table_version"]
+__all__ = ["DROPS_TTL", "KeyAccess", "command_flags", "command_keys", "is_container", "is_read_only", "key_access",
+           "line_flags",
+           "table_version"]
 
 Arg: TypeAlias = "bytes | bytearray | memoryview | str | int | float"
 
@@ -116,9 +118,28 @@ def _containers() -> frozenset[str]:
 
 
 def command_flags(name: str) -> frozenset[str]:
-    """The flags of command ``name`` in the table (``"SET"`` -> ``{"write", "denyoom"}``); empty for a command
-    the table does not know."""
-    entry = _table()["commands"].get(name.lower())
+    """The flags of command ``name`` in the table (``"SET"`` -> ``{"write", "denyoom"}``, ``"function|stats"``
+    for a container's subcommand); empty for a command the table does not know."""
+    return _flags(name.lower())
+
+
+def line_flags(argv: Sequence[Arg]) -> frozenset[str]:
+    """The flags of the command line ``argv``: its command's, or for a container its subcommand's
+    (``FUNCTION STATS`` -> ``{"allow_busy", …}``); empty for a command the table does not know."""
+    name = _name(argv[0])
+    if name in _containers():
+        return _flags(f"{name}|{_name(argv[1])}") if len(argv) > 1 else frozenset()
+    return _flags(name)
+
+
+def is_container(name: Arg) -> bool:
+    """True for a command whose subcommand names the table's entry (``FUNCTION``, ``XGROUP``, ``CLIENT`` …)."""
+    return _name(name) in _containers()
+
+
+@lru_cache(maxsize=4096)  # (bounded: a script may call any name)
+def _flags(name: str) -> frozenset[str]:
+    entry = _table()["commands"].get(name)
     return frozenset(entry["flags"]) if entry else frozenset()
 
 
