@@ -75,11 +75,14 @@ class _Group(click.Group):
         """Every command's last line of defence: a known error is one line with its exit code (2 usage,
         4 infrastructure), Ctrl-C exits 130, and anything else is an internal error (exit 5): one line that
         says where to report it — the traceback only with --debug or EMQLAB_DEBUG=1."""
-        import redis
+        try:  # (the command's own imports load in super().invoke, inside the handlers below; these first)
+            import redis
 
-        from emqlab.backend.connect import BackendError
-        from emqlab.ui.cli.common import INFRASTRUCTURE_ERRORS, USAGE_ERRORS, _fail, err_console, reader_left
-
+            from emqlab.backend.connect import BackendError
+            from emqlab.ui.cli.common import INFRASTRUCTURE_ERRORS, USAGE_ERRORS, _fail, err_console, reader_left
+        except KeyboardInterrupt:  # (a Ctrl-C while they load: nothing has run)
+            sys.stderr.write("interrupted\n")
+            sys.exit(ExitCode.INTERRUPTED)
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort, SystemExit):
