@@ -3,7 +3,7 @@ side in one process on fakeredis, with exact interleaving counts and the steps e
 
     python benchmarks/bench_engine.py [--repeat N] [--write docs/benchmarks.md]
 
-Per case: the exact interleavings covered, runs executed and cut short by the reduced search, its wall
+Per case: the exact interleavings covered, runs kept and blocked by the reduced search, its wall
 time (median of --repeat), and the same for the unreduced search (one run: it is the slow side).
 """
 
@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--no-unreduced", action="store_true", help="skip the unreduced side")
     ap.add_argument("--write", type=Path, help="append the table to this markdown file")
     a = ap.parse_args()
-    lines = ["| scenario | bound | interleavings (exact) | DPOR runs | cut short | steps | seconds | "
+    lines = ["| scenario | bound | interleavings (exact) | DPOR runs | blocked | steps | seconds | "
              "every-schedule runs | steps | seconds | speed-up |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, mode, bound in CASES:
@@ -58,7 +58,7 @@ def main() -> None:
         shown = "none" if bound in (None, "none") else f"≤{bound}"
         tail = (f"{every.explored:,} | {every.steps_executed:,} | {esec:.2f} | {esec / sec:.1f}x"
                 if every else "– | – | – | –")
-        row = (f"| {name} ({mode}) | {shown} | {rep.raw_interleavings:,} | {rep.explored:,} | {rep.pruned:,} | "
+        row = (f"| {name} ({mode}) | {shown} | {rep.raw_interleavings:,} | {rep.explored:,} | {rep.blocked:,} | "
                f"{rep.steps_executed:,} | {sec:.2f} | {tail} |")
         print(row, flush=True)
         lines.append(row)

@@ -3,7 +3,7 @@ server with --redis).
 
     python benchmarks/bench_explore.py [--redis URL] [--repeat N] [--write docs/benchmarks.md]
 
-Reports, per scenario and mode: the raw interleaving count, the runs explored (and pruned by sleep sets),
+Reports, per scenario and mode: the raw interleaving count, the runs kept (and blocked by sleep sets),
 the wall time and runs per second (median of --repeat explorations).
 """
 
@@ -42,7 +42,7 @@ def main() -> None:
             backends.append(("live", a.redis))
         except BackendError as e:
             print(f"live Redis skipped: {e}")
-    lines = ["| scenario | mode | backend | raw | explored | pruned | seconds | runs/s |",
+    lines = ["| scenario | mode | backend | raw | explored | blocked | seconds | runs/s |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for name, mode, bound in CASES:
         sc = scenario.load(name)
@@ -56,7 +56,7 @@ def main() -> None:
             assert rep is not None
             sec = statistics.median(times)
             row = (f"| {name}{f' (≤{bound} preemptions)' if bound is not None else ''} | {mode} | {label} | "
-                   f"{rep.raw_interleavings} | {rep.explored} | {rep.pruned} | {sec:.2f} | {rep.explored / sec:.0f} |")
+                   f"{rep.raw_interleavings} | {rep.explored} | {rep.blocked} | {sec:.2f} | {rep.explored / sec:.0f} |")
             print(row, flush=True)
             lines.append(row)
     table = "\n".join(lines)

@@ -11,7 +11,7 @@ Two cases, and a control:
 * ``benchmarks/scenarios/three-split-workers.yaml`` (three split finishes and a sweep, not shipped): its
   tree is far beyond this machine (hours), so each side explores for ``--budget`` seconds
   (``--max-seconds``) and the figure is traces per second (complete runs, each a distinct Mazurkiewicz
-  trace; runs that sleep sets cut short are left out, as they differ between regions of the tree): how
+  trace; runs that sleep sets block are left out, as they differ between regions of the tree): how
   much more of the tree two jobs cover in the same time;
 * the control, the machine's own ceiling: two undivided two-workers searches, one after the other in one
   process and at once in two (a fork), alternately with the rest. Work that needs nothing from the other
@@ -84,7 +84,7 @@ def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
         rep = explore(scenario.load(str(THREE)), "split", jobs=jobs, stats=st, max_seconds=budget)
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"seconds": seconds, "imported_s": imported,
-                           "runs": rep.explored + rep.pruned + rep.outside_bound,
+                           "runs": rep.executed,
                            "traces": rep.explored,
                            "claims": rep.claims() if kind in ("whole", "divided") else None,
                            "load": (load + os.getloadavg()[0]) / 2,

@@ -342,7 +342,9 @@ def test_out_of_memory_mid_exploration_aborts_those_runs_and_the_cli_exits_3(
         res = CliRunner().invoke(main, ["simulate", "--split", "--redis", url, "--lua", str(ballast)])
         assert res.exit_code == ExitCode.INCONCLUSIVE, res.output
         text = " ".join(res.output.split())
-        n = int(re.search(r"runs aborted \(server errors\) (\d+)", text).group(1))  # type: ignore[union-attr]
+        row = re.search(r"runs executed [\d,]+ .*?aborted \(server errors\) (\d+)", text)
+        assert row is not None, text
+        n = int(row.group(1))
         assert n >= 1 and f"aborted: {n} run(s): {OOM}" in text and "verdict: inconclusive" in text
         assert f"{n} run(s) aborted by server errors ({OOM} ×{n})" in text
     # (a server of its own: the host, which runs a script not emqlab's, sent the 3 MB ballast as a command, and
@@ -427,7 +429,9 @@ def test_another_clients_busy_script_aborts_runs_and_the_cli_exits_3(monkeypatch
         res = CliRunner().invoke(main, ["simulate", "--split", "--redis", url, "--jobs", "1"])
         assert busy and res.exit_code == ExitCode.INCONCLUSIVE, res.output
         text = " ".join(res.output.split())
-        n = int(re.search(r"runs aborted \(server errors\) (\d+)", text).group(1))  # type: ignore[union-attr]
+        row = re.search(r"runs executed [\d,]+ .*?aborted \(server errors\) (\d+)", text)
+        assert row is not None, text
+        n = int(row.group(1))
         assert n >= 1 and f"aborted: {n} run(s): BUSY Redis is busy running a script" in text, text
         assert "retried: " in text and "verdict: " in text
         busy[0].join(timeout=30)

@@ -36,7 +36,7 @@ def test_split_finds_double_placement_with_its_because(conn: redis.Redis, seed_s
     assert rep.anomaly_kinds == ["double-placement"]
     assert rep.runs_with["double-placement"] == 1  # exactly one gap: after DEL lock, before SREM stalled
     assert rep.min_preemptions["double-placement"] == 1
-    assert rep.explored + rep.pruned >= rep.explored > 1
+    assert rep.executed == rep.explored + rep.blocked + rep.outside_bound >= rep.explored > 1
     h = rep.witnesses["double-placement"]
     assert h.final["placements"]["1"] == ["wait", "completed"]
     because = h.anomalies[0]["because"]
@@ -128,7 +128,7 @@ def test_lease_lapse_split_double_places_atomic_gets_missing_lock(conn: redis.Re
 def test_exhaustive_without_reduction_runs_the_multinomial(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     rep = explore(seed_scenario, "split", reduce=False)
     assert rep.explored == rep.raw_interleavings == multinomial(list(rep.steps_per_actor.values()))
-    assert rep.pruned == 0
+    assert rep.blocked == rep.outside_bound == 0 and rep.executed == rep.explored
 
 
 def test_reduction_keeps_every_anomaly() -> None:
@@ -275,8 +275,10 @@ def test_cli_json_carries_every_count() -> None:
     assert out.exit_code == 0
     data = json.loads(out.output)
     assert data["interleavings"]["raw"] >= data["interleavings"]["explored"] > 0
-    assert set(data["interleavings"]) == {"raw", "raw_exact", "explored", "pruned", "outside_bound",
+    assert set(data["interleavings"]) == {"raw", "raw_exact", "explored", "blocked", "outside_bound", "executed",
                                           "distinct_outcomes", "complete", "reduction", "steps_executed"}
+    inter = data["interleavings"]
+    assert inter["executed"] == inter["explored"] + inter["blocked"] + inter["outside_bound"]
     assert data["interleavings"]["raw"] == 21 and data["interleavings"]["raw_exact"] is True
     assert data["interleavings_with"] == {"double-placement": 1}
     assert data["runs_with"] == {"double-placement": 1}

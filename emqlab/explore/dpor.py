@@ -11,8 +11,8 @@ gives the same state and the same replies. Interleavings that differ only in the
 steps form one Mazurkiewicz trace and end in the same state with the same anomalies. With ``reduce=True``
 (the default) the exhaustive search runs Source-DPOR (Abdulla, Aronis, Jonsson, Sagonas, "Optimal dynamic
 partial order reduction", POPL 2014, Algorithm 1: source sets and sleep sets): at least one run per trace,
-and never two complete runs of one trace. A run that a sleep set blocks before it completes is *cut short*
-and counted as such.
+and never two complete runs of one trace. A run that a sleep set stops before it completes is *blocked* and
+counted as such.
 
 **Counts are exact.** Each complete run stands for its trace; the number of interleavings of a trace is
 the number of linear extensions of its happens-before order, counted by dynamic programming over the
@@ -131,6 +131,8 @@ class Exhaustive(Strategy):
         #: run; it may mark children of a path node explored because another part will explore them
         #: (:class:`emqlab.explore.parts.Donor`)
         self.donate: Callable[[list[_Node], int], None] | None = None
+        #: actors a crash in the scenario may end before their next step
+        self._killable = frozenset(a.of for a in runner.scenario.actors if a.kind == "crash" and a.of)
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -258,6 +260,8 @@ class Exhaustive(Strategy):
         actors: list[str] = []  # events of the current path: who took each
         fps: list[Footprint] = []
         preds: list[int] = []  # bit set of happens-before predecessors of each event
+        #: steps that ended another actor: (the step, the actor, its next step's footprint as declared)
+        ended: list[tuple[int, str, Footprint]] = []
         keep = 0
         tries = 0  # retries of this run (run-scoped server errors)
         while True:
@@ -268,6 +272,7 @@ class Exhaustive(Strategy):
                     r.step(c)
                 t.steps_executed += keep
                 del actors[keep:], fps[keep:], preds[keep:]
+                ended[:] = [x for x in ended if x[0] < keep]
                 depth = keep
                 blocked = False
                 while True:
@@ -287,12 +292,18 @@ class Exhaustive(Strategy):
                     p = node.current
                     assert p is not None
                     at = depth
+                    pending = ({a: r.pending[a] for a in self._killable if a != p and a in r.pending}
+                               if self._killable else None)
                     r.step(p)
                     t.steps_executed += 1
                     fp = r.footprints[-1]
                     node.fps[p] = fp
                     node.done.add(p)
                     self._races(nodes, actors, fps, preds, p, fp)
+                    for a, op in (pending or {}).items():
+                        if a not in r.pending:  # p ended a (a crash): a race with a's next step
+                            fa = footprint(op, r.keys.base) | Footprint(reads=frozenset({("proc", a)}))
+                            ended.append((depth, a, fa))
                     actors.append(p)
                     fps.append(fp)
                     # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
@@ -302,8 +313,11 @@ class Exhaustive(Strategy):
                                         if q != p and not f.conflicts(fp)}
                     depth += 1
                 at = len(nodes)
+                for k, a, fa in ended:
+                    if k >= cut:
+                        self._ended(nodes[k], actors, fps, preds, k, a, fa)
                 if blocked:
-                    t.pruned += 1
+                    t.blocked += 1
                 else:
                     self._record_trace(actors, preds, bound)
                     if max_runs is not None and t.explored >= max_runs:
@@ -383,6 +397,27 @@ class Exhaustive(Strategy):
             if not any(q in node.backtrack for q in initials):
                 q = p if p in initials else min(initials, key=self.order.index)
                 node.backtrack.append(q)
+
+    def _ended(self, node: _Node, actors: list[str], fps: list[Footprint], preds: list[int], k: int, a: str,
+               fa: Footprint) -> None:
+        """Step ``k`` ended actor ``a`` (a crash) while ``a`` had a step to take (footprint ``fa``, as
+        declared): a race with that step, which no run where step ``k`` comes first ever shows — the
+        disabling transitions of Flanagan and Godefroid's DPOR (POPL 2005). It is reversed as Source-DPOR
+        reverses any other: ``a``'s step is taken as if it came at the end of this run, ``v`` = the events
+        after ``k`` that do not happen after it, then that step; one of ``v``'s initials joins node ``k``'s
+        backtrack set unless one is there already."""
+        vmask = 0
+        initials: list[str] = []
+        for m in range(k + 1, len(actors)):
+            if preds[m] >> k & 1:
+                continue
+            if not (preds[m] & vmask) and actors[m] not in initials:
+                initials.append(actors[m])
+            vmask |= 1 << m
+        if not any(fps[m].conflicts(fa) for m in range(k + 1, len(actors)) if vmask >> m & 1):
+            initials.append(a)
+        if initials and not any(q in node.backtrack for q in initials):
+            node.backtrack.append(a if a in initials else min(initials, key=self.order.index))
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         t = self.tally

@@ -56,8 +56,12 @@ class Report:
     :class:`Part`, or the parts of a divided search); a changed figure is a new report
     (:func:`dataclasses.replace`).
 
-    ``explored`` counts runs executed to completion, ``pruned`` runs cut short by a sleep set (the
-    reduction knew they would repeat a trace), ``raw_interleavings`` the interleavings the exploration
+    ``explored`` counts the runs kept (an exhaustive search with reduction keeps one per trace within the
+    preemption bound), ``blocked`` the runs a sleep set stopped before their end (the reduction knew they
+    would repeat a trace), ``outside_bound`` the runs an exhaustive search with reduction ran in full and
+    then set aside because every interleaving of their trace has more preemptions than the bound (the
+    bound filters traces: the races such a run shows lead to traces within it); :attr:`executed` is all
+    the runs started. ``raw_interleavings`` the interleavings the exploration
     covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
     from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
     :meth:`emqlab.engine.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
@@ -76,7 +80,7 @@ class Report:
     raw_interleavings: int = 0
     raw_exact: bool = False
     explored: int = 0
-    pruned: int = 0
+    blocked: int = 0
     outside_bound: int = 0
     distinct_outcomes: int = 0
     runs_with: dict[str, int] = field(default_factory=dict)
@@ -101,6 +105,11 @@ class Report:
     #: the times a run was run again from its start after a run-scoped server error (:data:`RUN_RETRIES`),
     #: by cause: a retried run that then completed counts like any other; one that never did is in ``aborted``
     retried: dict[Abort, int] = field(default_factory=dict)
+
+    @property
+    def executed(self) -> int:
+        """Every run the search started: kept, blocked by a sleep set, beyond the bound, or aborted."""
+        return self.explored + self.blocked + self.outside_bound + self.aborted_runs
 
     @property
     def aborted_runs(self) -> int:
@@ -153,8 +162,8 @@ class Report:
             "scenario": self.scenario, "mode": self.mode, "strategy": self.strategy, "backend": self.backend,
             "params": self.params, "steps_per_actor": self.steps_per_actor,
             "interleavings": {"raw": self.raw_interleavings, "raw_exact": self.raw_exact,
-                              "explored": self.explored, "pruned": self.pruned,
-                              "outside_bound": self.outside_bound,
+                              "explored": self.explored, "blocked": self.blocked,
+                              "outside_bound": self.outside_bound, "executed": self.executed,
                               "distinct_outcomes": self.distinct_outcomes, "complete": self.complete,
                               "reduction": self.reduction, "steps_executed": self.steps_executed},
             "runs_with": dict(sorted(self.runs_with.items())),
@@ -190,7 +199,7 @@ class Report:
         default (``source-dpor`` for an exhaustive search, else ``off``); ``params``, ``warnings`` and
         ``elapsed_s`` are taken as given."""
         complete, stopped = True, None
-        explored = pruned = outside = summed = executed = 0
+        explored = blocked = outside = summed = executed = 0
         steps: dict[str, int] = {a: 0 for a in order}
         runs_with: dict[str, int] = {}
         inter_with: dict[str, int] = {}
@@ -203,7 +212,7 @@ class Report:
         for p in parts:
             complete = complete and p.complete
             explored += p.explored
-            pruned += p.pruned
+            blocked += p.blocked
             outside += p.outside_bound
             summed += p.raw
             executed += p.steps_executed
@@ -236,7 +245,7 @@ class Report:
         exhaustive = strategy == "exhaustive"
         return cls(scenario, mode, strategy, backend, steps_per_actor=steps,
                    raw_interleavings=summed if raw is None else raw,
-                   raw_exact=exhaustive and complete and not aborted, explored=explored, pruned=pruned,
+                   raw_exact=exhaustive and complete and not aborted, explored=explored, blocked=blocked,
                    outside_bound=outside, distinct_outcomes=len(outcomes), runs_with=runs_with,
                    interleavings_with=inter_with, min_preemptions=least, witnesses=witnesses,
                    unreplayed=unreplayed, results={a: dict(sorted(c.items())) for a, c in results.items() if c},
@@ -262,7 +271,7 @@ class Part:
     complete: bool = True
     started: bool = True
     explored: int = 0
-    pruned: int = 0
+    blocked: int = 0
     outside_bound: int = 0
     raw: int = 0
     steps_executed: int = 0

@@ -118,7 +118,7 @@ class Strategy:
         states, results, aborted runs, and per anomaly its best witness key (preemptions, steps, rank, the
         witness's schedule, the schedule of the run that showed it). :meth:`Report.merge` adds parts up."""
         t = self.tally
-        return Part(index, complete=t.complete, explored=t.explored, pruned=t.pruned,
+        return Part(index, complete=t.complete, explored=t.explored, blocked=t.blocked,
                     outside_bound=t.outside_bound, raw=t.raw if self.name == "exhaustive" else 0,
                     steps_executed=t.steps_executed, steps_per_actor=dict(t.steps_per_actor),
                     runs_with=dict(t.runs_with), interleavings_with=dict(t.interleavings_with),

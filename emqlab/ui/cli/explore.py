@@ -189,19 +189,22 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         t.add_row(f"interleavings{within} covered (a lower bound)", f"{rep.raw_interleavings:,}")
     else:
         t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
-    if rep.strategy == "exhaustive" and rep.reduction != "off":
-        ran = "runs executed (one per trace)"
+    reduced = rep.strategy == "exhaustive" and rep.reduction != "off"
+    if reduced:
+        ran = "traces (one run kept for each)"
     elif rep.strategy in ("exhaustive", "replay"):
         ran = "runs executed"
     else:
         ran = f"runs ({rep.strategy} samples, may repeat)"
     t.add_row(ran + ("" if rep.complete else " (stopped early)"), f"{rep.explored:,}")
-    if rep.pruned:
-        t.add_row("runs cut short (sleep sets)", f"{rep.pruned:,}")
-    if rep.aborted:
-        t.add_row("runs aborted (server errors)", f"{rep.aborted_runs:,}")
+    if reduced:
+        t.add_row("runs executed", f"{rep.executed:,}")
+    if rep.blocked:
+        t.add_row("  blocked by a sleep set", f"{rep.blocked:,}")
     if rep.outside_bound:
-        t.add_row("traces beyond the bound", f"{rep.outside_bound:,}")
+        t.add_row("  beyond the bound", f"{rep.outside_bound:,}")
+    if rep.aborted:
+        t.add_row("  aborted (server errors)", f"{rep.aborted_runs:,}")
     t.add_row("distinct final states", str(rep.distinct_outcomes))
     t.add_row("runs per second", f"{rep.runs_per_second:.0f}")
     console.print(t, width=width)
@@ -209,8 +212,11 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     if rep.strategy == "exhaustive" and rep.reduction != "off":
         notes.append("a trace = the interleavings that differ only in the order of steps on different keys;\n"
                      "they end in the same state, and one run stands for all of them (partial-order reduction)")
-    if rep.pruned:
-        notes.append("cut short = runs the reduction stopped because they would repeat a trace")
+    if rep.blocked:
+        notes.append("blocked = runs the reduction stopped before their end: they would repeat a trace")
+    if rep.outside_bound:
+        notes.append("beyond the bound = runs whose trace needs more preemptions than the bound, run in full:\n"
+                     "the races they show lead to traces within it (the bound filters traces, not the search)")
     if bound is not None:
         origin = "--preemptions" if rep.params.get("bound_from") == "option" else \
             f"preemptions: {bound} in the scenario file; --preemptions K overrides it"

@@ -1,0 +1,68 @@
+"""The reduction oracle on as many random scenarios as asked for: each is explored with and without
+partial-order reduction, at preemption bounds 0, 1 and 2 and without a bound, and the reduced search must
+claim exactly what the unreduced one enumerates (``tests/test_reduction_random.py`` runs a few in the suite).
+
+    python benchmarks/oracle.py [--seeds 0-200] [--limit 1500]
+
+A case's unreduced side is skipped above ``--limit`` interleavings (about 15 ms each on fakeredis), and a
+scenario whose reduced search outlasts ``--budget`` seconds (it explores every trace at any bound: the bound
+filters traces) is skipped whole.
+Prints each mismatch as it is found and a summary; exits 1 when there was any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from emqlab.explore import explore  # noqa: E402
+from tests.random_scenarios import random_scenario  # noqa: E402
+from tests.test_reduction_random import mode_of  # noqa: E402
+
+
+def seeds(text: str) -> range:
+    lo, _, hi = text.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=seeds, default=seeds("0-99"), help="a range of seeds, e.g. 0-199 (default 0-99)")
+    p.add_argument("--limit", type=int, default=1500, help="skip the unreduced side above this many interleavings")
+    p.add_argument("--budget", type=float, default=30.0, help="skip a scenario whose reduced search outlasts this")
+    args = p.parse_args()
+    compared = skipped = bad = 0
+    started = time.time()
+    for seed in args.seeds:
+        sc, mode = random_scenario(seed), mode_of(seed)
+        for bound in (0, 1, 2, None):
+            how = {"unbounded": True} if bound is None else {"preemptions": bound}
+            reduced = explore(sc, mode, max_seconds=args.budget, **how)
+            if not reduced.complete:
+                skipped += 4 - [0, 1, 2, None].index(bound)
+                break
+            if reduced.raw_interleavings > args.limit:
+                skipped += 1
+                continue
+            every = explore(sc, mode, reduce=False, **how)
+            compared += 1
+            same = (reduced.outcomes == every.outcomes and reduced.anomaly_kinds == every.anomaly_kinds
+                    and reduced.raw_interleavings == every.explored and reduced.interleavings_with == every.runs_with
+                    and reduced.min_preemptions == every.min_preemptions)
+            if not same:
+                bad += 1
+                print(f"MISMATCH seed {seed} {mode} bound {bound}: {reduced.raw_interleavings:,} interleavings "
+                      f"reduced, {every.explored:,} unreduced; kinds {reduced.anomaly_kinds} vs {every.anomaly_kinds}",
+                      flush=True)
+        print(f"seed {seed}: {compared} compared, {skipped} skipped, {bad} mismatches", file=sys.stderr, flush=True)
+    print(f"seeds {args.seeds.start}-{args.seeds.stop - 1}: {compared} cases compared, {skipped} skipped (over "
+          f"{args.limit:,} interleavings), {bad} mismatches, {time.time() - started:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
