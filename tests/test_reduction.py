@@ -71,17 +71,16 @@ def test_observed_footprints_stay_inside_the_declared_priors() -> None:
     assert not escapes, sorted(set(escapes))
 
 
+def _small(name: str, rest: str) -> scenario.Scenario:
+    """A scenario named ``name`` with job 1, then ``rest`` (more jobs, the state, the actors, expect)."""
+    return scenario.loads(f"name: {name}\ntitle: t\nlesson: l\nsource: [x]\nanomaly: none\njobs:\n"
+                          f'  "1": {{name: a, data: {{}}}}{rest}')
+
+
 def test_an_add_and_lrem_active_conflict() -> None:
     """The first release declared them independent although both orders end differently (the add reads
     ``active`` through its queue-held check)."""
-    sc = scenario.loads("""
-name: add-vs-lrem
-title: t
-lesson: l
-source: [x]
-anomaly: none
-jobs:
-  "1": {name: a, data: {}}
+    sc = _small("add-vs-lrem", """
   "2": {name: b, data: {}}
 state:
   active: ["1"]
@@ -101,14 +100,7 @@ def test_a_crash_races_with_the_next_step_of_the_actor_it_ends() -> None:
     """The crash ends W1 before its finish; the trace where W2's fetch and C4's cancel come first, then W1's
     finish, then the crash (too late: W1 is done) is one no run that crashes W1 early shows. Source-DPOR
     found it only once the crash counted as racing with W1's next step (a random scenario showed it)."""
-    sc = scenario.loads("""
-name: crash-regression
-title: t
-lesson: l
-source: [x]
-anomaly: none
-jobs:
-  "1": {name: a, data: {}}
+    sc = _small("crash-regression", """
 state:
   active: ["1"]
   locks: {"1": W1}

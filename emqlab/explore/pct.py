@@ -4,6 +4,7 @@ check of which anomalies a given depth can reach at all (:func:`depth_check`).""
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Iterable
@@ -30,28 +31,35 @@ class PCT(Strategy):
 
     def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
         """``runs`` PCT runs (seeded): each finds a given bug *of depth at most* ``depth`` with probability at
-        least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run seen); a bug that needs a deeper
+        least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run seen; the change points are placed
+        over the steps where 2+ actors are enabled, :meth:`_choice_points`); a bug that needs a deeper
         ordering gets no guarantee at all. With ``check_depth``, :func:`depth_check` says which anomalies
         that is (a divided swarm checks once, after merging its parts)."""
         started = time.perf_counter()
         t = self.tally
         go_on = self._measure_default()
-        k = max(1, sum(t.steps_per_actor.values()))
+        k = max(1, sum(t.steps_per_actor.values()), self._choice_points() if go_on else 0)
+        go_on = go_on and t.stopped is None  # (an error in a serial run may have stopped it)
         n = len(self.order)
         rng = random.Random(seed)
-        self.longest = k
+        self.longest = max(1, sum(t.steps_per_actor.values()))
         for _ in range(runs if go_on else 0):
             r = self.runner
             prio = dict(zip(self.order, rng.sample(range(depth, depth + n), n), strict=True))
             changes = sorted(rng.sample(range(1, k + 1), min(depth - 1, k)))
             change_at = {step: depth - 1 - i for i, step in enumerate(changes)}
 
-            def choose(rr: Runner, prio: dict[str, int] = prio, change_at: dict[int, int] = change_at) -> str:
-                a = max(rr.enabled, key=lambda x: prio[x])
-                step_no = len(rr.choices) + 1
-                if step_no in change_at:
-                    prio[a] = change_at[step_no]
-                    a = max(rr.enabled, key=lambda x: prio[x])
+            seen = [0]  # the steps so far where 2+ actors were enabled (a change point elsewhere changes nothing)
+
+            def choose(rr: Runner, prio: dict[str, int] = prio, change_at: dict[int, int] = change_at,
+                       seen: list[int] = seen) -> str:
+                enabled = rr.enabled
+                a = max(enabled, key=lambda x: prio[x])
+                if len(enabled) > 1:
+                    seen[0] += 1
+                    if seen[0] in change_at:
+                        prio[a] = change_at[seen[0]]
+                        a = max(enabled, key=lambda x: prio[x])
                 return a
 
             try:
@@ -75,6 +83,30 @@ class PCT(Strategy):
             params.update(more)
         # the estimate from the longest each actor ran
         return self._report(started, params, raw=multinomial(list(t.steps_per_actor.values())), warnings=warnings)
+
+    def _choice_points(self) -> int:
+        """The most steps where 2+ actors are enabled (the only steps where lowering the running actor's
+        priority can switch actors) of the serial runs that start with each actor but the first (the rest in
+        scenario order; the default run starts with the first). PCT's k is at least this: the default run
+        alone can be far shorter than the others (an actor that finds nothing to do ends at once), which left a
+        bug whose change point lies beyond it with probability 0. These runs are not counted as explored."""
+        r = self.runner
+        most = 0
+        for first in self.order[1:]:
+            try:
+                r.reset()
+                r.run(choose=functools.partial(_first_then_order, first))
+            except INFRASTRUCTURE as e:
+                if self._abort(e):
+                    continue
+                break
+            most = max(most, sum(len(e) > 1 for e in r.enabled_at))
+        return most
+
+
+def _first_then_order(first: str, runner: Runner) -> str:
+    """A serial run's choice: ``first`` while it has steps, then the actors in scenario order."""
+    return first if first in runner.enabled else runner.enabled[0]
 
 
 def depth_check(runner: Runner, found: Iterable[str], depth: int,
