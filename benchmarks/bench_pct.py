@@ -10,10 +10,10 @@ For every shipped scenario and every mode where it expects an anomaly, seeds ``0
 rate) or its depth check says depth 2 cannot reach one.
 Per expected kind: the hit rate (runs showing it per 100 runs, over all seeds) and the share of seeds where
 at least one run showed it. The CPU columns (``time.process_time``, in the process that ran the case) are per
-PCT call: its runs (``check_depth=False``, the default run it measures ``k`` from included, the mean over the
+PCT call: its runs (``check_depth=False``, the serial runs it measures ``k`` from included, the mean over the
 seeds) and its :func:`~emqlab.explore.pct.depth_check` (an exhaustive search at ``depth - 1`` preemptions that
 ``explore`` adds to every PCT call; it does not depend on the seed, so it is timed once per case). ``k`` is
-the default run's step count (where PCT places its change points), ``n`` the actors. The cases in
+the steps PCT places its change points over (:attr:`~emqlab.explore.pct.PCT.k`), ``n`` the actors. The cases in
 :data:`HEAVY` and those of :data:`HEAVY_ACTORS` actors or more run half the seeds (the table says how many),
 which keeps the default run near 6 CPU minutes. ``--jobs`` spreads the cases over processes (CPU
 figures are per process, so they do not change; the wall time does).
@@ -95,14 +95,14 @@ def measure(name: str, mode: str, kinds: list[str], seeds: int, runs: int, depth
     share = HEAVY.get((name, mode), HEAVY_SHARE if len(sc.actors) >= HEAVY_ACTORS else 1)
     case = Case(name, mode, kinds, seeds=max(1, round(seeds * share)), asked=seeds, runs=runs, n=len(sc.actors))
     with Runner(sc, mode, connect()) as r:
-        r.reset()
-        case.k = len(r.run().steps)  # the default run: PCT's k
         for seed in range(case.seeds):
             t0 = time.process_time()
             rep = RandomWalk(r).random(runs, seed)
             _tally(case, "random", rep.runs_with, time.process_time() - t0)
             t0 = time.process_time()
-            rep = PCT(r).pct(runs, seed, 2, check_depth=False)
+            pct = PCT(r)
+            rep = pct.pct(runs, seed, 2, check_depth=False)
+            case.k = pct.k
             _tally(case, "pct2", rep.runs_with, time.process_time() - t0)
         t0 = time.process_time()
         params, _ = depth_check(r, (), 2)

@@ -26,8 +26,10 @@ class PCT(Strategy):
 
     def __init__(self, runner: Runner, **kwargs: Any) -> None:
         super().__init__(runner, **kwargs)
-        #: the most steps any run took (the ``k`` of the bound per run)
+        #: the most steps any run took
         self.longest = 0
+        #: the steps the change points are placed over (:meth:`pct`; set when it runs)
+        self.k = 0
 
     def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
         """``runs`` PCT runs (seeded): each finds a given bug *of depth at most* ``depth`` with probability at
@@ -38,7 +40,7 @@ class PCT(Strategy):
         started = time.perf_counter()
         t = self.tally
         go_on = self._measure_default()
-        k = max(1, sum(t.steps_per_actor.values()), self._choice_points() if go_on else 0)
+        k = self.k = max(1, sum(t.steps_per_actor.values()), self._choice_points() if go_on else 0)
         go_on = go_on and t.stopped is None  # (an error in a serial run may have stopped it)
         n = len(self.order)
         rng = random.Random(seed)
@@ -72,9 +74,10 @@ class PCT(Strategy):
             self.longest = max(self.longest, len(h.steps))
             t.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
+        steps = max(k, self.longest)  # (the change points' range, or the longest run if that is longer)
         params: dict[str, Any] = {"runs": runs, "seed": seed, "depth": depth, "longest_run": self.longest,
-                                  "bound_per_run": f"1/({n}*{self.longest}^{depth - 1})",
-                                  "p_per_run_at_least": 1 / (n * self.longest ** (depth - 1)),
+                                  "bound_per_run": f"1/({n}*{steps}^{depth - 1})",
+                                  "p_per_run_at_least": 1 / (n * steps ** (depth - 1)),
                                   "assumes": f"a bug of depth <= {depth}"}
         warnings: list[str] = []
         if check_depth and t.stopped is None:
