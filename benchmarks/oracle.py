@@ -1,13 +1,14 @@
 """The reduction oracle on as many random scenarios as asked for: each is explored with and without
 partial-order reduction, at preemption bounds 0, 1 and 2 and without a bound, and the reduced search must
-claim exactly what the unreduced one enumerates (``tests/test_reduction_random.py`` runs a few in the suite).
+claim exactly what the unreduced one enumerates (tests/test_reduction_random.py runs a few in the suite).
 
     python benchmarks/oracle.py [--seeds 0-200] [--limit 1500]
 
 A case's unreduced side is skipped above ``--limit`` interleavings (about 15 ms each on fakeredis), and a
 scenario whose reduced search outlasts ``--budget`` seconds (it explores every trace at any bound: the bound
 filters traces) is skipped whole.
-Prints each mismatch as it is found and a summary; exits 1 when there was any.
+Prints each mismatch as it is found (what differs) and a summary; exits 1 when there was any, 2 when nothing
+could be compared.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ def seeds(text: str) -> range:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=seeds, default=seeds("0-99"), help="a range of seeds, e.g. 0-199 (default 0-99)")
-    p.add_argument("--limit", type=int, default=1500, help="skip the unreduced side above this many interleavings")
-    p.add_argument("--budget", type=float, default=30.0, help="skip a scenario whose reduced search outlasts this")
+    p.add_argument("--limit", type=int, default=1500,
+                   help="skip the unreduced side above this many interleavings (default 1500)")
+    p.add_argument("--budget", type=float, default=30.0,
+                   help="skip a scenario whose reduced search outlasts this many seconds (default 30)")
     args = p.parse_args()
     compared = skipped = bad = 0
     started = time.time()
@@ -50,17 +53,25 @@ def main() -> int:
                 continue
             every = explore(sc, mode, reduce=False, **how)
             compared += 1
-            same = (reduced.outcomes == every.outcomes and reduced.anomaly_kinds == every.anomaly_kinds
-                    and reduced.raw_interleavings == every.explored and reduced.interleavings_with == every.runs_with
-                    and reduced.min_preemptions == every.min_preemptions)
-            if not same:
+            differ = [name for name, a, b in (
+                ("final states", reduced.outcomes, every.outcomes),
+                ("anomaly kinds", reduced.anomaly_kinds, every.anomaly_kinds),
+                ("interleavings", reduced.raw_interleavings, every.explored),
+                ("interleavings per anomaly", reduced.interleavings_with, every.runs_with),
+                ("fewest preemptions", reduced.min_preemptions, every.min_preemptions)) if a != b]
+            if differ:
                 bad += 1
-                print(f"MISMATCH seed {seed} {mode} bound {bound}: {reduced.raw_interleavings:,} interleavings "
-                      f"reduced, {every.explored:,} unreduced; kinds {reduced.anomaly_kinds} vs {every.anomaly_kinds}",
+                print(f"MISMATCH seed {seed} {mode} bound {bound}: {', '.join(differ)} differ "
+                      f"({reduced.raw_interleavings:,} interleavings reduced, {every.explored:,} unreduced)",
                       flush=True)
-        print(f"seed {seed}: {compared} compared, {skipped} skipped, {bad} mismatches", file=sys.stderr, flush=True)
+        print(f"seed {seed} done; so far {compared} compared, {skipped} skipped, {bad} mismatches", file=sys.stderr,
+              flush=True)
     print(f"seeds {args.seeds.start}-{args.seeds.stop - 1}: {compared} cases compared, {skipped} skipped (over "
-          f"{args.limit:,} interleavings), {bad} mismatches, {time.time() - started:.0f} s")
+          f"{args.limit:,} interleavings, or a reduced search over {args.budget:g} s), {bad} mismatches, "
+          f"{time.time() - started:.0f} s")
+    if not compared:
+        print("nothing was compared: raise --limit or --budget, or give other seeds", file=sys.stderr)
+        return 2
     return 1 if bad else 0
 
 

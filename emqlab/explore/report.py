@@ -133,7 +133,8 @@ class Report:
 
     @property
     def runs_per_second(self) -> float:
-        return self.explored / self.elapsed_s if self.elapsed_s else 0.0
+        """Runs executed (:attr:`executed`: kept, blocked, beyond the bound, aborted) per second of wall time."""
+        return self.executed / self.elapsed_s if self.elapsed_s else 0.0
 
     def share(self, kind: str) -> float:
         """The fraction of the covered interleavings that show ``kind``."""

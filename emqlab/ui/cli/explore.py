@@ -189,16 +189,14 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         t.add_row(f"interleavings{within} covered (a lower bound)", f"{rep.raw_interleavings:,}")
     else:
         t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
-    reduced = rep.strategy == "exhaustive" and rep.reduction != "off"
-    if reduced:
-        ran = "traces (one run kept for each)"
+    stopped = "" if rep.complete else " (stopped early)"
+    if rep.strategy == "exhaustive" and rep.reduction != "off":
+        t.add_row("runs executed" + stopped, f"{rep.executed:,}")
+        t.add_row("  kept: one per trace", f"{rep.explored:,}")
     elif rep.strategy in ("exhaustive", "replay"):
-        ran = "runs executed"
+        t.add_row("runs executed" + stopped, f"{rep.explored:,}")
     else:
-        ran = f"runs ({rep.strategy} samples, may repeat)"
-    t.add_row(ran + ("" if rep.complete else " (stopped early)"), f"{rep.explored:,}")
-    if reduced:
-        t.add_row("runs executed", f"{rep.executed:,}")
+        t.add_row(f"runs ({rep.strategy} samples, may repeat){stopped}", f"{rep.explored:,}")
     if rep.blocked:
         t.add_row("  blocked by a sleep set", f"{rep.blocked:,}")
     if rep.outside_bound:
