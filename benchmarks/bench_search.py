@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -102,7 +103,9 @@ def scaling_table(limit: float) -> str:
                 done = subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       preexec_fn=lambda: resource.setrlimit(
                                           resource.RLIMIT_CPU, (int(limit), int(limit) + 5)))
-            except subprocess.CalledProcessError:
+            except subprocess.CalledProcessError as e:
+                if e.returncode not in (-signal.SIGXCPU, -signal.SIGKILL):  # (the CPU limit: soft, then hard)
+                    raise SystemExit(f"{n} split workers at bound {bound} failed:\n{e.stderr}") from e
                 lines.append(f"| {n} | ≤{bound} | did not finish in {limit:.0f} CPU s | | | | | | |")
                 continue
             f = json.loads(done.stdout.strip().splitlines()[-1])

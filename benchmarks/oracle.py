@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emqlab.explore import explore  # noqa: E402
-from tests.random_scenarios import random_scenario  # noqa: E402
-from tests.test_reduction_random import mode_of  # noqa: E402
+from tests.random_scenarios import mode_of, random_scenario  # noqa: E402
+from tests.test_reduction import differences  # noqa: E402
 
 
 def seeds(text: str) -> range:
@@ -53,12 +53,7 @@ def main() -> int:
                 continue
             every = explore(sc, mode, reduce=False, **how)
             compared += 1
-            differ = [name for name, a, b in (
-                ("final states", reduced.outcomes, every.outcomes),
-                ("anomaly kinds", reduced.anomaly_kinds, every.anomaly_kinds),
-                ("interleavings", reduced.raw_interleavings, every.explored),
-                ("interleavings per anomaly", reduced.interleavings_with, every.runs_with),
-                ("fewest preemptions", reduced.min_preemptions, every.min_preemptions)) if a != b]
+            differ = differences(reduced, every)
             if differ:
                 bad += 1
                 print(f"MISMATCH seed {seed} {mode} bound {bound}: {', '.join(differ)} differ "

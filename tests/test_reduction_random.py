@@ -11,21 +11,14 @@ with the next step of the actor it ends (:meth:`emqlab.explore.dpor.Exhaustive._
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from emqlab.explore import explore
-from tests.random_scenarios import random_scenario
+from tests.random_scenarios import mode_of, random_scenario
 from tests.test_reduction import assert_same
 
 #: skip nothing: every case here enumerates at most this many interleavings (about 15 ms each unreduced)
 LIMIT = 600
-
-
-def mode_of(seed: int) -> str:
-    """The finish mode random scenario ``seed`` is explored in (split most often: it has the most races)."""
-    return random.Random(seed * 7 + 1).choice(["split", "split", "atomic", "transaction", "finish-then-fetch"])
 
 
 #: (seed, bound) of random scenarios 0–29 whose searches are small enough for the suite (``python

@@ -131,8 +131,8 @@ class Exhaustive(Strategy):
         #: run; it may mark children of a path node explored because another part will explore them
         #: (:class:`emqlab.explore.parts.Donor`)
         self.donate: Callable[[list[_Node], int], None] | None = None
-        #: actors a crash in the scenario may end before their next step
-        self._killable = frozenset(a.of for a in runner.scenario.actors if a.kind == "crash" and a.of)
+        #: crash actor -> the actor it ends
+        self._crashes = {a.id: a.of for a in runner.scenario.actors if a.kind == "crash" and a.of}
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -292,18 +292,18 @@ class Exhaustive(Strategy):
                     p = node.current
                     assert p is not None
                     at = depth
-                    pending = ({a: r.pending[a] for a in self._killable if a != p and a in r.pending}
-                               if self._killable else None)
+                    target = self._crashes.get(p)
+                    op = r.pending.get(target) if target is not None else None
                     r.step(p)
                     t.steps_executed += 1
                     fp = r.footprints[-1]
                     node.fps[p] = fp
                     node.done.add(p)
                     self._races(nodes, actors, fps, preds, p, fp)
-                    for a, op in (pending or {}).items():
-                        if a not in r.pending:  # p ended a (a crash): a race with a's next step
-                            fa = footprint(op, r.keys.base) | Footprint(reads=frozenset({("proc", a)}))
-                            ended.append((depth, a, fa))
+                    if op is not None and target is not None and target not in r.pending:
+                        # p ended the target with a step still to take: a race with that step
+                        fa = footprint(op, r.keys.base) | Footprint(reads=frozenset({("proc", target)}))
+                        ended.append((depth, target, fa))
                     actors.append(p)
                     fps.append(fp)
                     # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
@@ -416,7 +416,7 @@ class Exhaustive(Strategy):
             vmask |= 1 << m
         if not any(fps[m].conflicts(fa) for m in range(k + 1, len(actors)) if vmask >> m & 1):
             initials.append(a)
-        if initials and not any(q in node.backtrack for q in initials):
+        if not any(q in node.backtrack for q in initials):
             node.backtrack.append(a if a in initials else min(initials, key=self.order.index))
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:

@@ -33,18 +33,19 @@ class PCT(Strategy):
 
     def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
         """``runs`` PCT runs (seeded): each finds a given bug *of depth at most* ``depth`` with probability at
-        least 1/(n·k^(d−1)) for n actors and k steps (k: the longest run seen; the change points are placed
-        over the steps where 2+ actors are enabled, :meth:`_choice_points`); a bug that needs a deeper
+        least 1/(n·k^(d−1)) for n actors and k steps (the change points are drawn from the first ``k`` steps
+        where 2+ actors are enabled: ``k`` is the default run's length or, if more, :meth:`_choice_points`;
+        the bound uses the longest run instead where that is longer); a bug that needs a deeper
         ordering gets no guarantee at all. With ``check_depth``, :func:`depth_check` says which anomalies
         that is (a divided swarm checks once, after merging its parts)."""
         started = time.perf_counter()
         t = self.tally
         go_on = self._measure_default()
-        k = self.k = max(1, sum(t.steps_per_actor.values()), self._choice_points() if go_on else 0)
+        self.longest = max(1, sum(t.steps_per_actor.values()))
+        k = self.k = max(self.longest, self._choice_points() if go_on else 0)
         go_on = go_on and t.stopped is None  # (an error in a serial run may have stopped it)
         n = len(self.order)
         rng = random.Random(seed)
-        self.longest = max(1, sum(t.steps_per_actor.values()))
         for _ in range(runs if go_on else 0):
             r = self.runner
             prio = dict(zip(self.order, rng.sample(range(depth, depth + n), n), strict=True))

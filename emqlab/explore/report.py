@@ -61,7 +61,7 @@ class Report:
     would repeat a trace), ``outside_bound`` the runs an exhaustive search with reduction ran in full and
     then set aside because every interleaving of their trace has more preemptions than the bound (the
     bound filters traces: the races such a run shows lead to traces within it); :attr:`executed` is all
-    the runs started. ``raw_interleavings`` the interleavings the exploration
+    the runs started. ``raw_interleavings`` counts the interleavings the exploration
     covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
     from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
     :meth:`emqlab.engine.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly

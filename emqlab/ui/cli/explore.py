@@ -190,11 +190,10 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     else:
         t.add_row(f"interleavings (estimate: multinomial of {steps})", f"{rep.raw_interleavings:,}")
     stopped = "" if rep.complete else " (stopped early)"
-    if rep.strategy == "exhaustive" and rep.reduction != "off":
+    if rep.strategy in ("exhaustive", "replay"):
         t.add_row("runs executed" + stopped, f"{rep.executed:,}")
-        t.add_row("  kept: one per trace", f"{rep.explored:,}")
-    elif rep.strategy in ("exhaustive", "replay"):
-        t.add_row("runs executed" + stopped, f"{rep.explored:,}")
+        if rep.reduction != "off":
+            t.add_row("  kept: one per trace", f"{rep.explored:,}")
     else:
         t.add_row(f"runs ({rep.strategy} samples, may repeat){stopped}", f"{rep.explored:,}")
     if rep.blocked:
