@@ -23,13 +23,16 @@ import redis
 from emqlab.engine import footprints
 from emqlab.engine.footprints import Footprint
 from emqlab.engine.pywire import NOSCRIPT
+from emqlab.protocol.commands import key_access
 from emqlab.scripting.registry import shipped
 
 
 def atomic_step(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
-                actor: str = "") -> tuple[Any, Footprint]:
+                actor: str = "") -> tuple[Any, Footprint, tuple[bytes, ...] | None]:
     """One atomic step of script ``name`` with ``keys``/``args`` for ``actor`` on runner ``r`` (an
-    :class:`emqlab.engine.runner.Runner`): the reply (an error as its exception) and the footprint.
+    :class:`emqlab.engine.runner.Runner`): the reply (an error as its exception), the footprint and the keys
+    the script wrote (seen through the Lua host; ``None`` when unknown: an EVALSHA on the server, a command
+    the table cannot name the keys of).
 
     After a script-flush fault, the script's first EVALSHA gets NOSCRIPT: with the actor's ``noscript:
     fallback`` (the default) the client loads the script and runs it (one more round trip, inside this step),
@@ -38,17 +41,18 @@ def atomic_step(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
         cache = Footprint(reads=frozenset({("scripts", name)}))
         spec = r._specs.get(actor)
         if spec is not None and spec.noscript == "fail":
-            return redis.exceptions.ResponseError(NOSCRIPT), cache
+            return redis.exceptions.ResponseError(NOSCRIPT), cache, ()
         r._cached.add(name)
-        reply, fp = atomic_step(r, name, keys, args, actor)
-        return reply, fp | Footprint(writes=frozenset({("scripts", name)}))
+        reply, fp, written = atomic_step(r, name, keys, args, actor)
+        return reply, fp | Footprint(writes=frozenset({("scripts", name)})), written
     if r._faulty:
-        reply, fp = _run(r, name, keys, args, actor)
-        return reply, fp | Footprint(reads=frozenset({("scripts", name)}))
+        reply, fp, written = _run(r, name, keys, args, actor)
+        return reply, fp | Footprint(reads=frozenset({("scripts", name)})), written
     return _run(r, name, keys, args, actor)
 
 
-def _run(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str) -> tuple[Any, Footprint]:
+def _run(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
+         actor: str) -> tuple[Any, Footprint, tuple[bytes, ...] | None]:
     base = r.keys.base
     scripts = r._actor_scripts.get(actor, r.scripts)
     script = scripts[name]
@@ -64,16 +68,19 @@ def _run(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str
             reply = r.host.run(observe, script.text, keys, args, confine=base.encode())
         except redis.exceptions.ResponseError as e:
             reply = e
-        observed = footprints.of_commands(seen, base)
+        accesses = [key_access(c) for c in seen]
+        observed = footprints.of_accesses(accesses, base)
         r.observed.append((name, tuple(keys), observed))
-        return reply, observed
+        known = all(a is not None and not a.writes_any for a in accesses)
+        written = tuple(dict.fromkeys(k for a in accesses if a is not None for k in a.writes)) if known else None
+        return reply, observed, written
     try:
         reply = scripts.call(r._executor, name, keys, args)
     except redis.exceptions.ResponseError as e:
         reply = e
     except redis.exceptions.TimeoutError:
         raise r._kill_script(name) from None
-    return reply, footprints.prior(name, keys, base)
+    return reply, footprints.prior(name, keys, base), None
 
 
 __all__ = ["atomic_step"]

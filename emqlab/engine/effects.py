@@ -287,10 +287,10 @@ def read_view(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequence[st
                      hashes={j: raw[f"hash:{j}"] for j in job_ids})
 
 
-def touched_components(command: Sequence[bytes], keys: QueueKeys, job_ids: Iterable[str],
-                       written: Sequence[bytes] | None, extra: Sequence[ExtraPlace] = ()) -> list[Component] | None:
-    """The view components one command can have changed, from the keys it writes (``written``; ``None``
-    when unknown, which means every component). A write to a scenario place's index touches the place."""
+def touched_components(keys: QueueKeys, job_ids: Iterable[str], written: Sequence[bytes] | None,
+                       extra: Sequence[ExtraPlace] = ()) -> list[Component] | None:
+    """The view components a step can have changed, from the keys it wrote (``written``; ``None`` when
+    unknown, which means every component). A write to a scenario place's index touches the place."""
     if written is None:
         return None
     jobs = set(job_ids)

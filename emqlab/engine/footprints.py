@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from emqlab.protocol.commands import KeyAccess, key_access
 from emqlab.protocol.keys import QUEUE_KEY_NAMES
@@ -114,6 +115,7 @@ def of_command(command: Sequence[bytes], base: str) -> Footprint:
     return of_access(key_access(command), base)
 
 
+@lru_cache(maxsize=4096)  # (a search meets the same few hundred accesses in every run)
 def of_access(access: KeyAccess | None, base: str) -> Footprint:
     """The footprint of a command whose :class:`emqlab.protocol.commands.KeyAccess` is ``access`` (``None``: an
     unknown command, which touches everything)."""
@@ -138,9 +140,14 @@ def of_access(access: KeyAccess | None, base: str) -> Footprint:
 
 def of_commands(commands: Iterable[Sequence[bytes]], base: str) -> Footprint:
     """The union of the commands' footprints (an atomic script's, from every ``redis.call`` it made)."""
+    return of_accesses([key_access(c) for c in commands], base)
+
+
+def of_accesses(accesses: Iterable[KeyAccess | None], base: str) -> Footprint:
+    """The union of the footprints of commands whose key accesses are ``accesses`` (:func:`of_access`)."""
     out = Footprint()
-    for c in commands:
-        out = out | of_command(c, base)
+    for a in accesses:
+        out = out | of_access(a, base)
     return out
 
 

@@ -14,7 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class EffectRecorder:
     """The instrument that records effects: reads the queue's view after each step that can have changed
-    it (only the components a single command wrote; everything after a script) and appends the
+    it (only the components the step wrote, when the command table can name the keys it wrote: a command's,
+    or every ``redis.call`` of a script run through the Lua host; everything otherwise) and appends the
     difference to the step. Costs one to a few reads per step."""
 
     records = "effects"
@@ -28,9 +29,7 @@ class EffectRecorder:
     def after_step(self, runner: RunView, actor: str, op: Op, rec: StepRecord) -> None:
         if rec.read_only or self.view is None:
             return
-        touched = None
-        if rec.command is not None and op.kind == "command":
-            touched = touched_components(rec.command, runner.keys, runner.job_ids, rec.written, runner.scenario.places)
+        touched = touched_components(runner.keys, runner.job_ids, rec.written, runner.scenario.places)
         after = read_view(runner.exec, runner.keys, runner.job_ids, self.view, touched, runner.scenario.places)
         effects = list(diff(self.view, after))
         if op.pre:

@@ -484,11 +484,11 @@ class Runner:
     def _script_step(self, actor: str, op: Op, now: int) -> StepDone:
         assert op.build is not None
         call = op.build(now)
-        reply, observed = self._atomic(call.name, call.keys, call.args, actor)
+        reply, observed, written = self._atomic(call.name, call.keys, call.args, actor)
         failed = isinstance(reply, redis.exceptions.ResponseError) and str(reply) == NOSCRIPT
         return StepDone(reply, call.name, [self._show(a) for a in call.args],
                         [self.keys.relative(k) for k in call.keys], observed, script_keys=call.keys,
-                        outcome="fail" if failed else "ok")
+                        written=written, outcome="fail" if failed else "ok")
 
     def _command_step(self, actor: str, op: Op, now: int) -> StepDone:
         """One command (a clock event is one too: its lapse script's EVAL, shown as the event)."""
@@ -505,12 +505,13 @@ class Runner:
         if command[0].upper() == b"WATCH":  # its EXEC's fate depends on every later write to these keys
             self._sessions.watched[actor] = tuple(command[1:])
             fp = fp | footprints.of_commands([(b"EXISTS", *command[1:])], base)
-        if op.kind == "clock":
-            return StepDone(reply, op.label, [op.section], [self.keys.relative(command[3])], fp, command=command)
+        written = access.writes if access is not None and not access.writes_any else None
+        if op.kind == "clock":  # (its script, LAPSE_LUA, writes only its one KEY)
+            return StepDone(reply, op.label, [op.section], [self.keys.relative(command[3])], fp, command=command,
+                            written=written)
         return StepDone(reply, command[0].decode().upper(), [self._show(a) for a in command[1:]],
                     [self.keys.relative(k) for k in (command_keys(command) or ())], fp, command=command,
-                    written=access.writes if access is not None and not access.writes_any else None,
-                    read_only=is_read_only(command[0]) and not op.pre)
+                    written=written, read_only=is_read_only(command[0]) and not op.pre)
 
     #: step kind (:func:`step_kind`) -> the method that carries out its request
     STEP_KINDS: ClassVar[dict[str, Callable[[Runner, str, Op, int], StepDone]]] = {
@@ -572,8 +573,9 @@ class Runner:
             return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics)
 
     # -- internals -------------------------------------------------------------------------------
-    def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any], actor: str = "") -> tuple[Any, Footprint]:
-        """One atomic script step and its footprint (:func:`emqlab.engine.atomic.atomic_step`)."""
+    def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any],
+                actor: str = "") -> tuple[Any, Footprint, tuple[bytes, ...] | None]:
+        """One atomic script step, its footprint and the keys it wrote (:func:`emqlab.engine.atomic.atomic_step`)."""
         return atomic_step(self, name, keys, args, actor)
 
     def _kill_script(self, name: str) -> ServerFault:

@@ -422,11 +422,11 @@ class Exhaustive(Strategy):
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         t = self.tally
         trace = Trace(actors, preds, self.order, kills=self.runner.kills)
-        _total, within = trace.counts(bound)
         least, schedule = trace.best()
         if bound is not None and least > bound:
             t.outside_bound += 1
             return
+        _total, within = trace.counts(bound)
         h = self.runner.history()
         t.raw += within
         self._record(h, least, schedule, weight=within)

@@ -353,11 +353,10 @@ class Trace:
 
     def _moves(self, pos: tuple[int, ...]) -> list[int]:
         out = []
+        lengths, lanes, need = self.lengths, self.lanes, self.need
         for lane, k in enumerate(pos):
-            if k < self.lengths[lane]:
-                e = self.lanes[lane][k]
-                if all(pos[b] >= self.need[e][b] for b in range(len(pos))):
-                    out.append(lane)
+            if k < lengths[lane] and all(p >= n for p, n in zip(pos, need[lanes[lane][k]], strict=True)):
+                out.append(lane)
         return out
 
     def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:

@@ -399,7 +399,31 @@ def key_access(command: Sequence[Arg], *, trust_script_keys: bool = True) -> Key
 
     Rules: module docstring; the Redis docs page "Command key specifications".
     """
-    argv = _argv(command)
+    argv = command if type(command) is tuple and all(type(a) is bytes for a in command) and command \
+        else _argv(command)
+    small = sum(map(len, argv)) <= _CACHED_BYTES
+    line = (trust_script_keys, *argv)
+    if small:
+        cached = _ACCESS_CACHE.get(line, _MISSING)
+        if cached is not _MISSING:
+            return cached  # type: ignore[return-value]
+    found = _key_access(argv, trust_script_keys)
+    if small:
+        if len(_ACCESS_CACHE) >= _CACHE_SIZE:
+            _ACCESS_CACHE.clear()
+        _ACCESS_CACHE[line] = found
+    return found
+
+
+#: :func:`key_access` remembers the answer for up to this many command lines (of at most _CACHED_BYTES
+#: bytes each): an exploration sends the same few hundred lines again in every run
+_CACHE_SIZE = 4096
+_CACHED_BYTES = 1024
+_ACCESS_CACHE: dict[tuple[object, ...], KeyAccess | None] = {}
+_MISSING = object()
+
+
+def _key_access(argv: Sequence[bytes], trust_script_keys: bool) -> KeyAccess | None:
     resolved = _resolve(argv, trust_script_keys)
     if resolved is None:
         return None
