@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import fakeredis
+# isort: off
+from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without NumPy)
+# isort: on
 from fakeredis._core import Database
 from fakeredis._helpers import SimpleError, SimpleString
 

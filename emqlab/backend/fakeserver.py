@@ -43,7 +43,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import fakeredis
+# isort: off
+from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without NumPy)
+# isort: on
 import redis
 import redis.asyncio
 import redis.asyncio.connection
