@@ -163,3 +163,25 @@ def readd_in_a_transaction(r: redis.Redis, q: Any) -> None:
         pipe.get(q.keys.lock("1"))
         add(keys=list(call.keys), args=list(call.args), client=pipe)
         pipe.execute()
+
+
+def recover_stalled(r: redis.Redis, q: Any) -> None:
+    """A user's own recoverer: one pass of emqlab's moveStalledJobsToWait by EVALSHA (the recovery role)."""
+    from emqlab.scripting.calls import move_stalled_jobs_to_wait_call
+
+    r.delete(q.keys.stalled_check)  # (the throttle of the previous pass has lapsed)
+    call = move_stalled_jobs_to_wait_call(q.keys, 1, 30000, timestamp=q.now())
+    r.register_script(q.scripts[call.name].text)(keys=list(call.keys), args=list(call.args))
+
+
+def sleeps_in_another_thread(r: redis.Redis, q: Any) -> None:
+    """While its own code runs, another thread of the process sleeps (a client library's thread, a watchdog):
+    that thread is not the actor."""
+    import threading
+    import time
+
+    slept: list[bool] = []
+    t = threading.Thread(target=lambda: (time.sleep(0.001), slept.append(True)))
+    t.start()
+    t.join()
+    r.set(q.keys.key("slept"), "yes" if slept else "no")

@@ -57,7 +57,7 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("late-finish-deleted", "atomic"): {"duplicate-execution": "v1:L1.W1.S1.W2*2"},
     ("late-finish-deleted", "split"): {
         "double-placement": "v1:W1*9.L1.W2.S1.W1*8", "duplicate-execution": "v1:L1.S1.W2*2.W1",
-        "phantom-job": "v1:W1*9.L1.S1.W1*8.W2*2"},
+        "orphan-data": "v1:W1*9.L1.S1.W2*2.W1*11", "phantom-job": "v1:W1*9.L1.S1.W1*8.W2*2"},
     ("late-finish-deleted", "finish-then-fetch"): {"duplicate-execution": "v1:L1.W1.S1.W2*2"},
     ("late-finish-deleted", "transaction"): {"duplicate-execution": "v1:L1.W1*2.S1.W2*2"},
     ("lease-lapse", "split"): {"double-placement": "v1:W1*9.L1.S1.W1*8"},

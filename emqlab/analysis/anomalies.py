@@ -373,6 +373,16 @@ def orphan_data(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
             because = (f"job {job}'s hash is in no list or set although {done[0].actor} finished it"
                        f" (step {done[0].end})")
         out.append(Anomaly("orphan-data", job, because, (wrote[-1].index,) if wrote else ()))
+    for job, places in sorted(h.final.placements.items(), key=lambda kv: (len(kv[0]), kv[0])):
+        info = h.final.jobs.get(job, {})
+        if not places or not info.get("exists") or info.get("payload", True):
+            continue  # (a fragment in no structure is reported above)
+        wrote = [s for s in h.steps if any(isinstance(e, HashCreated) and e.job == job for e in s.effects)]
+        where = ", ".join(dict.fromkeys(places))
+        because = f"job {job}'s hash in {where} is a fragment without its payload"
+        if wrote:
+            because += f": {_ref(wrote[-1])} wrote into the job after it had been deleted"
+        out.append(Anomaly("orphan-data", job, because, (wrote[-1].index,) if wrote else ()))
     return out
 
 
@@ -392,14 +402,15 @@ def phantom_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
 
 
 def stuck_active(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
-    if scenario is not None and any(a.kind == "sweep" for a in scenario.actors):
-        return []  # a sweep marks every lock-less job in active and recovers it the next time
     out = []
+    recovery = _recovers(h)
     for job, places in sorted(h.final.placements.items()):
         if "active" not in places or h.final.locks.get(job):
             continue
         if any(e.job == job and e.open for e in h.executions):
             continue
+        if recovery:
+            continue  # the recovery role marks every lock-less job in active and moves it back the next time
         ended = [e for e in h.executions if e.job == job and e.end is not None]
         last = max(ended, key=lambda e: e.end or 0) if ended else None
         because = f"job {job} is in active with no lock and no worker holding it after every actor ended"
@@ -407,6 +418,19 @@ def stuck_active(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
             because += f" ({last.actor}'s finish at step {last.end} answered {last.result})"
         out.append(Anomaly("stuck-active", job, because, (last.end,) if last and last.end else ()))
     return out
+
+
+#: the script of the recovery role: a pass marks every lock-less job in active stalled and moves the jobs a
+#: pass before marked, and still finds lock-less, back to wait (BullMQ's stalled-job check)
+RECOVERY_SCRIPT = "moveStalledJobsToWait"
+
+
+def _recovers(h: History) -> bool:
+    """Whether an actor plays the recovery role in this run: a step of it ran :data:`RECOVERY_SCRIPT` (the
+    built-in sweep, or a Python actor's EVALSHA of it). The role is periodic (BullMQ's stalled-job check runs
+    on a timer), so a lock-less job in active at the end is one its next pass finds, whenever this run's
+    pass came."""
+    return any(RECOVERY_SCRIPT in (st.scripts or (st.script,)) for st in h.steps)
 
 
 def stolen_lock(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
@@ -468,6 +492,10 @@ def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[An
                                f" already run it ({since}); {earlier.actor}'s finish was refused at step"
                                f" {earlier.end} ({earlier.result}: {earlier.outcome.meaning})")
                     steps = (later.start, earlier.end)
+                elif later.start == earlier.start:  # both before the first step: the history orders neither
+                    because = (f"{earlier.actor} and {later.actor} both ran job {job} from the start: two"
+                               " executions of one job, neither released when the run began")
+                    steps = ()
                 else:
                     because = (f"{later.actor} started job {job} (step {later.start}) while {earlier.actor}'s"
                                f" execution ({since}) had not released it")

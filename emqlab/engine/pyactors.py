@@ -42,6 +42,7 @@ sleeps), so the actor's own policy is what a ``disconnect`` fault tests.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +83,17 @@ class Request:
     commands: tuple[Command, ...]
 
 
-#: The Python actors whose code runs now (the innermost last): a redis-py connection that sends while
-#: this is not empty, and is not an actor's scheduled connection, is talking to Redis behind the scheduler.
-_RUNNING: list[_Driver] = []
+class _Running(threading.local):
+    """The Python actors whose code runs now in this thread (the innermost last): a redis-py connection that
+    sends from this thread while it is not empty, and is not an actor's scheduled connection, is talking to
+    Redis behind the scheduler. Per thread: another thread of the process (a watchdog's ``time.sleep``, a
+    client library's own thread) is not the actor."""
+
+    def __init__(self) -> None:
+        self.drivers: list[_Driver] = []
+
+
+_RUNNING_HERE = _Running()
 
 # -- the handle ---------------------------------------------------------------------------------------------
 
@@ -380,13 +389,13 @@ def _install_guard() -> None:
     async_send = redis.asyncio.connection.AbstractConnection.send_packed_command
 
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _RUNNING:
-            _RUNNING[-1].outside(self)
+        if _RUNNING_HERE.drivers:
+            _RUNNING_HERE.drivers[-1].outside(self)
         return sync_send(self, *args, **kwargs)
 
     async def aguarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _RUNNING:
-            _RUNNING[-1].outside(self)
+        if _RUNNING_HERE.drivers:
+            _RUNNING_HERE.drivers[-1].outside(self)
         return await async_send(self, *args, **kwargs)
 
     redis.connection.AbstractConnection.send_packed_command = guarded  # type: ignore[method-assign]
@@ -397,10 +406,10 @@ def _install_guard() -> None:
     wall_sleep = time.sleep
 
     def sleep(seconds: Any) -> None:
-        if _RUNNING:
-            raise ActorError(f"{_RUNNING[-1].actor} called time.sleep({seconds!r}): the scheduler's time is virtual"
-                             " (q.now()), so a wall-clock wait changes nothing in the run and only makes it slow;"
-                             " leave it out — the scheduler decides when the actor runs next")
+        if _RUNNING_HERE.drivers:
+            raise ActorError(f"{_RUNNING_HERE.drivers[-1].actor} called time.sleep({seconds!r}): the scheduler's"
+                             " time is virtual (q.now()), so a wall-clock wait changes nothing in the run and"
+                             " only makes it slow; leave it out — the scheduler decides when the actor runs next")
         wall_sleep(seconds)
 
     time.sleep = sleep
@@ -494,13 +503,13 @@ class _Driver:
     def _run_code(self, step: Callable[[], Any]) -> Any:
         """Run the actor's own code (``step``) until it hands back a request, with the outside-client guard
         knowing it runs; what it raises becomes an :class:`ActorError`."""
-        _RUNNING.append(self)
+        _RUNNING_HERE.drivers.append(self)
         try:
             out = step()
         except BaseException as e:
             raise self._fail(e) from e
         finally:
-            _RUNNING.pop()
+            _RUNNING_HERE.drivers.pop()
         if self._violation is not None:
             raise ActorError(self._violation)
         return out
@@ -526,13 +535,13 @@ class _Driver:
         finally:
             if not g.dead:
                 self._closing = True
-                _RUNNING.append(self)
+                _RUNNING_HERE.drivers.append(self)
                 try:
                     g.throw(greenlet.GreenletExit)
                 except BaseException:  # noqa: BLE001 - whatever the actor's finally blocks raise while it dies
                     pass
                 finally:
-                    _RUNNING.pop()
+                    _RUNNING_HERE.drivers.pop()
 
     def _step_coro(self, coro: Any, value: Any) -> Any:
         def send() -> Any:

@@ -1,0 +1,83 @@
+"""Outcomes the checks used to leave unnamed or tell wrongly (issue 26, "no unnamed outcome"), each on a
+real run of a shipped scenario:
+
+* a job filed in a structure whose hash is a fragment without its payload is orphan-data, as
+  ``docs/concepts.md`` defines it (before, only a fragment in no structure was);
+* two executions that both hold a job from the start are not put in an order the history does not show;
+* the recovery role's allowance for stuck-active goes to any actor that runs a recovery pass, a user's
+  Python recoverer as well as the built-in sweep;
+* a Python actor's guard against wall-clock waits applies to the actor's own thread only.
+"""
+
+from __future__ import annotations
+
+from emqlab.analysis.anomalies import check
+from emqlab.check.api import explore_actors
+from emqlab.check.api import scenario as actors_scenario
+from emqlab.engine import scenario
+from emqlab.explore.checked import Runner
+from emqlab.protocol.schedules import parse_schedule
+
+
+def _replay(name: str, mode: str, schedule: str) -> object:
+    sc = scenario.load(scenario.shipped_path(name))
+    with Runner(sc, mode) as r:
+        r.reset()
+        return r.run(parse_schedule(schedule))
+
+
+def test_a_placed_fragment_without_its_payload_is_orphan_data() -> None:
+    # W2 completes job 1 and removes it (keepJobs 0); W1's late split finish writes attempts and the return
+    # value into the deleted job, recreating a hash without data, and files it in completed
+    h = _replay("late-finish-deleted", "split", "v1:W1*9.L1.S1.W2*2.W1*11")
+    assert h.final.placements["1"] == ["completed"]  # type: ignore[attr-defined]
+    assert h.final.jobs["1"]["exists"] and not h.final.jobs["1"]["payload"]  # type: ignore[attr-defined]
+    orphan = [a for a in check(h) if a.kind == "orphan-data"]  # type: ignore[arg-type]
+    assert [a.because for a in orphan] == [
+        "job 1's hash in completed is a fragment without its payload: W1 step 16, HINCRBY wrote into the job"
+        " after it had been deleted"]
+    assert orphan[0].steps == (16,)
+
+
+def test_a_placed_job_with_its_payload_is_no_orphan() -> None:
+    # the same scenario where W1 finishes first: the job is filed whole
+    h = _replay("late-finish-deleted", "split", "v1:W1*20")
+    assert "orphan-data" not in {a.kind for a in check(h)}  # type: ignore[arg-type]
+
+
+def test_two_executions_from_the_start_are_not_ordered() -> None:
+    # shared-token: W2 holds job 1 in the initial state and W1, a stale worker with the same token, still
+    # runs it too; the history shows neither beginning, so neither is "earlier"
+    h = _replay("shared-token", "split", "v1:W2.W1*4")
+    dup = [a for a in check(h) if a.kind == "duplicate-execution"]  # type: ignore[arg-type]
+    assert [a.because for a in dup] == [
+        "W2 and W1 both ran job 1 from the start: two executions of one job, neither released when the run"
+        " began"]
+    assert dup[0].steps == ()
+
+
+_LAPSE = {"W1": {"kind": "worker", "holds": "1", "finish": "completed", "value": {"ok": True}},
+          "L1": {"kind": "lease", "job": "1", "of": "W1"}}
+
+
+def test_a_users_recoverer_plays_the_recovery_role_as_the_sweep_does() -> None:
+    # lease-lapse with its sweep replaced by a Python actor that runs the same recovery pass: atomic, the
+    # late finish is refused and the job is left lock-less in active for the recoverer's next pass, as with
+    # the built-in sweep (which the scenario's atomic expectation, no anomaly, rests on)
+    state = {"active": ["1"], "stalled": ["1"]}
+    user = explore_actors({**_LAPSE, "P1": {"python": "tests.pyactors_toys:recover_stalled"}}, mode="atomic",
+                          state=state, locks={"1": "W1"})
+    builtin = explore_actors({**_LAPSE, "S1": {"kind": "sweep", "max_stalled": 1}}, mode="atomic",
+                             state=state, locks={"1": "W1"})
+    assert builtin.kinds == [] and user.kinds == []
+    # without any recoverer the same refusal leaves the job stuck
+    alone = explore_actors(_LAPSE, mode="atomic", state=state, locks={"1": "W1"})
+    assert alone.kinds == ["stuck-active"]
+
+
+def test_another_thread_may_sleep_while_a_python_actor_runs() -> None:
+    sc = actors_scenario({"P1": {"python": "tests.pyactors_toys:sleeps_in_another_thread"}})
+    with Runner(sc, "split") as r:
+        r.reset()
+        r.run()
+        assert r.exec(b"GET", r.keys.key("slept").encode()) == b"yes"
