@@ -4,7 +4,9 @@ what start-up costs before any work.
     python benchmarks/bench_startup.py [--repeat N] [--write docs/benchmarks.md]
 
 The median over ``--repeat`` runs of each command, each in a fresh process (the first run of all is thrown
-away: it fills the file cache). ``emqlab --version`` and ``--help`` load no command module
+away: it fills the file cache), with Python's bytecode cache as after ``pip install`` (which compiles the
+modules), and, in the last column, without it (``PYTHONDONTWRITEBYTECODE=1``: each run compiles emqlab's
+modules from source). ``emqlab --version`` and ``--help`` load no command module
 (``emqlab.ui.cli.COMMANDS``); ``simulate --split`` runs the default scenario's whole exploration.
 """
 
@@ -15,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from _tables import append_table
@@ -29,10 +32,23 @@ COMMANDS = {
 }
 
 
-def cpu_seconds(argv: list[str]) -> float:
+def child_env(bytecode: bool) -> dict[str, str]:
+    """The children's environment: with ``bytecode``, compiled modules are cached (under a prefix outside the
+    checkout), as they are after ``pip install``, which compiles them; without, every run compiles emqlab's
+    modules from source (``PYTHONDONTWRITEBYTECODE=1``, as some machines set)."""
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "emqlab-bench-pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def cpu_seconds(argv: list[str], env: dict[str, str] | None = None) -> float:
     """The CPU seconds (user + system) one run of ``argv`` used."""
     before = os.times()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     after = os.times()
     return (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
@@ -42,11 +58,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7, help="runs of each command (the median is kept)")
     ap.add_argument("--write", type=Path, help="append the table to this markdown page")
     args = ap.parse_args()
-    cpu_seconds(COMMANDS["emqlab simulate --split"])  # (warm the file cache)
-    rows = ["| command | CPU s (median) | min | max |", "|---|---:|---:|---:|"]
+    cached, uncached = child_env(True), child_env(False)
+    for argv in COMMANDS.values():  # (warm the file cache, and write the bytecode cache)
+        cpu_seconds(argv, cached)
+    rows = ["| command | CPU s (median) | min | max | without bytecode cache (median) |", "|---|---:|---:|---:|---:|"]
     for name, argv in COMMANDS.items():
-        runs = [cpu_seconds(argv) for _ in range(args.repeat)]
-        rows.append(f"| `{name}` | {statistics.median(runs):.3f} | {min(runs):.3f} | {max(runs):.3f} |")
+        runs = [cpu_seconds(argv, cached) for _ in range(args.repeat)]
+        cold = statistics.median(cpu_seconds(argv, uncached) for _ in range(args.repeat))
+        rows.append(f"| `{name}` | {statistics.median(runs):.3f} | {min(runs):.3f} | {max(runs):.3f} | {cold:.3f} |")
         print(rows[-1], flush=True)
     if args.write:
         append_table(args.write, "Start-up CPU", f"python benchmarks/bench_startup.py --repeat {args.repeat}",
