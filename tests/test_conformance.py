@@ -624,7 +624,10 @@ def integral_due_times(case: Case) -> bool:
     args, opts = case.params["args"], case.params["opts"]
     if args[1] and args[1] in case.state:  # a duplicate: nothing is scheduled
         return False
-    scores = case.state.get("delayed", {"zset": {}})["zset"].values()
+    zset = dict(case.state.get("delayed", {"zset": {}})["zset"])
+    if not args[1]:  # the new job takes the next id: an entry of that id in delayed is given the new score
+        zset.pop(str(int(case.state.get("id", 0)) + 1), None)
+    scores = zset.values()
     if not scores:
         return False
     earliest = min(scores)

@@ -6,10 +6,14 @@ real run of a shipped scenario:
 * two executions that both hold a job from the start are not put in an order the history does not show;
 * the recovery role's allowance for stuck-active goes to any actor that runs a recovery pass, a user's
   Python recoverer as well as the built-in sweep;
-* a Python actor's guard against wall-clock waits applies to the actor's own thread only.
+* a Python actor's guard against wall-clock waits applies to the actor's own thread only;
+* a finish accepted from a worker that no longer holds the job's lock is non-owner-finish (a finish that
+  skips its lock check showed nothing but the at-least-once duplicate before).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from emqlab.analysis.anomalies import check
 from emqlab.check.api import explore_actors
@@ -81,3 +85,43 @@ def test_another_thread_may_sleep_while_a_python_actor_runs() -> None:
         r.reset()
         r.run()
         assert r.exec(b"GET", r.keys.key("slept").encode()) == b"yes"
+
+
+def _without_lock_check(tmp_path: Any) -> Any:
+    from emqlab.scripting.registry import lua_dir
+
+    text = (lua_dir() / "moveToFinished-14.lua").read_text()
+    assert 'local checksLock = token ~= "0"' in text
+    path = tmp_path / "moveToFinished-14.lua"
+    path.write_text(text.replace('local checksLock = token ~= "0"', "local checksLock = false"))
+    return path
+
+
+def test_a_finish_that_skips_its_lock_check_is_a_non_owner_finish(tmp_path: Any) -> None:
+    from emqlab.explore import explore
+    from emqlab.scripting.registry import ScriptSet
+
+    sc = scenario.load(scenario.shipped_path("two-workers"))
+    scripts = ScriptSet.emqlab().overlay(_without_lock_check(tmp_path))
+    theirs = explore(sc, "atomic", scripts=scripts)
+    assert "non-owner-finish" in theirs.anomaly_kinds
+    w = theirs.witnesses["non-owner-finish"]
+    # the fewest preemptions: W1's lease lapsed before its finish, which is accepted all the same
+    because = [a["because"] for a in w.anomalies if a["kind"] == "non-owner-finish"]
+    assert "the job's lock was gone, not W1's W1:1" in because[0]
+    # and once the sweep has put the job back and W2 has taken it, W1's finish completes it under W2's lock
+    with Runner(sc, "atomic", scripts=scripts) as r:
+        r.reset()
+        h = r.run(parse_schedule("v1:L1.S1.W2.W1"))
+    found = [a.because for a in check(h) if a.kind == "non-owner-finish"]
+    assert len(found) == 1 and "the job's lock was held by W2:1, not W1's W1:1" in found[0]
+    # emqlab's own finish refuses it: nothing of the kind, in any mode
+    for mode in ("atomic", "split", "finish-then-fetch", "transaction"):
+        assert "non-owner-finish" not in explore(sc, mode).anomaly_kinds
+
+
+def test_a_queue_without_job_locks_has_no_non_owner_finish() -> None:
+    # recovery-by-identity (Sidekiq's reliable fetch): executions take no lock, so there is no owner to check
+    h = _replay("recovery-by-identity", "atomic", "v1:NEW*3.X1")
+    assert h.executions and all(e.released for e in h.executions if e.actor == "NEW")  # type: ignore[attr-defined]
+    assert "non-owner-finish" not in {a.kind for a in check(h)}  # type: ignore[arg-type]

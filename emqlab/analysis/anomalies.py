@@ -32,16 +32,22 @@ orphan-data          final            at the end, a job's hash is in no structur
                                       finished or the hash is a fragment without the job's payload
 phantom-job          final            at the end, an id is placed in a structure but has no job hash
 stuck-active         final            at the end, a job is in ``active`` with no lock and no open
-                                      execution, and no recovery sweep runs that would ever find it
+                                      execution, and no actor of the run plays the recovery role (runs a
+                                      moveStalledJobsToWait pass: the built-in sweep or a Python actor)
 work-thrown-away     effects          an execution's finish was refused although no one had touched its
                                       lock, and the job did not end up finished (no final placement, and no
                                       other execution of the same incarnation finished it): its result
                                       was the only one, and it is lost
+non-owner-finish     effects,         a finish was accepted although, when it began, the job's lock was not
+                     lock-changes     the execution's token (gone, or another's); only for executions
+                                      that held the job's lock at some point of the run
 ==================== ================ =====================================================================
 
-"needs" is what the check reads: the final state (always recorded) or the per-step effects (recorded by
-the :class:`emqlab.engine.recorder.EffectRecorder`). A history recorded without effects gets the first kind of
-check only, and the others are reported as *unchecked* rather than guessed.
+"needs" is what the check reads: the final state (always recorded), the per-step effects (recorded by
+the :class:`emqlab.engine.recorder.EffectRecorder`, or by an instrument that records the few a check needs,
+as the timed model's does) and every change of a lock, acquisitions included (``lock-changes``: the
+EffectRecorder's full reads). A history recorded without an input gets the checks that do not need it,
+and the others are reported as *unchecked* rather than guessed.
 """
 
 from __future__ import annotations
@@ -559,6 +565,47 @@ def work_thrown_away(h: History, scenario: Scenario | None = None) -> list[Anoma
     return out
 
 
+def _lock_before(h: History, job: str, index: int) -> str | None:
+    """``job``'s lock token just before step ``index``, from the lock changes the history recorded (before
+    the first change: the value that change replaced; with none at all: the final value)."""
+    changes = [(st.index, e) for st in h.steps for e in st.effects if isinstance(e, LockChanged) and e.job == job]
+    before = [e for i, e in changes if i < index]
+    if before:
+        return before[-1].after
+    return changes[0][1].before if changes else h.final.locks.get(job)
+
+
+def _ever_locked(h: History, job: str, token: str) -> bool:
+    """Whether ``token`` ever held ``job``'s lock in this run (the initial state included)."""
+    if _lock_before(h, job, 1) == token or h.final.locks.get(job) == token:
+        return True
+    return any(isinstance(e, LockChanged) and e.job == job and token in (e.before, e.after)
+               for st in h.steps for e in st.effects)
+
+
+def non_owner_finish(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
+    out = []
+    for e in h.executions:
+        if not e.released or e.end is None or not e.token or e.token == "0":
+            continue  # (token "0": the caller said it holds no lock, and the finish skips the check)
+        end = next((st for st in h.steps if st.index == e.end), None)
+        if end is None:
+            continue
+        first = min((st.index for st in h.steps if st.actor == end.actor and end.run is not None
+                     and st.run == end.run), default=end.index)
+        holder = _lock_before(h, e.job, first)
+        if holder == e.token or not _ever_locked(h, e.job, e.token):
+            continue  # the owner's finish, or a queue whose executions take no lock (nothing to check)
+        held = f"held by {holder}" if holder else "gone"
+        out.append(Anomaly(
+            "non-owner-finish", e.job,
+            f"{e.actor}'s finish of job {e.job} was accepted (step {e.end}: {e.result}) although, when it began"
+            f" (step {first}), the job's lock was {held}, not {e.actor}'s {e.token}: a finish must check that"
+            " the lock is still the caller's",
+            (e.end,)))
+    return out
+
+
 CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("double-placement", frozenset({"final"}), double_placement),
     CheckSpec("lost-job", frozenset({"final"}), lost_job),
@@ -570,6 +617,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("phantom-job", frozenset({"final"}), phantom_job),
     CheckSpec("stuck-active", frozenset({"final"}), stuck_active),
     CheckSpec("work-thrown-away", frozenset({"effects"}), work_thrown_away),
+    CheckSpec("non-owner-finish", frozenset({"effects", "lock-changes"}), non_owner_finish),
 )
 
 KINDS: tuple[str, ...] = tuple(c.kind for c in CHECKS)

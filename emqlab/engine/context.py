@@ -164,8 +164,8 @@ class RunView(Protocol):
 class Instrument(Protocol):
     """An observer of a run. Every method is optional; the Runner calls the ones an instrument has."""
 
-    #: the input this instrument records for the checks (``"effects"``), if any
-    records: str | None
+    #: the input this instrument records for the checks (``"effects"``), or several, if any
+    records: str | tuple[str, ...] | None
 
 
 Check = Callable[["History", "Scenario"], "tuple[Sequence[Anomaly], Sequence[str]]"]

@@ -18,7 +18,8 @@ class EffectRecorder:
     or every ``redis.call`` of a script run through the Lua host; everything otherwise) and appends the
     difference to the step. Costs one to a few reads per step."""
 
-    records = "effects"
+    #: every effect, lock acquisitions included (the view is read, not inferred from the commands)
+    records = ("effects", "lock-changes")
 
     def __init__(self) -> None:
         self.view: QueueView | None = None

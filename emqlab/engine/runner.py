@@ -97,6 +97,15 @@ def step_kind(op: Op, armed: bool | None) -> str:
     return op.kind
 
 
+def recorded_inputs(instruments: Sequence[Any]) -> frozenset[str]:
+    """The check inputs the ``instruments`` record (each instrument's ``records``: a name or several)."""
+    out: set[str] = set()
+    for i in instruments:
+        r = getattr(i, "records", None)
+        out.update((r,) if isinstance(r, str) else r or ())
+    return frozenset(out)
+
+
 class Runner:
     """Runs one scenario in one finish mode, one step at a time.
 
@@ -200,7 +209,7 @@ class Runner:
     @property
     def effects(self) -> bool:
         """Effects are recorded (an :class:`EffectRecorder` is among the instruments)."""
-        return any(getattr(i, "records", None) == "effects" for i in self.instruments)
+        return "effects" in recorded_inputs(self.instruments)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -544,7 +553,7 @@ class Runner:
         """The history so far, with the final state and, when the Runner has a check, the anomalies."""
         if self._deferred is not None:
             raise self._deferred
-        recorded = frozenset(r for r in (getattr(i, "records", None) for i in self.instruments) if r)
+        recorded = recorded_inputs(self.instruments)
         self._same_server(f"ending the run at step {self.index}")
         if not is_fake(self.conn):  # (the run is over: no script of it can see a TTL set now)
             self._safety.protect([self.keys.job(j).encode() for j in self.job_ids], fresh=True)

@@ -19,6 +19,7 @@ ANOMALY_KINDS = (
     "phantom-job",
     "stuck-active",
     "work-thrown-away",
+    "non-owner-finish",
 )
 ACTOR_KINDS = ("worker", "sweep", "lease", "producer", "canceller", "crash", "disconnect", "script-flush", "restart",
                "python")
