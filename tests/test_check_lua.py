@@ -98,7 +98,8 @@ def test_a_single_file_must_name_a_script_emqlab_calls(tmp_path: Path) -> None:
 def test_the_check_command_prints_the_witness_and_exits_with_the_verdict() -> None:
     res = CliRunner().invoke(main, ["check", "--lua", str(VARIANT), "-s", "cancel-active"])
     assert res.exit_code == 1, res.output
-    assert f"emqlab replay 'v1:W1.C1' --atomic --scenario cancel-active --lua {VARIANT}" in res.output
+    joined = res.output.replace(" \\\n    ", " ")  # (a long command goes on after " \\")
+    assert f"emqlab replay 'v1:W1.C1' --atomic --scenario cancel-active --lua {VARIANT}" in joined
     assert "verdict: fails" in res.output
     data = json.loads(CliRunner().invoke(main, ["check", "--lua", str(VARIANT), "-s", "stalled-finish",
                                                 "--json"]).output)
@@ -128,3 +129,26 @@ def test_a_finish_that_errors_fails_and_one_that_files_nothing_is_flagged_for_re
     res = CliRunner().invoke(main, ["check", "--lua", str(idle), "-s", "stalled-finish"])
     assert res.exit_code == 0 and "warning: the atomic finish leaves final states emqlab's never does" in res.output
     assert "skipped (emqlab never calls them): fooBar-3.lua" in res.output
+
+
+def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for_the_failing(
+        tmp_path: Path) -> None:
+    """A finish without its lock check: the verdict and a summary first, then one line per scenario within
+    100 columns, then the details (kinds side by side, the witness) of the failing scenarios only."""
+    text = (Path(lua_dir()) / "moveToFinished-14.lua").read_text()
+    unlocked = tmp_path / "moveToFinished-14.lua"
+    unlocked.write_text(text.replace('local checksLock = token ~= "0"', "local checksLock = false"))
+    names = ["two-workers", "stalled-finish", "cancel-active"]
+    res = CliRunner().invoke(main, ["check", "--lua", str(unlocked), *[a for n in names for a in ("-s", n)]])
+    assert res.exit_code == 1, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict: fails"))
+    rows = [i for i, line in enumerate(lines) if line.split()[:2] and line.split()[1] in names
+            and line.split()[0] in ("fails", "review", "differs", "same")]
+    assert len(rows) == 3 and verdict < rows[0] and rows == list(range(rows[0], rows[0] + 3))
+    assert lines[rows[0]].startswith("fails   two-workers ") and "atomic: +non-owner-finish" in lines[rows[0]]
+    details = "\n".join(lines[rows[-1] + 1:])
+    assert "two-workers (atomic): +non-owner-finish" in details
+    assert "witness of non-owner-finish: emqlab replay" in details
+    assert "stalled-finish (" not in details and "cancel-active (" not in details  # not failing: no details

@@ -118,8 +118,8 @@ class CheckResult:
             return f"the atomic finish does what emqlab's never does — {what}"
         if self.verdict == "inconclusive":
             return "no atomic anomaly beyond emqlab's seen, but an exploration stopped at its budget"
-        return (f"in {len({r.scenario for r in self.rows})} scenarios the atomic finish shows nothing emqlab's "
-                "does not")
+        n = len({r.scenario for r in self.rows})
+        return f"in {n} scenario{'' if n == 1 else 's'} the atomic finish shows nothing emqlab's does not"
 
     def to_dict(self) -> dict[str, Any]:
         return {"origin": self.origin, "verdict": self.verdict, "reason": self.reason,

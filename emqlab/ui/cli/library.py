@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from typing import Any
@@ -16,7 +17,17 @@ from rich.text import Text
 from emqlab.protocol.verdict import ExitCode
 from emqlab.scripting.registry import ScriptSet
 from emqlab.text import DEFAULT_WIDTH, elide_middle
-from emqlab.ui.cli.common import _errors, _mask, _remember_url, _say, console, err_console
+from emqlab.ui.cli.common import (
+    _columns,
+    _command_lines,
+    _errors,
+    _mask,
+    _remember_url,
+    _say,
+    _wide_option,
+    console,
+    err_console,
+)
 
 
 @click.command()
@@ -116,6 +127,75 @@ def scripts(bullmq: bool) -> None:
     console.print(t)
 
 
+def _scenario_line(rows: list[Any], width: int | None) -> str:
+    """One scenario's verdict line: fails (its atomic finish shows what emqlab's never does), review (final
+    states emqlab's finish never leaves), differs (split only) or same; then each mode's differences."""
+    atomic = next((r for r in rows if r.mode == "atomic"), None)
+    status = ("fails" if atomic is not None and atomic.broken else
+              "review" if atomic is not None and atomic.unmatched else
+              "differs" if any(r.differs for r in rows) else "same")
+
+    def short(r: Any) -> str:
+        bits = [f"+{k}" for k in r.extra] + (["error"] if r.errors or r.error else [])
+        if r.unmatched:
+            bits.append(f"{r.unmatched} final state{'' if r.unmatched == 1 else 's'}")
+        return ", ".join(bits) or "same"
+
+    line = f"{status:<7} {rows[0].scenario:<24} " + " · ".join(f"{r.mode}: {short(r)}" for r in rows)
+    if width is not None and len(line) > width:
+        line = line[: width - 1] + "…"
+    return line
+
+
+def _print_check(result: Any, lua_path: str, width: int | None) -> None:
+    """The check's text report: what was checked, the verdict first, one line per scenario, then the details
+    of each failing scenario (what differs, with emqlab's kinds beside yours, and a replay command per kind
+    the atomic finish adds); a check of one scenario (``-s``) shows its details whatever its status."""
+    by_scenario: dict[str, list[Any]] = {}
+    for r in result.rows:
+        by_scenario.setdefault(r.scenario, []).append(r)
+    failing = {r.scenario for r in result.failing}
+    detailed = failing if len(by_scenario) > 1 else set(by_scenario)
+    review = {r.scenario for r in result.to_review}
+    n = len(by_scenario)
+    _say(f"emqlab check · {result.origin} · {n} scenario{'' if n == 1 else 's'}, {len(result.rows)} explorations",
+         width, 4)
+    _say(f"replaced: {', '.join(result.replaced)}" + (f" · skipped (emqlab never calls them):"
+                                                        f" {', '.join(result.skipped)}" if result.skipped else ""),
+         width, 4)
+    counts = (f"{len(failing)} fail, {len(review)} to review,"
+              f" {sum(1 for rows in by_scenario.values() if any(r.differs for r in rows)) - len(failing | review)}"
+              " differ in split only")
+    _say(f"verdict: {result.verdict} — {result.reason}", width, 4)
+    _say(f"scenarios: {counts}, of {len(by_scenario)}", width, 4)
+    console.print()
+    for rows in by_scenario.values():
+        console.print(_scenario_line(rows, width), markup=False, highlight=False, soft_wrap=True)
+    shown = [rows for name, rows in by_scenario.items() if name in detailed and any(r.differs for r in rows)]
+    if shown:
+        console.print()
+    for rows in shown:
+        for r in rows:
+            if not r.differs:
+                continue
+            _say(f"{r.scenario} ({r.mode}): {'; '.join(r.problems())}", width, 4)
+            _say(f"    yours: {', '.join(r.yours) or '-'} · emqlab's: {', '.join(r.reference) or '-'}", width, 4)
+            if r.mode == "atomic":
+                for k in r.extra:
+                    words = ["emqlab replay", f"'{r.witnesses[k]}'", "--atomic", f"--scenario {r.scenario}",
+                             f"--lua {shlex.quote(lua_path)}"]
+                    for line in _command_lines(f"    witness of {k}: ", words, width):
+                        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if review:
+        console.print()
+        _say("warning: the atomic finish leaves final states emqlab's never does in"
+             f" {', '.join(sorted(review))}: review them (a protocol variant may mean them; a finish that files"
+             " nothing shows up here too)", width, 4)
+    if len(shown) < sum(1 for rows in by_scenario.values() if any(r.differs for r in rows)):
+        _say(f"the details of a scenario that does not fail: emqlab check --lua {shlex.quote(lua_path)} -s NAME"
+             " (or --json for every row)", width, 4)
+
+
 @click.command()
 @click.option("--lua", "lua_path", required=True, type=click.Path(), metavar="PATH",
               help="Your script (a <name>-<numkeys>.lua file) or a folder of them — e.g. a BullMQ release's"
@@ -123,7 +203,8 @@ def scripts(bullmq: bool) -> None:
 @click.option("-s", "--scenario", "names", multiple=True, metavar="NAME|FILE",
               help="Check only these scenarios (repeatable; default: every shipped one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows and the verdict as JSON.")
-def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
+@_wide_option
+def check(lua_path: str, names: tuple[str, ...], as_json: bool, wide: bool = False) -> None:
     """Check your own Lua: run it through the scenarios, split and atomic, against the recovery sweep,
     and compare with what emqlab's own scripts show.
 
@@ -139,7 +220,6 @@ def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
       emqlab check --lua lua/variants/no-active-check -s cancel-active
       emqlab check --lua node_modules/bullmq/dist/cjs/commands --json
     """
-    from rich.markup import escape
 
     from emqlab.check.lua import check_scripts
     from emqlab.engine.scenario import load as load_scenario
@@ -158,26 +238,7 @@ def check(lua_path: str, names: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(_mask(json.dumps(result.to_dict(), indent=1)))
     else:
-        console.print(f"[bold]emqlab check[/] · {escape(result.origin)} · {len(result.rows)} explorations")
-        console.print(f"replaced: {', '.join(result.replaced)}"
-                      + (f" · skipped (emqlab never calls them): {', '.join(result.skipped)}" if result.skipped
-                         else ""), highlight=False)
-        for r in result.rows:
-            mark = "[red]differs[/]" if r.differs else "same   "
-            console.print(f"{mark} {r.scenario:<22} {r.mode:<7} yours: {', '.join(r.yours) or '-'} · emqlab's: "
-                          f"{', '.join(r.reference) or '-'}", highlight=False)
-            for problem in r.problems():
-                console.print(f"          {escape(problem)}", highlight=False)
-        for r in result.failing:
-            for k in r.extra:
-                console.print(f"witness: {r.scenario} atomic {k}: emqlab replay '{r.witnesses[k]}' --atomic "
-                              f"--scenario {r.scenario} --lua {lua_path}", highlight=False, soft_wrap=True)
-        if result.to_review:
-            review = ", ".join(r.scenario for r in result.to_review)
-            console.print(f"[yellow]warning:[/] the atomic finish leaves final states emqlab's never does in {review}:"
-                          " review them above (a protocol variant may mean them; a finish that files nothing"
-                          " shows up here too)", highlight=False)
-        console.print(f"verdict: {result.verdict} — {escape(result.reason)}")
+        _print_check(result, lua_path, _columns(wide))
     sys.exit({"holds": ExitCode.HOLDS, "fails": ExitCode.FAILS}.get(result.verdict, ExitCode.INCONCLUSIVE))
 
 
