@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from emqlab.backend.connect import BackendError, connect
+from emqlab.backend.faults import FaultRefused
 from emqlab.engine import scenario
 from emqlab.engine.history import History
 from emqlab.explore import explore
@@ -123,6 +124,16 @@ def test_the_script_cache_fault_is_refused_on_a_server_emqlab_does_not_own() -> 
     with pytest.raises(BackendError) as e:
         Runner(scenario.load("noscript-no-fallback"), "atomic", live_conn())
     assert "script-flush fault needs a server emqlab owns (fakeredis)" in str(e.value)
+    assert isinstance(e.value, FaultRefused)
+    # the CLI calls it a usage error (2, as docs/cli.md says): the fault is the scenario's subject
+    from click.testing import CliRunner
+
+    from emqlab.backend.connect import live_url
+    from emqlab.ui.cli import main
+
+    res = CliRunner().invoke(main, ["simulate", "--atomic", "-s", "noscript-no-fallback", "--redis", live_url()])
+    assert res.exit_code == 2, res.output
+    assert "script-flush fault needs a server emqlab owns" in res.output
 
 
 @pytest.mark.live

@@ -125,3 +125,29 @@ def test_a_queue_without_job_locks_has_no_non_owner_finish() -> None:
     h = _replay("recovery-by-identity", "atomic", "v1:NEW*3.X1")
     assert h.executions and all(e.released for e in h.executions if e.actor == "NEW")  # type: ignore[attr-defined]
     assert "non-owner-finish" not in {a.kind for a in check(h)}  # type: ignore[arg-type]
+
+
+def test_a_python_actors_finish_is_in_the_reports_results() -> None:
+    # q.end(job, reply) records the finish as emqlab's own workers' finishes are recorded (before, only
+    # q.note(Result(...)) did); a block that notes its finish and then ends it is counted once
+    from emqlab.explore import explore
+
+    rep = explore(actors_scenario({"W1": {"python": "tests.pyactors_toys:finish"}},
+                                  state={"active": ["1"]}, locks={"1": "W1"}), "split")
+    assert rep.results["W1"] == {"finish:1:0": 1}
+    sc = scenario.load(scenario.shipped_path("recovery-by-identity"))
+    counts = explore(sc, "atomic").results
+    assert set(counts["NEW"]) == {"finish:1:0", "finish:2:0"} and set(counts["OLD"]) == {"finish:1:0", "finish:2:0"}
+    shared = explore(scenario.load(scenario.shipped_path("shared-token")), "atomic")
+    # emqlab.blocks:finish notes its finish and ends it: one finish per run, not two
+    assert sum(shared.results["W1"].values()) == shared.explored
+
+
+def test_wide_prints_every_command_whole() -> None:
+    from click.testing import CliRunner
+
+    from emqlab.ui.cli import main
+
+    res = CliRunner().invoke(main, ["simulate", "--atomic", "-s", "noscript-no-fallback", "--wide"])
+    assert "(fault) script-flush the script cache is emptied" in res.output
+    assert "…" not in "".join(line for line in res.output.splitlines() if line.lstrip()[:1].isdigit())

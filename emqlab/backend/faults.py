@@ -16,6 +16,11 @@ class BackendError(Exception):
     """A backend could not be reached or used; the message is one line meant for a terminal."""
 
 
+class FaultRefused(BackendError):
+    """A fault the scenario asks for that emqlab refuses on this backend (a restart or a script flush of a
+    server it did not start): a usage error — the fault is the scenario's subject, and the server is fine."""
+
+
 class FaultScope(enum.Enum):
     """How much of an exploration an infrastructure error spoils.
 

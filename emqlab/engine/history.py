@@ -35,6 +35,8 @@ STEP_KINDS: tuple[str, ...] = ("command", "script", "clock")
 COMMAND_WIDTH = 44
 #: the narrowest command column a wrapped history shrinks to (to keep a step's mark on its line)
 MIN_COMMAND_WIDTH = 16
+#: a command text limit no command reaches: ``--wide`` shows every command whole
+_UNLIMITED = 1 << 20
 #: the reply column (a longer reply pushes the effects right)
 REPLY_WIDTH = 12
 #: a step line without its command and reply: ``" 10  "`` + ``" -- "`` + actor + ``" -> "``
@@ -337,12 +339,12 @@ class History:
         ``width`` is the line width: a step whose effects do not fit goes on with them on its own
         continuation line(s) (``↳ 1:lock W1:1 -> -``) while its mark stays on the step's line (below it
         only in a terminal too narrow for both), and a long reply is shortened (``[[…], "1", 0, …]``).
-        ``width=None`` prints every step on one line, unwrapped."""
+        ``width=None`` prints every step on one line, unwrapped, its command whole."""
         marks = marks or {}
         tags = {i: f"   <== {m}" for i, m in marks.items()}
         lines = _header_lines(self.scenario, self.mode, self.schedule, width)
-        if width is None:
-            cw = COMMAND_WIDTH
+        if width is None:  # every command whole, in a column as wide as the widest
+            cw = max([COMMAND_WIDTH, *(len(s.command_text(_UNLIMITED)) for s in self.steps)])
         else:
             widest = max((len(tags[s.index]) for s in self.steps if s.index in tags), default=0)
             cw = max(MIN_COMMAND_WIDTH, min(COMMAND_WIDTH, width - _FIXED - REPLY_WIDTH - 1 - widest))

@@ -113,6 +113,7 @@ class ActorHandle:
         self.keys: QueueKeys = driver.ctx.keys
         #: the actor's parameters (``with:`` in a scenario file)
         self.params: dict[str, Any] = dict(driver.spec.params)
+        self._last: Any = None  # (the result noted last: end() does not record a finish twice)
 
     @property
     def mode(self) -> str:
@@ -126,7 +127,10 @@ class ActorHandle:
 
     def note(self, result: Any) -> None:
         """Record one of this actor's results (an :class:`emqlab.protocol.outcome.Result`: ``Result("finish", job="1",
-        outcome=Outcome.of(reply))``), as emqlab's own actors do, so that ``expect: codes:`` can name it."""
+        outcome=Outcome.of(reply))``), as emqlab's own actors do: the report's ``results`` and ``expect:
+        codes:`` read them. :meth:`end` records the finish itself; note the other calls (a fetch, an
+        extend, a sweep)."""
+        self._last = result
         self._driver.ctx.note(self.actor, result)
 
     def now(self) -> int:
@@ -140,10 +144,17 @@ class ActorHandle:
 
     def end(self, job: str, reply: Any = 0) -> None:
         """The actor's finish of ``job`` came back with ``reply`` (a script's reply, an int code, or an
-        exception): classified as emqlab's own workers' finishes are (:class:`emqlab.protocol.outcome.Outcome`)."""
-        from emqlab.protocol.outcome import Outcome
+        exception): classified as emqlab's own workers' finishes are (:class:`emqlab.protocol.outcome.Outcome`),
+        it ends the execution :meth:`begin` started and is recorded as the actor's ``finish`` result (in the
+        report's ``results`` as ``finish:<job>:<code>``), unless the same result was just noted."""
+        from emqlab.protocol.outcome import Outcome, Result
 
-        self._driver.ctx.end(self.actor, job, Outcome.of(reply))
+        outcome = Outcome.of(reply)
+        self._driver.ctx.end(self.actor, job, outcome)
+        last = self._last
+        if not (last is not None and last.kind in ("finish", "cancel") and last.job == job
+                and last.outcome == outcome):
+            self.note(Result("finish", job=job, outcome=outcome))
 
     def client(self, *, decode_responses: bool = False, retries: int = 0) -> redis.Redis:
         return self._driver.sync_client(decode_responses=decode_responses, retries=retries)

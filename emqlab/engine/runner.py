@@ -25,7 +25,6 @@ import redis
 
 import emqlab.engine.pyactors  # noqa: F401 - adds the "python" actor kind to FACTORIES
 from emqlab.backend.connect import (
-    BackendError,
     Executor,
     FaultScope,
     Namespace,
@@ -37,6 +36,7 @@ from emqlab.backend.connect import (
     server_fault,
     unique_queue,
 )
+from emqlab.backend.faults import FaultRefused
 from emqlab.engine import footprints, live
 from emqlab.engine.actors import FACTORIES, ActorGen, Op
 from emqlab.engine.atomic import atomic_step
@@ -162,10 +162,10 @@ class Runner:
             #: disconnect of that process writes it), and atomic steps read the script cache (a flush writes it)
             self._faulty = any(a.kind in FAULT_KINDS for a in scenario.actors)
             if any(a.kind == "restart" for a in scenario.actors) and not fake:
-                raise BackendError(f"the restart fault needs a server emqlab owns (fakeredis): emqlab never restarts "
+                raise FaultRefused(f"the restart fault needs a server emqlab owns (fakeredis): emqlab never restarts "
                                    f"{describe(self.conn)}, a server it did not start")
             if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
-                raise BackendError(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
+                raise FaultRefused(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
                                    f"empty the script cache of every client of {describe(self.conn)}")
             self.host = LuaHost()
             chosen = list(instruments) if instruments is not None else []

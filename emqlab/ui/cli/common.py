@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from emqlab.backend.connect import BackendError, BadURL, KeysExist, _redact, url_secrets
+from emqlab.backend.faults import FaultRefused
 from emqlab.engine.scenario import ANOMALY_KINDS, ScenarioError
 from emqlab.explore.checked import ScheduleError
 from emqlab.protocol.verdict import ExitCode, Verdict
@@ -52,7 +53,8 @@ EXIT_ANOMALY = ExitCode.FAILS
 EXIT_ERROR = ExitCode.USAGE
 
 #: errors in what the user gave (a scenario, a schedule, a URL, a notebook): exit 2
-USAGE_ERRORS = (ScenarioError, ScheduleError, BadURL, ScriptError, ValueError)
+#: (a fault emqlab refuses on a server it did not start is the scenario's subject, not the server's failure)
+USAGE_ERRORS = (ScenarioError, ScheduleError, BadURL, ScriptError, ValueError, FaultRefused)
 #: errors of the server or its state: exit 4
 INFRASTRUCTURE_ERRORS = (KeysExist, BackendError)
 EXPECTED_ERRORS = (*USAGE_ERRORS, *INFRASTRUCTURE_ERRORS)
