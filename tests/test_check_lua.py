@@ -131,15 +131,17 @@ def test_a_finish_that_errors_fails_and_one_that_files_nothing_is_flagged_for_re
     assert "skipped (emqlab never calls them): fooBar-3.lua" in res.output
 
 
-def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for_the_failing(
-        tmp_path: Path) -> None:
+def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for_the_failing() -> None:
     """A finish without its lock check: the verdict and a summary first, then one line per scenario within
     100 columns, then the details (kinds side by side, the witness) of the failing scenarios only."""
+    import tempfile
+
     text = (Path(lua_dir()) / "moveToFinished-14.lua").read_text()
-    unlocked = tmp_path / "moveToFinished-14.lua"
-    unlocked.write_text(text.replace('local checksLock = token ~= "0"', "local checksLock = false"))
-    names = ["two-workers", "stalled-finish", "cancel-active"]
-    res = CliRunner().invoke(main, ["check", "--lua", str(unlocked), *[a for n in names for a in ("-s", n)]])
+    with tempfile.TemporaryDirectory(prefix="emq") as short:  # (a path short enough for one line)
+        unlocked = Path(short) / "moveToFinished-14.lua"
+        unlocked.write_text(text.replace('local checksLock = token ~= "0"', "local checksLock = false"))
+        names = ["two-workers", "stalled-finish", "cancel-active"]
+        res = CliRunner().invoke(main, ["check", "--lua", str(unlocked), *[a for n in names for a in ("-s", n)]])
     assert res.exit_code == 1, res.output
     lines = res.output.splitlines()
     assert all(len(line) <= 100 for line in lines), max(lines, key=len)

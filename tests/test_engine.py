@@ -256,7 +256,7 @@ def test_work_thrown_away_only_when_the_lock_was_never_touched() -> None:
 
 def test_every_kind_has_one_home() -> None:
     assert KINDS == ANOMALY_KINDS
-    assert all(c.needs <= {"final", "effects"} for c in CHECKS)
+    assert all(c.needs <= {"final", "effects", "lock-changes"} for c in CHECKS)  # (the inputs instruments record)
 
 
 # -- typed values at the edges -------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def test_at_least_eight_levels_one_unsolvable() -> None:
     assert [lv.number for lv in LEVELS] == list(range(1, len(LEVELS) + 1))
     assert len({lv.name for lv in LEVELS}) == len(LEVELS)
     unsolvable = [lv for lv in LEVELS if not lv.solvable]
-    assert unsolvable and all(lv.mode == "atomic" for lv in unsolvable)
+    assert unsolvable and all(lv.mode != "split" for lv in unsolvable)  # (the finish is one step there)
     for lv in LEVELS:
         assert lv.tagline.endswith("?"), lv.name
         assert lv.story and lv.victory and lv.lesson and lv.goal.text
@@ -88,6 +88,8 @@ def test_each_level_is_won_in_the_widget(level) -> None:  # type: ignore[no-unty
         assert lv["schedule"].startswith(level.solution.rsplit(".", 1)[0])
         view = st.goal_view.value
         assert "You win!" in view and shown(level.victory) in view and shown(level.lesson) in view
+        # the run's own because-sentence, showing what the level teaches
+        assert lv["why"] and re.search(level.teaches["because"], lv["why"]) and html.escape(lv["why"]) in view
         assert lv["schedule"] in view
         assert f"--scenario {level.scenario} --{level.mode}" in view
         assert "won" in st.summary
@@ -95,13 +97,14 @@ def test_each_level_is_won_in_the_widget(level) -> None:  # type: ignore[no-unty
         st.close()
 
 
-def test_the_unsolvable_level_says_so_in_the_widget() -> None:
+@pytest.mark.parametrize("level", [lv for lv in LEVELS if not lv.solvable],
+                         ids=[lv.name for lv in LEVELS if not lv.solvable])
+def test_an_unsolvable_level_says_so_in_the_widget(level) -> None:  # type: ignore[no-untyped-def]
     from emqlab.ui.widgets import SchedulerStepper
 
-    (level,) = [lv for lv in LEVELS if not lv.solvable]
     st = SchedulerStepper(level=level)
     try:
-        for first in reversed(list(st.buttons)):  # both orders of the two actors
+        for first in reversed(list(st.buttons)):  # each actor first
             st.reset_button.click()
             assert st.data["level"]["status"] == "playing"
             st.buttons[first].click()
@@ -206,3 +209,13 @@ def test_play_in_a_terminal() -> None:
     text = seen.decode("utf-8", "replace")
     assert "undone" in text and "You win!" in text
     assert "emqlab replay 'v1:W1*9.S1.W1*8' --scenario stalled-finish --split" in text
+
+
+def test_the_list_of_levels_fits_80_columns() -> None:
+    from click.testing import CliRunner
+
+    from emqlab.ui.cli import main
+
+    res = CliRunner().invoke(main, ["play", "--list"])
+    assert res.exit_code == 0 and len(res.output.splitlines()) == len(LEVELS)
+    assert all(len(line) <= 80 for line in res.output.splitlines()), res.output

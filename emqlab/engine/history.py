@@ -343,8 +343,8 @@ class History:
         marks = marks or {}
         tags = {i: f"   <== {m}" for i, m in marks.items()}
         lines = _header_lines(self.scenario, self.mode, self.schedule, width)
-        if width is None:  # every command whole, in a column as wide as the widest
-            cw = max([COMMAND_WIDTH, *(len(s.command_text(_UNLIMITED)) for s in self.steps)])
+        if width is None:  # every command whole: a longer one pushes the rest of its line right
+            cw = COMMAND_WIDTH
         else:
             widest = max((len(tags[s.index]) for s in self.steps if s.index in tags), default=0)
             cw = max(MIN_COMMAND_WIDTH, min(COMMAND_WIDTH, width - _FIXED - REPLY_WIDTH - 1 - widest))
@@ -440,7 +440,8 @@ def _step_lines(s: Step, tag: str, width: int | None, cw: int) -> list[str]:
     """One step as its line(s): the command, actor, reply, effects and mark (``tag``) on one line when they
     fit in ``width``; else the effects on continuation lines under the step, the mark kept on its line."""
     tail = "  ".join(str(e) for e in s.effects)
-    head = f"{s.index:>3}  {s.command_text(cw):<{cw}} -- {s.actor:<3} -> "
+    command = s.command_text(cw if width is not None else _UNLIMITED)  # (unwrapped: whole, past the column)
+    head = f"{s.index:>3}  {command:<{cw}} -- {s.actor:<3} -> "
     room = None if width is None else max(8, width - len(head) - 1 - len(tag))
     if s.outcome == "info":  # the actor never saw this reply
         inner = None if room is None else max(1, room - len("lost ()"))

@@ -113,7 +113,7 @@ class ActorHandle:
         self.keys: QueueKeys = driver.ctx.keys
         #: the actor's parameters (``with:`` in a scenario file)
         self.params: dict[str, Any] = dict(driver.spec.params)
-        self._last: Any = None  # (the result noted last: end() does not record a finish twice)
+        self._finished: set[str] = set()  # (jobs whose finish was noted since begin(): end() notes it once)
 
     @property
     def mode(self) -> str:
@@ -130,7 +130,8 @@ class ActorHandle:
         outcome=Outcome.of(reply))``), as emqlab's own actors do: the report's ``results`` and ``expect:
         codes:`` read them. :meth:`end` records the finish itself; note the other calls (a fetch, an
         extend, a sweep)."""
-        self._last = result
+        if getattr(result, "kind", None) in ("finish", "cancel") and getattr(result, "job", None) is not None:
+            self._finished.add(result.job)
         self._driver.ctx.note(self.actor, result)
 
     def now(self) -> int:
@@ -140,21 +141,22 @@ class ActorHandle:
         return self._driver.ctx.new_token(self.actor)
 
     def begin(self, job: str, token: str = "") -> None:
+        self._finished.discard(job)
         self._driver.ctx.begin(self.actor, job, token)
 
     def end(self, job: str, reply: Any = 0) -> None:
         """The actor's finish of ``job`` came back with ``reply`` (a script's reply, an int code, or an
         exception): classified as emqlab's own workers' finishes are (:class:`emqlab.protocol.outcome.Outcome`),
         it ends the execution :meth:`begin` started and is recorded as the actor's ``finish`` result (in the
-        report's ``results`` as ``finish:<job>:<code>``), unless the same result was just noted."""
+        report's ``results`` as ``finish:<job>:<code>``), unless the actor noted a finish of ``job`` itself
+        since :meth:`begin`."""
         from emqlab.protocol.outcome import Outcome, Result
 
         outcome = Outcome.of(reply)
         self._driver.ctx.end(self.actor, job, outcome)
-        last = self._last
-        if not (last is not None and last.kind in ("finish", "cancel") and last.job == job
-                and last.outcome == outcome):
+        if job not in self._finished:
             self.note(Result("finish", job=job, outcome=outcome))
+        self._finished.discard(job)
 
     def client(self, *, decode_responses: bool = False, retries: int = 0) -> redis.Redis:
         return self._driver.sync_client(decode_responses=decode_responses, retries=retries)

@@ -60,7 +60,9 @@ _MEANINGS: dict[ExitCode, str] = {
     ExitCode.FAILS: "fails: an anomaly was found (`--fail-on-anomaly`), or the `--expect` expectation is not "
                     "met (an unexpected anomaly, or an expected one absent from a complete exploration); "
                     "`grade`: below full marks",
-    ExitCode.USAGE: "usage error: a bad option, scenario file, schedule string, notebook or Redis URL",
+    ExitCode.USAGE: ("usage error: a bad option, scenario file, schedule string, notebook or Redis URL, or a fault"
+                     " the scenario asks for that emqlab refuses on a server it did not start (`restart`,"
+                     " `script-flush` on a live server)"),
     ExitCode.INCONCLUSIVE: "inconclusive: no anomaly seen (or an expected one not seen) but the exploration "
                            "was sampled (random, PCT) or stopped at a budget; or, without a check option, "
                            "server errors aborted runs or stopped the exploration (whatever it found: the "

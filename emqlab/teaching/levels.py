@@ -21,6 +21,7 @@ widget alike; its names are importable from here too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,14 +51,32 @@ class LevelError(ValueError):
 
 @dataclass(frozen=True)
 class Goal:
+    """What a run must reach: one of ``anomalies`` — with ``because`` (a regular expression), one whose
+    because-sentence shows that mechanism (``lease had lapsed``: the level's trick, not another's) — and
+    the ``placements`` (job id → lists it must be in), none of the kinds in ``excludes``, and for each kind
+    in ``requires`` an anomaly of it whose because-sentence matches its expression (how the run got there)."""
+
     text: str
     anomalies: tuple[str, ...] = ()
     placements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    because: str = ""
+    excludes: tuple[str, ...] = ()
+    requires: dict[str, str] = field(default_factory=dict)
+
+    def reasons(self, history: Any) -> list[str]:
+        """The because-sentences of the run's goal anomalies that show the goal's mechanism."""
+        return [a["because"] for a in history.anomalies if a["kind"] in self.anomalies
+                and (not self.because or re.search(self.because, a["because"]))]
 
     def met(self, history: Any) -> bool:
         """Whether a finished run's history reaches the goal."""
-        if self.anomalies and not (set(history.kinds) & set(self.anomalies)):
+        if self.anomalies and not self.reasons(history):
             return False
+        if set(history.kinds) & set(self.excludes):
+            return False
+        for kind, pattern in self.requires.items():
+            if not any(a["kind"] == kind and re.search(pattern, a["because"]) for a in history.anomalies):
+                return False
         for job, lists in self.placements.items():
             if not set(lists) <= set(history.final["placements"].get(job, [])):
                 return False
@@ -80,6 +99,13 @@ class Level:
     solvable: bool = True
     path: str = ""
     solution: str = ""
+    #: the schedule the hint describes, followed literally (it must win too)
+    hint_schedule: str = ""
+    #: what the level teaches, checked by tests/test_lessons.py: ``because``, a regular expression every
+    #: winning run's goal anomaly shows in its because-sentence; ``without``, the ingredients (an actor id,
+    #: or a finish mode to play instead) without which no run reaches the goal; for an unsolvable level,
+    #: ``reachable_in``, the finish modes in which the same goal is reached (what the level's mode closes)
+    teaches: dict[str, Any] = field(default_factory=dict)
 
     def replay_command(self, schedule: str) -> str:
         """The command that replays ``schedule`` on this level's scenario and mode."""
@@ -105,7 +131,7 @@ def parse_level(text: str, where: str) -> Level:
     if not isinstance(data, dict):
         raise LevelError(f"{where}: a level is a mapping of fields")
     known = {"level", "name", "title", "tagline", "story", "scenario", "mode", "goal", "victory", "lesson",
-             "hint", "solvable", "solution"}
+             "hint", "solvable", "solution", "hint_schedule", "teaches"}
     extra = sorted(set(data) - known)
     if extra:
         raise LevelError(f"{where}: {extra[0]}: unknown field (known: {', '.join(sorted(known))})")
@@ -119,8 +145,22 @@ def parse_level(text: str, where: str) -> Level:
     if mode not in MODES:
         raise LevelError(f"{where}: mode: must be one of {', '.join(MODES)}")
     g = data.get("goal")
-    if not isinstance(g, dict) or not set(g) <= {"text", "anomaly", "placements"}:
-        raise LevelError(f"{where}: goal: a mapping with text, anomaly and/or placements")
+    if not isinstance(g, dict) or not set(g) <= {"text", "anomaly", "placements", "because", "excludes", "requires"}:
+        raise LevelError(f"{where}: goal: a mapping with text, anomaly, because, excludes, requires and/or"
+                         " placements")
+    requires = g.get("requires", {})
+    if not isinstance(requires, dict) or any(k not in ANOMALY_KINDS or not isinstance(v, str)
+                                             for k, v in requires.items()):
+        raise LevelError(f"{where}: goal.requires: anomaly kind → regular expression for its because-sentence")
+    for pattern in [str(g.get("because", "")), *map(str, requires.values())]:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise LevelError(f"{where}: goal: not a regular expression: {pattern!r} ({e})") from None
+    excludes = g.get("excludes", [])
+    if not isinstance(excludes, list) or any(k not in ANOMALY_KINDS for k in excludes):
+        raise LevelError(f"{where}: goal.excludes: anomaly kinds, from {', '.join(ANOMALY_KINDS)}")
+    because = g.get("because", "")
     kinds = g.get("anomaly", [])
     kinds = [kinds] if isinstance(kinds, str) else kinds
     if not isinstance(kinds, list) or any(k not in ANOMALY_KINDS for k in kinds):
@@ -134,23 +174,32 @@ def parse_level(text: str, where: str) -> Level:
     solvable = data.get("solvable", True)
     if not isinstance(solvable, bool):
         raise LevelError(f"{where}: solvable: true or false")
-    solution = data.get("solution", "")
-    if solution:
+    teaches = data.get("teaches", {})
+    if not isinstance(teaches, dict) or not set(teaches) <= {"because", "without", "reachable_in"} or not all(
+            isinstance(x, str) for x in [*teaches.get("without", []), *teaches.get("reachable_in", [])]):
+        raise LevelError(f"{where}: teaches: a mapping with because (a regular expression), without (a list"
+                         " of actor ids and finish modes) and reachable_in (finish modes)")
+    for key in ("solution", "hint_schedule"):
+        value = data.get(key, "")
+        if not value:
+            continue
         if not solvable:
-            raise LevelError(f"{where}: solution: an unsolvable level has none")
+            raise LevelError(f"{where}: {key}: an unsolvable level has none")
         from emqlab.engine.scenario import load
         from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
         try:
-            parse_schedule(str(solution), [a.id for a in load(scenario).actors])
+            parse_schedule(str(value), [a.id for a in load(scenario).actors])
         except ScheduleError as e:
-            raise LevelError(f"{where}: solution: {e}") from None
+            raise LevelError(f"{where}: {key}: {e}") from None
+    solution = data.get("solution", "")
     return Level(number, _text(data, "name", where), _text(data, "title", where), _text(data, "tagline", where),
                  _text(data, "story", where), scenario, mode,
                  Goal(_text(g, "text", where + ": goal"), tuple(kinds),
-                      {str(k): tuple(v) for k, v in placements.items()}),
+                      {str(k): tuple(v) for k, v in placements.items()}, str(because or ""), tuple(excludes),
+                      {str(k): str(v) for k, v in requires.items()}),
                  _text(data, "victory", where), _text(data, "lesson", where), _text(data, "hint", where, False),
-                 solvable, where, str(solution or ""))
+                 solvable, where, str(solution or ""), str(data.get("hint_schedule") or ""), dict(teaches))
 
 
 def shipped_levels() -> list[Level]:
@@ -174,23 +223,36 @@ def solve(level: Level) -> tuple[int, str | None]:
     """The level's run explored, every interleaving (up to the explorer's sound reductions): (how many runs,
     the schedule of a run that wins, or None when none does)."""
     from emqlab.engine.scenario import load
-    from emqlab.explore import Explorer, explore
-    from emqlab.explore.checked import Runner
+    from emqlab.explore import explore
 
     sc = load(level.scenario)
-    if not level.goal.placements:  # an anomaly goal: the explorer's witnesses answer it
+    g = level.goal
+    if not (g.placements or g.because or g.excludes or g.requires):  # the explorer's witnesses answer it
         rep = explore(sc, level.mode)
         for kind in level.goal.anomalies:
             if kind in rep.witnesses:
                 return rep.explored, str(rep.witnesses[kind].schedule)
         return rep.explored, None
-    found: list[str] = []
-    with Runner(sc, level.mode) as r:
-        def each(_done: int, _total: int | None) -> None:
-            if not found and level.goal.met(r.history()):
-                found.append(r.schedule)
+    return _solve_by_runs(level, sc)
 
-        rep = Explorer(r, progress=each).exhaustive(reduce=False)
+
+def _solve_by_runs(level: Level, sc: Any) -> tuple[int, str | None]:
+    """:func:`solve` for a goal the witnesses cannot answer (a mechanism, placements): every trace's run,
+    checked as it is recorded."""
+    from emqlab.analysis.anomalies import checker
+    from emqlab.engine.runner import Runner
+    from emqlab.explore import Explorer
+
+    found: list[str] = []
+
+    def check(h: Any, scenario: Any) -> Any:
+        kinds, unchecked = checker(h, scenario)
+        if not found and level.goal.met(h.with_findings(kinds, unchecked)):
+            found.append(h.schedule)
+        return kinds, unchecked
+
+    with Runner(sc, level.mode, check=check) as r:
+        rep = Explorer(r).exhaustive()
     return rep.explored, (found[0] if found else None)
 
 
@@ -332,8 +394,9 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
             write(game.status())
             if game.done:
                 if game.won():
-                    write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}\n"
-                          f"  replay it: {level.replay_command(game.schedule)}")
+                    why = level.goal.reasons(game.history())
+                    write(f"\n*** You win! {level.victory}\n" + (f"  why: {why[0]}\n" if why else "")
+                          + f"  lesson: {level.lesson}\n  replay it: {level.replay_command(game.schedule)}")
                     return True
                 kinds = game.history().kinds
                 write(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "

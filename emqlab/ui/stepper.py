@@ -267,7 +267,8 @@ class SchedulerStepper(View):
                 "story": lv.story, "goal": lv.goal.text, "hint": lv.hint, "mode": lv.mode,
                 "solvable": lv.solvable, "met": met, "status": status, "won": status == "won",
                 "unsolvable": status == "unsolvable", "explored": explored, "victory": lv.victory,
-                "lesson": lv.lesson, "schedule": schedule, "replay": lv.replay_command(schedule)}
+                "lesson": lv.lesson, "schedule": schedule, "replay": lv.replay_command(schedule),
+                "why": (lv.goal.reasons(h) or [""])[0] if status == "won" else ""}
 
     @property
     def data(self) -> dict[str, Any]:
@@ -403,7 +404,9 @@ def _goal_html(level: dict[str, Any] | None, hint: bool) -> str:
     lesson = f"<div><b>Lesson:</b> {_md(level['lesson'])}</div>"
     if status == "won":
         return ("<div style='background:#e5f5e0;padding:6px 8px;border-left:4px solid #1b7837;line-height:1.35'>"
-                f"<div style='font-size:15px'><b>You win!</b> {_md(level['victory'])}</div>{lesson}"
+                f"<div style='font-size:15px'><b>You win!</b> {_md(level['victory'])}</div>"
+                + (f"<div><b>Why, in this run:</b> {html.escape(level['why'])}</div>" if level.get("why") else "")
+                + f"{lesson}"
                 f"<div>Schedule: <code>{html.escape(level['schedule'])}</code> — replay it: "
                 f"<code>{html.escape(level['replay'])}</code></div></div>")
     if status == "unsolvable":
