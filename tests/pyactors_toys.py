@@ -185,3 +185,32 @@ def sleeps_in_another_thread(r: redis.Redis, q: Any) -> None:
     t.start()
     t.join()
     r.set(q.keys.key("slept"), "yes" if slept else "no")
+
+
+def finish_with_status(r: redis.Redis, q: Any) -> None:
+    """W1's finish as separate commands that also keep a ``status`` field in the job hash."""
+    k = q.keys
+    q.begin("1", "W1:1")
+    r.lrem(k.active, 0, "1")
+    r.zadd(k.completed, {"1": q.now()})
+    r.hset(k.job("1"), "status", "done")
+    r.hincrby(k.key("stats"), "done", 1)
+    q.end("1", 0)
+
+
+def late_status(r: redis.Redis, q: Any) -> None:
+    """A progress report that arrives late: it sets the job's status to running."""
+    r.hset(q.keys.job("1"), "status", "running")
+
+
+def status_rule(final: Any, history: Any) -> Any:
+    """A user's own rule in Python: a completed job's status says done."""
+    if "completed" in final.placements.get("1", []) and final.jobs["1"].get("status") != "done":
+        return f"job 1 is completed but its status says {final.jobs['1'].get('status')!r}"
+    return None
+
+
+def stats_rule(final: Any, history: Any) -> Any:
+    """A rule over a key it reads (``reads: [stats]``): the done counter never exceeds 1."""
+    stats = final.values.get("stats") or {}
+    return int(stats.get("done", 0)) <= 1

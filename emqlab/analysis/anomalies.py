@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from emqlab.analysis.invariants import check_invariants
 from emqlab.engine.effects import Effect as _Effect
 from emqlab.engine.effects import HashCreated, HashDeleted, LockChanged, Marked, Placed, Removed, Unmarked
 from emqlab.engine.history import Anomaly, Execution, History, Step
@@ -86,6 +87,8 @@ def checker(h: History, scenario: Scenario | None = None) -> tuple[list[Anomaly]
             unchecked.append(spec.kind)
             continue
         found += spec.run(h, scenario)
+    if scenario is not None and scenario.invariants:  # the scenario's own rules (final state only)
+        found += check_invariants(h, scenario)
     return [_with_faults(h, a) for a in found], unchecked
 
 
@@ -136,6 +139,8 @@ def check(h: History, scenario: Scenario | None = None, *, kinds: Sequence[str] 
             missing = ", ".join(sorted(spec.needs - available))
             raise CheckInputMissing(f"{spec.kind} needs {missing}, which this history did not record")
         out += spec.run(h, scenario)
+    if scenario is not None and any(i.kind in kinds for i in scenario.invariants):
+        out += [a for a in check_invariants(h, scenario) if a.kind in kinds]
     return out
 
 

@@ -38,11 +38,12 @@ from emqlab.protocol.verdict import Verdict, judge
 def scenario(actors: Mapping[str, Any], *, jobs: Mapping[str, Any] | Sequence[str] | None = None,
              state: Mapping[str, Any] | None = None, locks: Mapping[str, str] | None = None,
              meta: Mapping[str, str] | None = None, name: str = "my-actors", queue: str = "q",
-             preemptions: int | None = None) -> Scenario:
+             preemptions: int | None = None, invariants: Sequence[Mapping[str, Any]] = ()) -> Scenario:
     """A :class:`emqlab.engine.specs.Scenario` from Python values, validated by the same rules as a scenario
     file (errors are :class:`emqlab.engine.yamlnodes.ScenarioError` naming the field). ``actors`` maps ids to a
     function, a kind, or a dict of a built-in actor's fields; ``jobs`` maps ids to job fields (``{}`` for
-    the defaults) or lists ids."""
+    the defaults) or lists ids; ``invariants`` are the scenario's own rules, as in a file's ``invariants:``
+    (a ``python`` rule may be the function itself)."""
     if jobs is None:
         jobs = {"1": {}}
     if not isinstance(jobs, Mapping):
@@ -74,7 +75,20 @@ def scenario(actors: Mapping[str, Any], *, jobs: Mapping[str, Any] | Sequence[st
         doc["meta"] = dict(meta)
     if preemptions is not None:
         doc["preemptions"] = preemptions
+    rules: dict[str, Callable[..., Any]] = {}
+    if invariants:
+        doc["invariants"] = []
+        for inv in invariants:
+            fields = dict(inv)
+            if callable(fields.get("python")):
+                rules[str(fields.get("name"))] = fields["python"]
+                fields["python"] = "emqlab.api:_placeholder"
+            doc["invariants"].append(fields)
     sc = loads(yaml.safe_dump(doc, sort_keys=False), f"<{name}>")
+    if rules:
+        from dataclasses import replace
+
+        sc.invariants = tuple(replace(i, python=rules[i.name]) if i.name in rules else i for i in sc.invariants)
     for spec in sc.actors:
         if spec.id in functions:
             try:
@@ -155,15 +169,16 @@ def explore_actors(actors: Mapping[str, Any] | Scenario, *, mode: str = "split",
                    meta: Mapping[str, str] | None = None, strategy: str = "exhaustive",
                    preemptions: int | None = None, runs: int = 100, seed: int = 0, depth: int = 2,
                    schedule: str | None = None, conn: Any = None, reduce: bool = True,
-                   loaded: Sequence[str | bytes] = ()) -> Exploration:
+                   loaded: Sequence[str | bytes] = (), invariants: Sequence[Mapping[str, Any]] = ()) -> Exploration:
     """Explore ``actors`` (or a ready :class:`emqlab.engine.specs.Scenario`) in ``mode`` on fakeredis (or
     ``conn``: a client of a live server, its keys under a fresh run prefix, deleted afterwards).
     ``schedule`` replays one schedule string instead. Without ``preemptions`` the exhaustive search is
     unbounded. ``loaded`` are Lua sources the run's script cache holds from the start (as if loaded before
-    the run), so that an actor's ``EVALSHA`` of them is one round trip. Raises
+    the run), so that an actor's ``EVALSHA`` of them is one round trip. ``invariants``: the scenario's own
+    rules (:func:`scenario`), reported as ``invariant:<name>`` like a built-in kind. Raises
     :class:`emqlab.engine.pyactors.ActorError` when a Python actor cannot run as written."""
     sc = actors if isinstance(actors, Scenario) else scenario(actors, jobs=jobs, state=state, locks=locks,
-                                                              meta=meta)
+                                                              meta=meta, invariants=invariants)
     if loaded:
         from dataclasses import replace
 

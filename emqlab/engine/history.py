@@ -191,6 +191,9 @@ class FinalState:
     metrics_on: bool = False
     #: ids placed somewhere that are not scenario jobs (their placements only)
     others: Mapping[str, list[str]] = field(default_factory=dict)
+    #: the keys the scenario's invariants read (relative to the queue's base) → their values: a string, a
+    #: hash as a dict, a list, a set or sorted set as a sorted list of members; ``None`` when absent
+    values: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         if name not in _FINAL_FIELDS:
@@ -206,7 +209,8 @@ class FinalState:
     def to_dict(self) -> dict[str, Any]:
         return {"placements": {k: list(v) for k, v in self.placements.items()}, "locks": dict(self.locks),
                 "jobs": {k: dict(v) for k, v in self.jobs.items()}, "metrics": dict(self.metrics),
-                "metrics_on": self.metrics_on, **({"others": dict(self.others)} if self.others else {})}
+                "metrics_on": self.metrics_on, **({"others": dict(self.others)} if self.others else {}),
+                **({"values": dict(self.values)} if self.values else {})}
 
     def logical(self) -> tuple[Any, ...]:
         """The state without anything time-valued (timestamps depend on the step a write happened at,
@@ -216,14 +220,16 @@ class FinalState:
                             for j, f in self.jobs.items()))
         return (tuple(sorted((j, tuple(sorted(p))) for j, p in self.placements.items())),
                 tuple(sorted(self.locks.items())), jobs, tuple(sorted(self.metrics.items())),
-                tuple(sorted((j, tuple(sorted(p))) for j, p in self.others.items())))
+                tuple(sorted((j, tuple(sorted(p))) for j, p in self.others.items())),
+                tuple(sorted((k, repr(v)) for k, v in self.values.items())))
 
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FinalState:
         return cls(placements=dict(d.get("placements", {})), locks=dict(d.get("locks", {})),
                    jobs=dict(d.get("jobs", {})), metrics=dict(d.get("metrics", {})),
-                   metrics_on=bool(d.get("metrics_on", False)), others=dict(d.get("others", {})))
+                   metrics_on=bool(d.get("metrics_on", False)), others=dict(d.get("others", {})),
+                   values=dict(d.get("values", {})))
 
 
 _FINAL_FIELDS = ("placements", "locks", "jobs", "metrics", "metrics_on")
@@ -234,15 +240,20 @@ _READ_FIELDS = ("atm", "ats", "stc", "defa", "returnvalue", "failedReason", "fin
 
 
 def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequence[str],
-                     places: Sequence[fx.ExtraPlace] = (), metrics_on: bool = False) -> FinalState:
+                     places: Sequence[fx.ExtraPlace] = (), metrics_on: bool = False,
+                     reads: tuple[Sequence[str], Sequence[str]] = ((), ())) -> FinalState:
     """The queue's :class:`FinalState`, read through ``execute(*command)`` (the jobs ``job_ids`` under
-    ``keys``, the scenario's own ``places`` among the placements)."""
+    ``keys``, the scenario's own ``places`` among the placements); ``reads``: the job hash fields and the
+    keys (relative to the base) the scenario's invariants read besides
+    (:meth:`emqlab.engine.specs.Scenario.final_reads`)."""
+    more_fields, more_keys = reads
     view = fx.read_view(execute, keys, job_ids, extra=places)
     jobs: dict[str, dict[str, Any]] = {}
     for jid in job_ids:
         raw = execute(b"HGETALL", keys.job(jid).encode()) or []
         fields = {raw[i].decode(): raw[i + 1].decode("utf-8", "replace") for i in range(0, len(raw) - 1, 2)}
-        jobs[jid] = {k: fields[k] for k in _READ_FIELDS if k in fields}
+        wanted = fields if "*" in more_fields else (*_READ_FIELDS, *more_fields)
+        jobs[jid] = {k: fields[k] for k in wanted if k in fields}
         jobs[jid]["exists"] = bool(raw)
         if raw:
             jobs[jid]["payload"] = "data" in fields
@@ -255,7 +266,32 @@ def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequ
     return FinalState(placements={j: placed.get(j, []) for j in job_ids},
                       locks={j: t for j, t in view.locks.items() if t},
                       jobs=jobs, metrics=metrics, metrics_on=metrics_on,
-                      others={j: p for j, p in sorted(placed.items()) if j not in ids})
+                      others={j: p for j, p in sorted(placed.items()) if j not in ids},
+                      values={k: _read_value(execute, keys.key(k).encode()) for k in more_keys})
+
+
+def _read_value(execute: Callable[..., Any], key: bytes) -> Any:
+    """A key's value for an invariant: a string, a hash as a dict, a list, the members of a set or sorted
+    set (sorted); ``None`` when the key does not exist."""
+    kind = execute(b"TYPE", key)
+    kind = kind.value if isinstance(kind, Status) else kind
+    text = kind.decode() if isinstance(kind, bytes) else str(kind)
+
+    def dec(v: Any) -> str:
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+    if text == "string":
+        return dec(execute(b"GET", key))
+    if text == "hash":
+        raw = execute(b"HGETALL", key) or []
+        return {dec(raw[i]): dec(raw[i + 1]) for i in range(0, len(raw) - 1, 2)}
+    if text == "list":
+        return [dec(v) for v in execute(b"LRANGE", key, b"0", b"-1") or []]
+    if text == "set":
+        return sorted(dec(v) for v in execute(b"SMEMBERS", key) or [])
+    if text == "zset":
+        return [dec(v) for v in execute(b"ZRANGE", key, b"0", b"-1") or []]
+    return None if text == "none" else f"<{text}>"
 
 
 def step_reply(reply: Any) -> Any:

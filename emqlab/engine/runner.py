@@ -579,7 +579,8 @@ class Runner:
     def final_state(self) -> FinalState:
         """The queue's state now (:func:`emqlab.engine.history.read_final_state`)."""
         with live.as_fault(f"reading the final state at step {self.index}"):
-            return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics)
+            return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics,
+                                    self.scenario.final_reads())
 
     # -- internals -------------------------------------------------------------------------------
     def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any],

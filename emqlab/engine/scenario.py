@@ -33,6 +33,7 @@ from emqlab.engine.specs import (
     PLACEMENT_FIELDS,
     ActorSpec,
     Expectation,
+    InvariantSpec,
     JobSpec,
     Scenario,
 )
@@ -62,7 +63,10 @@ from emqlab.engine.yamlnodes import (
 # -- loading -------------------------------------------------------------------------------------------
 
 TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "places", "actors", "expect",
-            "modes", "preemptions")
+            "modes", "preemptions", "invariants")
+INVARIANT_KEYS = ("name", "field", "agrees", "counter", "equals_count_in", "exists_while_active", "python", "reads")
+#: an invariant's name: what a report shows after ``invariant:``
+INVARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 PLACE_KEYS = ("key", "type", "jobs", "index", "member")
 #: a place's key (and its index's): relative to the queue's base, letters, digits, ``_ . : -``
 PLACE_KEY = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
@@ -236,16 +240,18 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if "modes" in top:
         modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
 
+    invariants = _invariants(top["invariants"]) if "invariants" in top else ()
+    kinds = (*ANOMALY_KINDS, *(i.kind for i in invariants))
     expect: dict[str, Expectation] = {}
     if "expect" in top:
         for mode, node in top["expect"].mapping(MODES).items():
             if mode not in modes:
                 raise node.fail(f"mode {mode} is not among this scenario's modes ({', '.join(modes)})")
             if isinstance(node.node, yaml.SequenceNode):
-                expect[mode] = Expectation([n.choice(ANOMALY_KINDS, "anomaly") for n in node.sequence()])
+                expect[mode] = Expectation([n.choice(kinds, "anomaly") for n in node.sequence()])
             else:
                 em = node.mapping(("anomalies", "codes"))
-                anomalies = [n.choice(ANOMALY_KINDS, "anomaly") for n in em["anomalies"].sequence()] \
+                anomalies = [n.choice(kinds, "anomaly") for n in em["anomalies"].sequence()] \
                     if "anomalies" in em else []
                 codes: dict[str, list[int]] = {}
                 if "codes" in em:
@@ -288,7 +294,75 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         base_dir=base_dir,
         preemptions=bound,
         places=places,
+        invariants=invariants,
     )
+
+
+def _invariants(node: Node) -> tuple[InvariantSpec, ...]:
+    """``invariants:``: a list of the scenario's own rules (:class:`emqlab.engine.specs.InvariantSpec`), each
+    a ``name`` and one shape."""
+    out: list[InvariantSpec] = []
+    for item in node.sequence():
+        m = item.mapping(INVARIANT_KEYS)
+        if "name" not in m:
+            raise item.fail("an invariant needs a name")
+        name = m["name"].text()
+        if not INVARIANT_NAME.fullmatch(name):
+            raise m["name"].fail("lowercase letters, digits and '-', up to 63 characters")
+        if any(i.name == name for i in out):
+            raise m["name"].fail(f"a second invariant named {name!r}")
+        shapes = [k for k in ("field", "counter", "exists_while_active", "python") if k in m]
+        if len(shapes) != 1:
+            raise item.fail("an invariant has one shape: field (with agrees), counter (with equals_count_in),"
+                            " exists_while_active, or python")
+        shape = shapes[0]
+        needs = {"field": ("agrees",), "counter": ("equals_count_in",)}.get(shape, ())
+        allowed = {"name", shape, *needs, *(("reads",) if shape == "python" else ())}
+        for k in m:
+            if k not in allowed:
+                raise m[k].fail(f"not part of a {shape} invariant (its keys: {', '.join(sorted(allowed))})")
+        for k in needs:
+            if k not in m:
+                raise item.fail(f"a {shape} invariant needs {k}")
+        line = item.line
+        if shape == "field":
+            agrees = m["agrees"].mapping()
+            for place in agrees:
+                if place not in PLACEMENT_FIELDS or place == "stalled":
+                    raise agrees[place].fail(f"not a place a job is in ({', '.join(PLACES)})")
+            out.append(InvariantSpec(name, field=m["field"].text(),
+                                     agrees=tuple((p, v.text()) for p, v in agrees.items()), line=line))
+        elif shape == "counter":
+            counter = m["counter"]
+            if isinstance(counter.node, yaml.MappingNode):
+                c = counter.mapping(("key", "field"))
+                key, fld = _place_key(c["key"]), (c["field"].text() if "field" in c else None)
+            else:
+                key, fld = _place_key(counter), None
+            place = m["equals_count_in"].choice(PLACES, "place")
+            out.append(InvariantSpec(name, counter=key, counter_field=fld, equals_count_in=place, line=line))
+        elif shape == "exists_while_active":
+            out.append(InvariantSpec(name, exists_while_active=_place_key(m[shape], job=True), line=line))
+        else:
+            function = m["python"].text()
+            if ":" not in function:
+                raise m["python"].fail("module:function")
+            reads = tuple(_place_key(n) for n in m["reads"].sequence()) if "reads" in m else ()
+            out.append(InvariantSpec(name, python=function, reads=reads, line=line))
+    return tuple(out)
+
+
+#: the places an invariant may name
+PLACES = tuple(p for p in PLACEMENT_FIELDS if p != "stalled")
+
+
+def _place_key(node: Node, job: bool = False) -> str:
+    """A key relative to the queue's base (letters, digits, ``_ . : -``; with ``job``, ``{job}`` too)."""
+    text = node.text()
+    if not PLACE_KEY.fullmatch(text.replace("{job}", "1") if job else text):
+        raise node.fail("a key relative to the queue's base: letters, digits and _ . : -"
+                        + (" ({job} for the job id)" if job else ""))
+    return text
 
 
 def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,47 @@ class Expectation:
     codes: dict[str, list[int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class InvariantSpec:
+    """A rule of the scenario's own that every final state must keep (``invariants:``; docs/scenarios.md),
+    named ``invariant:<name>`` in a report. One shape each:
+
+    * ``field`` + ``agrees``: a job hash field must hold ``agrees[place]`` while the job is in ``place``;
+    * ``counter`` (+ ``counter_field`` for a hash field) + ``equals_count_in``: the counter must equal the
+      number of jobs in that place;
+    * ``exists_while_active``: a key (``{job}`` stands for the job id) must exist while the job is active;
+    * ``python`` (``module:function``): ``function(final, history)`` returns None or True when the rule
+      holds, False or a sentence (or a list of sentences) when it does not; ``reads`` are the keys (relative
+      to the queue's base) it reads from ``final.values``.
+    """
+
+    name: str
+    field: str | None = None
+    agrees: tuple[tuple[str, str], ...] = ()
+    counter: str | None = None
+    counter_field: str | None = None
+    equals_count_in: str | None = None
+    exists_while_active: str | None = None
+    #: ``module:function``, or the function itself (from the Python API)
+    python: str | Callable[..., Any] | None = None
+    reads: tuple[str, ...] = ()
+    #: the line of the scenario file it was declared on (for errors)
+    line: int = 0
+
+    @property
+    def kind(self) -> str:
+        """The name a report gives a broken rule: ``invariant:<name>``."""
+        return f"invariant:{self.name}"
+
+    def keys(self, job_ids: list[str]) -> list[str]:
+        """The keys (relative to the queue's base) whose final values the rule reads."""
+        if self.counter is not None:
+            return [self.counter]
+        if self.exists_while_active is not None:
+            return [self.exists_while_active.replace("{job}", j) for j in job_ids]
+        return list(self.reads)
+
+
 @dataclass
 class Scenario:
     """A parsed scenario. ``state`` maps placement names to job ids (``delayed``/``prioritized`` map ids to
@@ -134,6 +176,18 @@ class Scenario:
     preemptions: int | None = None
     #: keys the checks treat as places a job can be in besides the queue's (``places:``)
     places: tuple[ExtraPlace, ...] = ()
+    #: the scenario's own rules for the final state (``invariants:``)
+    invariants: tuple[InvariantSpec, ...] = ()
+
+    def final_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What the final state must read for the invariants: (job hash fields, ``*`` for all of them; keys
+        relative to the base)."""
+        jobs = list(self.jobs)
+        fields = tuple(dict.fromkeys(i.field for i in self.invariants if i.field is not None))
+        if any(i.python is not None for i in self.invariants):
+            fields = ("*",)  # (a rule in Python may read any field of a job's hash)
+        keys = tuple(dict.fromkeys(k for i in self.invariants for k in i.keys(jobs)))
+        return fields, keys
 
     def actor(self, actor_id: str) -> ActorSpec:
         for a in self.actors:
@@ -143,4 +197,5 @@ class Scenario:
 
 
 __all__ = ["ACTOR_KINDS", "ANOMALY_KINDS", "FAULT_KINDS", "ON_ERROR", "PLACEMENT_FIELDS", "ActorSpec", "Expectation",
+           "InvariantSpec",
            "JobSpec", "Scenario"]

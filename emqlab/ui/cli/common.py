@@ -311,10 +311,21 @@ def _check_options(f: Callable[..., Any]) -> Callable[..., Any]:
     g = click.option("--fail-on-anomaly", is_flag=True,
                      help="Exit with the verdict's code: 0 holds, 1 fails (an anomaly), 3 inconclusive.")(g)
     g = click.option("--expect", "expect_kinds", multiple=True, metavar="KIND|none",
-                     type=click.Choice(["none", *ANOMALY_KINDS]),
-                     help="The anomaly kinds the run must find (repeatable), or none; the exit code says "
-                          "whether that is so: 0 met, 1 not met, 3 not settled (sampled).")(g)
+                     type=_KindChoice(["none", *ANOMALY_KINDS]),
+                     help="The anomaly kinds the run must find (repeatable), or none; a scenario's own rule"
+                          " is invariant:NAME. The exit code says whether that is so: 0 met, 1 not met, 3 not"
+                          " settled (sampled).")(g)
     return g
+
+
+class _KindChoice(click.Choice):
+    """An anomaly kind, ``none``, or ``invariant:<name>`` (a scenario's own rule: the scenario says whether
+    it declares it)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("invariant:") and len(value) > len("invariant:"):
+            return value
+        return super().convert(value, param, ctx)
 
 
 def _finish_check(v: Verdict, expect: list[str] | None, fail_on_anomaly: bool, as_json: bool,
