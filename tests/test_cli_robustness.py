@@ -320,3 +320,26 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_with_status_0(args: list
     finally:
         os.close(write_end)
     assert res.returncode == 0 and res.stderr == b"", (res.returncode, res.stderr.decode())
+
+
+def test_every_command_is_in_the_readmes_table() -> None:
+    from emqlab.ui.cli import COMMANDS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = [line for line in readme.splitlines() if line.startswith("| `emqlab ")]
+    for name in COMMANDS:
+        assert any(line.startswith(f"| `emqlab {name}") for line in table), name
+
+
+def test_the_scenario_list_is_one_line_per_scenario_and_long_wraps_under_its_indent() -> None:
+    from emqlab.engine.scenario import shipped_names
+
+    res = CliRunner().invoke(main, ["scenarios"])
+    lines = res.output.splitlines()
+    assert res.exit_code == 0 and len(lines) == len(shipped_names()) + 1
+    assert all(len(line) <= 100 for line in lines)
+    long = CliRunner().invoke(main, ["scenarios", "--long"]).output.splitlines()
+    assert all(len(line) <= 100 for line in long)
+    # a wrapped lesson goes on indented, never at the left margin
+    body = [line for line in long[:-1] if line and not line.startswith(" ")]
+    assert len(body) == len(shipped_names())  # only the name lines start at the margin

@@ -196,6 +196,8 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
         shows = ("witness above" if not unshown else
                 f"witness{'es' if len(unshown) > 1 else ''} of {', '.join(unshown)} not replayed (see above)")
         v = Verdict(FAILS, f"{found}; {shows}" + (f"; {infra}" if infra else ""), kinds, complete, bound)
+    elif complete and strategy == "replay":  # (one schedule: nothing was explored beyond it)
+        v = Verdict(HOLDS, f"no anomaly in {scope}", kinds, complete, bound)
     elif complete:
         v = Verdict(HOLDS, f"no anomaly in {scope} (complete exploration"
                            f"{' at that bound' if bound.get('preemption_bound') is not None else ''})",

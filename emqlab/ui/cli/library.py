@@ -36,8 +36,11 @@ from emqlab.ui.cli.common import (
               help="Explore every scenario in every mode and compare with its expected outcome.")
 @click.option("--jobs", "-j", "--processes", "-p", "jobs", type=click.IntRange(1, 4096), default=None,
               help="--check: processes that explore, one case each at a time (default: the number of cores).")
-def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
-    """List the scenario library: name, the anomaly it shows, its lesson and source.
+@click.option("--long", "long_", is_flag=True, help="Each scenario's title, lesson, modes and sources too.")
+@_wide_option
+def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False, wide: bool = False) -> None:
+    """List the scenario library: one line per scenario (its name, the anomaly it shows, its title); with
+    --long, its lesson, modes and sources too.
 
     Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
     each of its modes and the anomalies found are compared with the file's `expect:` section.
@@ -45,6 +48,7 @@ def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
     \b
     Examples:
       emqlab scenarios
+      emqlab scenarios --long
       emqlab scenarios --json
       emqlab scenarios --check     # every scenario, every mode, on every core
     """
@@ -60,17 +64,26 @@ def scenarios(as_json: bool, check: bool, jobs: int | None) -> None:
                                 "source": s.source, "modes": s.modes,
                                 "expect": {m: e.anomalies for m, e in s.expect.items()}} for s in lib], indent=2))
         return
-    from rich.markup import escape
-
+    width = _columns(wide)
+    name_w = max(len(s.name) for s in lib)
+    kind_w = max(len(s.anomaly) for s in lib)
     for s in lib:
-        console.print(f"[bold cyan]{s.name}[/]  [red]{s.anomaly}[/]  [dim]({', '.join(s.modes)})[/]")
-        console.print(f"  {escape(s.title)}", soft_wrap=False)
+        if not long_:
+            line = f"{s.name:<{name_w}}  {s.anomaly:<{kind_w}}  {s.title}"
+            if width is not None and len(line) > width:
+                line = line[: width - 1] + "…"
+            console.print(Text(line), soft_wrap=True)
+            continue
+        console.print(Text.assemble((s.name, "bold cyan"), "  ", (s.anomaly, "red"), "  ",
+                                    (f"({', '.join(s.modes)})", "dim")), soft_wrap=True)
+        _say(f"  {s.title}", width, 2)
         if s.lesson:
-            console.print(f"  [dim]{escape(s.lesson)}[/]", soft_wrap=False)
+            _say(Text(f"  {s.lesson}", style="dim"), width, 2)
         for src in s.source:
-            console.print(f"  [dim]source: {escape(src)}[/]", soft_wrap=False)
+            _say(Text(f"  source: {src}", style="dim"), width, 4)
         console.print()
-    console.print(f"{len(lib)} scenarios · run one: emqlab simulate --split --scenario NAME", soft_wrap=False)
+    _say(f"{len(lib)} scenarios · run one: emqlab simulate --split -s NAME"
+         + ("" if long_ else " · lessons and sources: --long"), width, 4)
 
 
 def _check_scenarios(lib: Any, jobs: int | None) -> None:
