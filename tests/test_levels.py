@@ -219,3 +219,15 @@ def test_the_list_of_levels_fits_80_columns() -> None:
     res = CliRunner().invoke(main, ["play", "--list"])
     assert res.exit_code == 0 and len(res.output.splitlines()) == len(LEVELS)
     assert all(len(line) <= 80 for line in res.output.splitlines()), res.output
+
+
+def test_the_game_fits_80_columns() -> None:
+    from click.testing import CliRunner
+
+    from emqlab.ui.cli import main
+
+    res = CliRunner().invoke(main, ["play", "lapsed-lease"], input="1\n1\n1\n1\n1\n2\n3\nf\n",
+                             env={"COLUMNS": "80"})
+    assert "*** You win!" in res.output and "why:" in res.output
+    too_wide = [line for line in res.output.splitlines() if len(line) > 80]
+    assert not too_wide, too_wide[0]

@@ -163,7 +163,7 @@ def _until(st: SchedulerStepper, actor: str, pending: str) -> None:
 def test_stepper_highlights_the_next_lua_line() -> None:
     st = SchedulerStepper("stalled-finish")
     w1 = st.data["actors"]["W1"]
-    assert w1["script"] == "moveToFinished" and w1["section"] == "READ" and w1["step"] == "R1: the job exists."
+    assert w1["script"] == "moveToFinished" and w1["section"] == "READ" and w1["step"] == "rule 1: the job exists."
     (current,) = [text for _n, _fl, text, cur in w1["excerpt"] if cur]
     assert 'call("EXISTS", jobKey)' in current and current == _file_line(w1["at"])
     assert w1["at"].startswith("moveToFinished-14.lua:") and w1["access"] == "reads"
@@ -181,7 +181,7 @@ def test_stepper_highlights_the_next_lua_line() -> None:
 
     _until(st, "W1", "DEL 1:lock")
     w1 = st.data["actors"]["W1"]
-    assert w1["section"] == "WRITE" and w1["step"] == "W1: release the lock." and w1["access"] == "writes"
+    assert w1["section"] == "WRITE" and w1["step"] == "write 1: release the lock." and w1["access"] == "writes"
     assert 'call("DEL", lockKey)' in _file_line(w1["at"]) and w1["explain"] == "release job 1's lock"
     assert "WRITE" in st.actor_views["W1"].value
     s1 = st.data["actors"]["S1"]

@@ -132,7 +132,8 @@ class ScriptSource:
         return self._last(self.sections, line)
 
     def step_at(self, line: int) -> str | None:
-        """The step comment (``W1: release the lock.``) above ``line`` in its file, within its section."""
+        """The step comment (``write 1: release the lock.``, from ``-- W1: release the lock.``) above ``line``
+        in its file, within its section."""
         file = self.origin[line - 1][0] if 0 < line <= len(self.origin) else None
         sec = self.section_at(line) if file == self.file else None
         found = self._last(self.steps, line, file, sec[0] if sec else 0)
@@ -154,6 +155,15 @@ _SECTION = re.compile(r"^--\s+(?:\d+\.\s+)?([A-Z][A-Z-]{2,})(?:\s+--.*)?\s*$")
 _STEP = re.compile(r"^\s*--\s+((?:[RW]\d+)|(?:Step \d+)):\s*(.*?)\s*$")
 _FUNCTION = re.compile(r"^\s*(?:local\s+)?function\s+([A-Za-z_][A-Za-z0-9_.:]*)\s*\(")
 _RETURN_ROW = re.compile(r"^\s{4,}(\S.*?)\s{2,}(\S.*?)\s*$")
+
+
+def _step_label(label: str) -> str:
+    """A script's step label as a reader sees it: ``W1`` → ``write 1``, ``R4`` → ``rule 4`` (the script's
+    own ``W1`` would read as the actor W1 next to it)."""
+    kind, n = label[:1], label[1:]
+    if n.isdigit() and kind in "RW":
+        return f"{'rule' if kind == 'R' else 'write'} {n}"
+    return label
 
 
 def _sentence(text: str) -> str:
@@ -203,7 +213,7 @@ def script_source(name: str, file: str, text: bytes) -> ScriptSource:
                 sections.append((i, m.group(1)))
         m = _STEP.match(ln)
         if m:
-            steps.append((i, f"{m.group(1)}: {_sentence(_comment_text(lines, i - 1, m.group(2)))}"))
+            steps.append((i, f"{_step_label(m.group(1))}: {_sentence(_comment_text(lines, i - 1, m.group(2)))}"))
         m = _FUNCTION.match(ln)
         if m:
             functions.append((i, m.group(1)))

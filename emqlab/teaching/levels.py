@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from emqlab.engine.history import render_reply
 from emqlab.teaching.level_view import (
     BOARD,
     Danger,
@@ -348,7 +349,7 @@ class Game:
             lines.append(f"  [{i}] {a:<3} next: {describe_op(self.runner.pending.get(a))}")
             pos = position(self.runner, a)
             if pos is not None:
-                lines.append(_elide("        " + position_text(pos), 100))
+                lines.append(_elide("        " + position_text(pos), GAME_WIDTH))
         lines.append(self.board())
         return "\n".join(lines)
 
@@ -358,7 +359,7 @@ def _elide(text: str, width: int) -> str:
 
 
 def position_text(pos: dict[str, Any]) -> str:
-    """An actor's :func:`position` in one line: ``WRITE · W1: release the lock. · moveToFinished-14.lua:237 ·
+    """An actor's :func:`position` in one line: ``WRITE · write 1: release the lock. · moveToFinished-14.lua:237 ·
     release job 1's lock``."""
     parts = [p for p in (pos["section"] if not pos["atomic"] else None, pos["step"], pos["inside"], pos["at"])
              if p]
@@ -385,8 +386,22 @@ def intro(level: Level) -> str:
                       f"  {level.story}", "", f"  goal: {level.goal.text}", f"  {KEYS}"])
 
 
-def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str], None] = print) -> bool:
-    """Play ``level`` on a terminal: ``read`` a line per move, ``write`` the game. True when it was won."""
+#: the game's lines fit this many columns (wrapped at words, continuation lines indented)
+GAME_WIDTH = 80
+
+
+def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str], None] = print,
+         width: int | None = None) -> bool:
+    """Play ``level`` on a terminal: ``read`` a line per move, ``write`` the game, every line fitted to ``width``
+    columns (``None``: as it is; the CLI passes the terminal's, at most :data:`GAME_WIDTH`). True when it
+    was won."""
+    from emqlab.text import wrap
+
+    out = write
+
+    def write(text: str) -> None:  # type: ignore[no-redef]  # noqa: F811 - (the caller's, every line fitted)
+        out("\n".join(wrap(text, width)))
+
     game = Game(level)
     write(intro(level))
     try:
@@ -435,7 +450,7 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
                 else:
                     s = game.step(actor)
                     effects = " ".join(str(e) for e in s.effects)
-                    write(f"  {s.index:>3} {s.actor} {s.op} {' '.join(map(str, s.args))[:50]} -> {s.reply}"
+                    write(f"  {s.index:>3} {s.actor} {s.command_text(44)} -> {render_reply(s.reply, 24)}"
                           + (f"   {effects}" if effects else ""))
     finally:
         game.close()

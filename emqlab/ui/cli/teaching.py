@@ -154,7 +154,13 @@ def play(level: str | None, list_levels: bool) -> None:
     def write(text: str) -> None:
         click.echo(text)
 
-    sys.exit(ExitCode.HOLDS if play_level(chosen, read, write) else ExitCode.FAILS)
+    import shutil
+
+    from emqlab.teaching.levels import GAME_WIDTH
+
+    # the terminal's width, at most the game's 80 columns (a narrower one is not narrowed below 40)
+    width = max(40, min(GAME_WIDTH, shutil.get_terminal_size((GAME_WIDTH, 24)).columns))
+    sys.exit(ExitCode.HOLDS if play_level(chosen, read, write, width) else ExitCode.FAILS)
 
 
 @click.command()
