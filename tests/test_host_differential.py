@@ -872,6 +872,31 @@ def test_ctrl_c_interrupts_a_looping_script() -> None:
     assert host.run(connect(), "return 1", []) == 1  # the host still works
 
 
+def test_a_sighup_during_a_looping_script_stays_a_sighup() -> None:
+    """The handler of SIGTERM / SIGHUP raises SystemExit (emqlab.ui.entry); raised inside the Lua hook, it
+    comes out of the run as that SystemExit, not as a Ctrl-C (which made a CI run's SIGHUP exit 130)."""
+    import os
+
+    from emqlab.protocol import stopped
+
+    def stop(signum: int, _frame: object) -> None:  # (as emqlab.ui.entry's handler does)
+        raise stopped.record(SystemExit(128 + signum))
+
+    before = signal.signal(signal.SIGHUP, stop)
+    host = LuaHost(max_instructions=0)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGHUP))
+    timer.start()
+    try:
+        with pytest.raises(SystemExit) as e:
+            host.run(connect(), "while true do pcall(function() end) end", [])
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGHUP, before)
+        stopped.raised = None
+    assert e.value.code == 128 + signal.SIGHUP
+    assert host.run(connect(), "return 1", []) == 1
+
+
 # -- BullMQ's include styles and scripts ---------------------------------------------------------------------
 
 

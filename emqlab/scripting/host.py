@@ -55,7 +55,7 @@ from typing import Any
 import lupa.lua51 as lua51
 import redis
 
-from emqlab.protocol import messages
+from emqlab.protocol import messages, stopped
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.clock import frozen_clock
 from emqlab.scripting.registry import Script, lua_dir
@@ -121,6 +121,8 @@ class LuaHost:
         soft_oom = self._oom[len(messages.HOST_ERROR):]
         self.db = int(db)
         self._interrupted = False
+        #: the stop signal's exception that ended a run inside the Lua hook (raised again by _step)
+        self._stop: BaseException | None = None
         helpers = {
             b"sha1hex": sha1hex,
             b"log": lambda level, msg: self.logs.append((int(level), msg)),
@@ -147,12 +149,15 @@ class LuaHost:
         self._lua_type = lua51.lua_type
 
     def _tick(self) -> bool:
-        # called by the count hook every sandbox.HOOK_EVERY instructions: a pending Ctrl-C is raised here
-        # (Python runs its signal handlers when it runs Python code); the hook then ends the run
+        # called by the count hook every sandbox.HOOK_EVERY instructions: a pending stop signal's handler runs
+        # here (Python runs its signal handlers when it runs Python code) and raises — KeyboardInterrupt for
+        # Ctrl-C, SystemExit for SIGTERM / SIGHUP (emqlab.ui.entry); the hook then ends the run, and _step
+        # raises that same exception once Lua has unwound (a SIGHUP must not come back as a Ctrl-C)
         try:
             return self._interrupted
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit) as e:
             self._interrupted = True
+            self._stop = e
             return True
 
     def _step(self, co: int, tag: int, value: Any) -> tuple[Any, ...]:
@@ -171,7 +176,10 @@ class LuaHost:
                 out = (2, self._oom.encode(), *out[2:])
         if out[0] == 2 and self._lua_type(out[1]) == "table" and out[1][b"interrupted"]:
             self._interrupted = False
-            raise KeyboardInterrupt
+            stop, self._stop = self._stop, None
+            if stop is None:  # (raised before _tick's try: Lua got it as an error; the handler recorded it)
+                stop = stopped.raised
+            raise stop if stop is not None else KeyboardInterrupt()
         return tuple(out)
 
     def _collect(self, co: int) -> None:

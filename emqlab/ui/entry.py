@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from emqlab.explore.stops import STOP_SIGNALS
+from emqlab.protocol import stopped
 
 #: the stop signal that came while the CLI was imported, if one did
 _early_stop: int | None = None
@@ -77,8 +78,8 @@ def _terminate(signum: int, _frame: object) -> None:
     if _stops == 1:
         _stop_signal = signum
         if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SystemExit(128 + signum)
+            raise stopped.record(KeyboardInterrupt())
+        raise stopped.record(SystemExit(128 + signum))
     if _stops >= 3:
         os.write(2, b"stopped at once, without cleaning up (on a live server, `emqlab clean --redis URL` deletes"
                     b" what the run left)\n")
