@@ -116,9 +116,24 @@ def write_state(conn: redis.Redis, keys: QueueKeys, state: Mapping[str, Any]) ->
 
 
 def diff(a: Snapshot, b: Snapshot) -> list[str]:
-    """Human-readable differences between two snapshots (empty when equal)."""
+    """Human-readable differences between two snapshots (empty when equal): ``key: <in a> != <in b>``, text
+    shown as text (bytes that are not UTF-8, such as msgpack, as their repr)."""
     out = []
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
-            out.append(f"{k}: {a.get(k)!r} != {b.get(k)!r}")
+            out.append(f"{k}: {_readable(a.get(k))!r} != {_readable(b.get(k))!r}")
     return out
+
+
+def _readable(value: Any) -> Any:
+    """``value`` with its UTF-8 bytes decoded, in lists, tuples and dicts too."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return value
+    if isinstance(value, dict):
+        return {_readable(k): _readable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_readable(v) for v in value)
+    return value
