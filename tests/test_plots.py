@@ -98,6 +98,22 @@ def test_rate_vs_rtt(sweep) -> None:  # type: ignore[no-untyped-def]
     _png_ok(fig)
 
 
+def test_rate_of_one_kind_and_modes_at_zero_all_visible(sweep) -> None:  # type: ignore[no-untyped-def]
+    """Double placements apart from duplicate runs (their sum is the all-kinds rate), and the modes that stay
+    at 0 drawn each with its own marker and line style, labelled as such."""
+    both = plots.rate_data(sweep)
+    dp, dup = plots.rate_data(sweep, "double-placement"), plots.rate_data(sweep, "duplicate-execution")
+    assert dp["kind"] == "double-placement" and both["kind"] is None
+    split = [a + b for a, b in zip(dp["modes"]["split"]["per_1000"], dup["modes"]["split"]["per_1000"], strict=True)]
+    assert split == pytest.approx(both["modes"]["split"]["per_1000"])
+    assert not any(dp["modes"]["split"]["expected"])  # (the window model predicts gap hits: all kinds only)
+    ax = plots.plot_rate(dp).axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    zero = [lines["atomic (0 at every RTT)"], lines["finish-then-fetch (0 at every RTT)"]]
+    assert len({(ln.get_marker(), ln.get_markersize(), ln.get_linestyle()) for ln in zero}) == 2
+    assert "double-placement" in ax.get_title() and "double-placement" in ax.get_ylabel()
+
+
 def test_round_trips_and_throughput_vs_rtt(sweep) -> None:  # type: ignore[no-untyped-def]
     data = plots.cost_data(sweep)
     assert data["modes"]["atomic"]["round_trips_per_job"] == [1.0, 1.0, 1.0]

@@ -286,23 +286,31 @@ def update_timeline(fig: Figure, data: dict[str, Any]) -> Figure:
 # -- sweeps over RTT ------------------------------------------------------------------------------------------
 
 
-def rate_data(sweep: Any) -> dict[str, Any]:
+def rate_data(sweep: Any, kind: str | None = None) -> dict[str, Any]:
     """Anomalies per 1,000 jobs against RTT, per mode, from a :class:`~emqlab.timing.Sweep` (or its
-    ``to_dict``)::
+    ``to_dict``); with ``kind``, only that kind's (``double-placement``: the finish gap's own damage, apart
+    from the duplicate runs a requeued job's next fetch makes)::
 
-        {"rtts": [0.05, 1.0, 75.0], "jobs": 200,
+        {"rtts": [0.05, 1.0, 75.0], "jobs": 200, "kind": None,
          "modes": {"split": {"per_1000": [0.0, 95.0, 1960.0], "expected": [2.5, 51.8, 1671.5],
                              "gap_hits": [0, 20, 380]}, "atomic": {...}}}
-    """
+
+    ``expected`` (the window model's landings per 1,000 jobs) only for all kinds together: it predicts the
+    gap hits, which end as a double placement or a duplicate run."""
     rtts, results = _sweep_parts(sweep)
     modes: dict[str, dict[str, list[float]]] = {}
     for r in results:
         m = modes.setdefault(r["mode"], {"per_1000": [], "expected": [], "gap_hits": []})
-        m["per_1000"].append(float(r["anomalies_per_1000"]))
-        m["expected"].append(float(r["expected_per_1000"]))
+        if kind is None:
+            m["per_1000"].append(float(r["anomalies_per_1000"]))
+            m["expected"].append(float(r["expected_per_1000"]))
+        else:
+            jobs_here = int(r["jobs"]) or 1
+            m["per_1000"].append(1000.0 * int(r.get("anomalies", {}).get(kind, 0)) / jobs_here)
+            m["expected"].append(0.0)
         m["gap_hits"].append(float(r["gap_hits"]))
     jobs = results[0]["jobs"] if results else 0
-    return {"rtts": rtts, "jobs": jobs, "modes": modes}
+    return {"rtts": rtts, "jobs": jobs, "kind": kind, "modes": modes}
 
 
 def cost_data(sweep: Any) -> dict[str, Any]:
@@ -371,9 +379,16 @@ def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     fig.clear()
     ax = fig.add_subplot(1, 1, 1)
     artists: dict[str, Any] = {}
+    zero_modes = [mode for mode, m in data["modes"].items() if not any(m["per_1000"])]
     for mode, m in data["modes"].items():
         color = color_of(MODE_COLORS, mode)
-        (artists[f"{mode}:observed"],) = ax.plot(data["rtts"], m["per_1000"], marker="o", color=color, label=mode)
+        # modes that stay at 0 draw on one another: each its own marker size and line style, so every one shows
+        z = zero_modes.index(mode) if mode in zero_modes else -1
+        style: dict[str, Any] = {"marker": "o", "markersize": 6} if z < 0 else \
+            {"marker": "os^D"[z % 4], "markersize": 11 - 3 * (z % 3), "fillstyle": "none" if z else "full",
+             "linestyle": ("-", ":", "--")[z % 3]}
+        label = mode + (" (0 at every RTT)" if z >= 0 else "")
+        (artists[f"{mode}:observed"],) = ax.plot(data["rtts"], m["per_1000"], color=color, label=label, **style)
         if any(v > 0 for v in m["expected"]):
             (artists[f"{mode}:expected"],) = ax.plot(data["rtts"], m["expected"], linestyle="--", color=color,
                                                       alpha=0.7, label=f"{mode} (window model)")
@@ -383,7 +398,10 @@ def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | N
     ax.minorticks_off()  # (log axes' minor ticks cost most of a redraw)
     ax.set_xlabel("round-trip time (ms, log)")
     ax.set_ylabel("anomalies per 1,000 jobs")
-    ax.set_title(f"anomaly rate vs RTT ({data.get('jobs', '?')} jobs per run)", fontsize=10.5)
+    what = data.get("kind") or "anomaly"
+    ax.set_title(f"{what} rate vs RTT ({data.get('jobs', '?')} jobs per run)", fontsize=10.5)
+    if data.get("kind"):
+        ax.set_ylabel(f"{data['kind']} per 1,000 jobs")
     artists["marker"] = ax.axvline(marker if marker else data["rtts"][0] if data["rtts"] else 1, color="black",
                                    linewidth=1, alpha=0.6 if marker else 0.0)
     ax.grid(alpha=0.3)
