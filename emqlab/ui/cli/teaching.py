@@ -121,8 +121,9 @@ def play(level: str | None, list_levels: bool) -> None:
 
     Each level is a scenario, a mode and a goal ("make job 1 land in two places"). Type the number (or id) of
     an actor to let it take one step; f finishes the run in order, u undoes your last step, r restarts,
-    s lets the explorer try every interleaving, h gives a hint, q quits. A win prints the schedule string
-    to replay it. Level 9 cannot be won by stepping: the finish is atomic.
+    s lets the explorer try every interleaving, h gives a hint, q quits. A win prints why (the run's own
+    because-sentence) and the schedule string to replay it. Levels 6 and 9 cannot be won by stepping: no
+    order reaches their goal, and s shows it.
 
     \b
     Exit status: 0 the level was won, 1 it was not (quit), 2 no such level.
