@@ -308,6 +308,15 @@ def test_class_csv(tmp_path: Path) -> None:
     table = list(csv.DictReader(csv_path.open()))
     assert [r["student"] for r in table] == ["ada", "bob", "carl"]
     assert table[2]["status"] == "error" and "not a notebook" in table[2]["message"]
+    # two at a time, the same rows in the same order, and a report per student to hand back
+    feedback = tmp_path / "feedback"
+    res = CliRunner().invoke(main, ["grade", str(tmp_path), "--csv", str(csv_path), "--jobs", "2",
+                                    "--feedback", str(feedback)])
+    assert [r["student"] for r in csv.DictReader(csv_path.open())] == ["ada", "bob", "carl"]
+    assert "score 5/5" in (feedback / "ada" / "a1-double-placement.txt").read_text()
+    assert "score 0/5" in (feedback / "bob" / "a1-double-placement.txt").read_text()
+    assert "could not be graded" in (feedback / "carl" / "a1.txt").read_text()
+    assert not (feedback / "ada" / "a1-checkpoint.txt").exists()
 
 
 def test_the_grader_never_runs_as_the_notebook() -> None:

@@ -45,25 +45,39 @@ def student_of(path: Path, root: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else path.stem
 
 
-def grade_folder(root: str | Path, *, limits: Any = None,
-                 progress: Callable[[Row], None] | None = None) -> list[Row]:
-    """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does)."""
+def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Row], None] | None = None,
+                 jobs: int = 1, feedback: str | Path | None = None) -> list[Row]:
+    """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does), ``jobs`` at a time (each
+    runs in its own sandboxed process, so a thread per notebook only waits for it); the rows in submission
+    order whatever the order they finish in. With ``feedback``, a folder: one text file per notebook there,
+    ``<student>/<notebook>.txt``, the report the student gets back (or why it could not be graded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     base = Path(root)
-    rows = []
-    for p in submissions(base):
+
+    def one(p: Path) -> tuple[Row, str]:
         row = Row(student_of(p, base), str(p.relative_to(base)))
         try:
             report = grade_notebook(p, limits=limits)
         except GradingError as e:
             row.status, row.message = "error", str(e)
-        else:
-            row.assignment, row.score, row.max_score = report.assignment, report.score, report.max_score
-            row.cells = {c.grade_id: c.points for c in report.cells}
-            failures = {c.feedback for c in report.cells if not c.passed and c.feedback.startswith("Your notebook")}
-            row.message = " ".join(sorted(failures))[:300]
-        rows.append(row)
-        if progress is not None:
-            progress(row)
+            return row, f"{row.notebook}: could not be graded: {e}\n"
+        row.assignment, row.score, row.max_score = report.assignment, report.score, report.max_score
+        row.cells = {c.grade_id: c.points for c in report.cells}
+        failures = {c.feedback for c in report.cells if not c.passed and c.feedback.startswith("Your notebook")}
+        row.message = " ".join(sorted(failures))[:300]
+        return row, report.text() + "\n"
+
+    rows = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for row, text in pool.map(one, submissions(base)):
+            rows.append(row)
+            if feedback is not None:
+                out = Path(feedback) / row.student / (Path(row.notebook).stem + ".txt")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(text, encoding="utf-8")
+            if progress is not None:
+                progress(row)
     return rows
 
 

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "grade": ("teaching", "grade", "Grade a classroom assignment notebook (or a folder of them)."),
     "student": ("teaching", "student", "Make the student version of an assignment notebook."),
     "play": ("teaching", "play", "Play a level: you are the scheduler, the goal is a race."),
+    "workshop": ("teaching", "workshop", "Write a workshop folder: students' copies, answer key, agenda, handout."),
 }
 
 

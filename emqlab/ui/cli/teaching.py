@@ -25,9 +25,13 @@ from emqlab.ui.cli.common import _columns, _errors, _fail, _say, _wide_option, c
               help="Seconds a notebook may run before it is stopped.")
 @click.option("--memory-mb", type=click.IntRange(min=256), default=1536, show_default=True,
               help="Address space a notebook may use.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
+              help="A folder: notebooks graded at once, each in its own process (default: the cores).")
+@click.option("--feedback", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="A folder: write each notebook's report to DIR/<student>/<notebook>.txt, to hand back.")
 @_wide_option
 def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, memory_mb: int,
-          wide: bool = False) -> None:
+          jobs: int | None = None, feedback: str | None = None, wide: bool = False) -> None:
     """Grade a classroom assignment notebook, or every notebook in a folder, without nbgrader.
 
     The notebook's code runs in a separate, limited process (time, memory, no network, no processes, its own
@@ -36,8 +40,9 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     grade. Test cells never run, and locked cells run as released. A cell scores all its points or none,
     with feedback that says what is wrong and where to look.
 
-    NOTEBOOK may be a folder: every *.ipynb below it is graded and written as CSV, one row per notebook
-    (student = the first folder below NOTEBOOK).
+    NOTEBOOK may be a folder: every *.ipynb below it is graded (--jobs at a time) and written as CSV, one
+    row per notebook (student = the first folder below NOTEBOOK); --feedback DIR writes each student's
+    report, to hand back.
 
     \b
     Exit status: 0 full marks (every notebook), 1 below full marks (a grade was given), 2 cannot grade
@@ -47,14 +52,14 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     Examples:
       emqlab grade notebooks/assignments/a1-double-placement.ipynb
       emqlab grade submitted/ada/a2-repair-finish.ipynb --json
-      emqlab grade submitted/ --csv grades.csv
+      emqlab grade submitted/ --csv grades.csv --feedback feedback/
     """
     from emqlab.teaching.grading import EXIT_CANNOT_GRADE, GradingError, feedback_width, grade_notebook
     from emqlab.teaching.sandbox import Limits
 
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
     if os.path.isdir(notebook):
-        _grade_folder(notebook, csv_path or "-", limits)
+        _grade_folder(notebook, csv_path or "-", limits, jobs, feedback)
         return
     width = _columns(wide)
     try:
@@ -98,14 +103,16 @@ def _print_grade(report: Any, notebook: str, width: int | None) -> None:
                   f"[dim]({report.elapsed_s:.1f} s)[/]")
 
 
-def _grade_folder(folder: str, csv_path: str, limits: Any) -> None:
+def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = None,
+                  feedback: str | None = None) -> None:
+    from emqlab.explore.pool import default_jobs
     from emqlab.teaching.classroom import exit_code, grade_folder, write_csv
 
     def progress(row: Any) -> None:
         score = f"{row.score:g}/{row.max_score:g}" if row.status == "graded" else row.status
         err_console.print(f"  {row.student:<16} {row.notebook:<44} {score}", markup=False, highlight=False)
 
-    rows = grade_folder(folder, limits=limits, progress=progress)
+    rows = grade_folder(folder, limits=limits, progress=progress, jobs=jobs or default_jobs(), feedback=feedback)
     if not rows:
         err_console.print(f"[bold red]error:[/] no notebooks (*.ipynb) under {folder}")
     with click.open_file(csv_path, "w") as f:
@@ -205,3 +212,27 @@ def student(source: str, out: str, otter: bool) -> None:
             written = make_student_versions(source, out)
     for p in written:
         console.print(f"wrote {p}", highlight=False)
+
+
+@click.command()
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--notebooks", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The notebooks folder of an emqlab checkout (default: the checkout emqlab runs from).")
+def workshop(out: str, notebooks: str | None) -> None:
+    """Write a workshop folder OUT: students/ (the lesson notebooks and the assignments without their
+    solutions), instructor/ (the assignments with solutions and an answer key for the levels, built from the
+    engine's own runs), agenda.md (90 minutes and half a day) and handout.md (one page: schedule strings, the
+    board, the anomalies, the 14 keys).
+
+    \b
+    Examples:
+      emqlab workshop ../workshop-2026-12
+      emqlab workshop kit/ --notebooks ~/src/emqlab/notebooks
+    """
+    from emqlab.teaching.workshop import write_workshop
+
+    with _errors():
+        written = write_workshop(out, notebooks)
+    for path in written:
+        console.print(str(path), markup=False, highlight=False)
+    _say(f"{len(written)} files in {out}: hand out {out}/students only", _columns(False), 4)

@@ -1,0 +1,174 @@
+"""A workshop from the box (``emqlab workshop DIR``): the students' copies, the instructor's answer key, an
+agenda and a one-page handout, written from the notebooks of an emqlab checkout and from the code itself —
+the levels' solutions and their own because-sentences, the 14 keys in protocol order, the schedule
+syntax — so that what the handout and the key say is what the engine does.
+
+The assignments with their solutions are read from the checkout's ``notebooks/assignments`` and written to
+``instructor/`` only: the installed package holds no answers (``docs/instructors.md``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+#: the notebooks every student opens, in order
+LESSONS = ("01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb")
+
+AGENDA = """# Agenda
+
+## 90 minutes
+
+| time | what | material |
+|---:|---|---|
+| 0:00 | Why a finish is a read, a decision and writes | notebook 01 (run it together) |
+| 0:15 | You are the scheduler | `emqlab play 1`, then levels 2–4 in pairs |
+| 0:35 | Every interleaving, and why atomic has none | notebook 02 |
+| 0:50 | Assignment a1: find the race | `students/a1-double-placement.ipynb` |
+| 1:10 | Round trips and time | notebook 03 (the slider) |
+| 1:20 | Atomic is not exactly-once | `emqlab play 5`, `emqlab play 12`; discussion |
+| 1:30 | end | |
+
+## Half a day (3 h 30 with breaks)
+
+| time | what | material |
+|---:|---|---|
+| 0:00 | Why a finish is a read, a decision and writes | notebook 01 |
+| 0:20 | You are the scheduler | levels 1–8 in pairs |
+| 1:00 | Every interleaving, and why atomic has none | notebook 02, levels 6 and 9 (unsolvable) |
+| 1:20 | break | |
+| 1:35 | Assignment a1: find the race | `students/a1-double-placement.ipynb` |
+| 2:05 | Assignment a2: repair a finish | `students/a2-repair-finish.ipynb` |
+| 2:35 | break | |
+| 2:45 | Round trips and time, assignment a3 | notebook 03, `students/a3-rate-vs-rtt.ipynb` |
+| 3:15 | Atomic is not exactly-once: levels 5, 10–15 | discussion |
+| 3:30 | end | |
+
+Grade the submissions with `emqlab grade submitted/ --csv grades.csv --feedback feedback/` and hand each
+student their `feedback/<student>/<notebook>.txt`.
+"""
+
+
+def _handout() -> str:
+    from emqlab.analysis.anomalies import KINDS
+    from emqlab.protocol.keys import QueueKeys
+    from emqlab.teaching.level_view import BOARD
+
+    k = QueueKeys("q")
+    keys = k.move_to_finished_keys("J", "completed")
+    rows = "\n".join(f"| {i} | `{k.relative(key)}` |" for i, key in enumerate(keys, start=1))
+    return f"""# emqlab — one page
+
+**The point.** Finishing a job is a read (is the lock still mine?), a decision and several writes. Sent as
+separate commands (*split*), another client — the recovery sweep — can run between them; as one
+`EVALSHA` of `moveToFinished` (*atomic*) nothing can.
+
+**A schedule string** says who takes each step: `v1:W1*9.S1.W1*8` is W1's first nine steps, then S1's
+one, then W1's next eight; a schedule that stops early goes on in scenario order. `emqlab replay
+'v1:…' --split -s NAME` shows that run step by step.
+
+**The board** (`emqlab play`): the lists {", ".join(f"`{b}`" for b in BOARD)} and the locks (`1→W1:1`: job 1's
+lock holds W1's token). `!` a sweep that ran now would do damage; `!!` the damage is done.
+
+**The anomalies** the checks name: {", ".join(f"`{kind}`" for kind in KINDS)}; a scenario's own rules are
+`invariant:<name>`.
+
+**moveToFinished's 14 keys**, in protocol order (`KEYS[1..14]`; all share the `{{queue}}` hash tag):
+
+| # | key |
+|---:|---|
+{rows}
+
+**Commands** (`emqlab COMMAND --help` for each): `emqlab simulate --split` / `--atomic` (every
+interleaving, the anomalies, a witness), `emqlab replay 'v1:…'` (one run, step by step), `emqlab play N`
+(you are the scheduler), `emqlab scenarios` (the races from public bug reports).
+"""
+
+
+def _answer_key() -> str:
+    from emqlab.teaching.levels import Game, shipped_levels
+
+    out = ["# Answer key (instructors only)", "",
+           "The levels: a winning schedule, the hint's schedule, and what the engine says of the winning run",
+           "(its own because-sentence). The assignments' solutions are the notebooks in this folder.", ""]
+    for lv in shipped_levels():
+        out.append(f"## Level {lv.number} · {lv.title} ({lv.name})")
+        out.append("")
+        out.append(f"*{lv.tagline}* — goal: {lv.goal.text} ({lv.scenario}, {lv.mode})")
+        out.append("")
+        if not lv.solvable:
+            out += ["No schedule wins: `s` in the game lets the explorer try every interleaving.", "",
+                    f"Lesson: {lv.lesson}", ""]
+            continue
+        game = Game(lv)
+        try:
+            from emqlab.protocol.schedules import parse_schedule
+
+            for actor in parse_schedule(lv.solution, game.actors):
+                game.step(actor)
+            game.finish()
+            why = lv.goal.reasons(game.history())
+            schedule = game.schedule
+        finally:
+            game.close()
+        out += [f"- solution: `{lv.solution}` (the whole run: `{schedule}`)",
+                f"- the hint's schedule: `{lv.hint_schedule}`",
+                f"- why: {why[0] if why else '(no because-sentence)'}",
+                f"- lesson: {lv.lesson}", ""]
+    return "\n".join(out)
+
+
+def default_notebooks() -> Path | None:
+    """The ``notebooks/`` folder of the emqlab checkout this package runs from, if there is one."""
+    here = Path(__file__).resolve().parents[2] / "notebooks"
+    return here if (here / "assignments").is_dir() else None
+
+
+def write_workshop(out: str | Path, notebooks: str | Path | None = None) -> list[Path]:
+    """Write a workshop folder at ``out`` (which must not exist or be empty) from ``notebooks`` (a
+    checkout's ``notebooks/``; default :func:`default_notebooks`): ``students/`` (the lesson notebooks and
+    the assignments' student versions), ``instructor/`` (the assignments with their solutions and
+    ``answer-key.md``), ``agenda.md``, ``handout.md`` and ``README.md``. Returns the files written. Raises
+    ``ValueError`` when ``out`` holds files already or the notebooks cannot be found."""
+    from emqlab.teaching.notebooks import read_notebook, student_version, write_notebook
+
+    out = Path(out)
+    src = Path(notebooks) if notebooks is not None else default_notebooks()
+    if src is None or not (src / "assignments").is_dir():
+        raise ValueError("no notebooks/ with assignments/ found: run from an emqlab checkout, or pass"
+                         " --notebooks PATH (the checkout's notebooks folder)")
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty: choose a new folder (nothing was written)")
+    students, instructor = out / "students", out / "instructor"
+    students.mkdir(parents=True)
+    instructor.mkdir()
+    written: list[Path] = []
+    for name in LESSONS:
+        if (src / name).is_file():
+            written.append(Path(shutil.copyfile(src / name, students / name)))
+    for nb_path in sorted((src / "assignments").glob("*.ipynb")):
+        write_notebook(student_version(read_notebook(nb_path)), students / nb_path.name)
+        written.append(students / nb_path.name)
+        written.append(Path(shutil.copyfile(nb_path, instructor / nb_path.name)))
+    for path, text in ((instructor / "answer-key.md", _answer_key()), (out / "agenda.md", AGENDA),
+                       (out / "handout.md", _handout()), (out / "README.md", _readme())):
+        path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _readme() -> str:
+    return """# A workshop with emqlab
+
+- `students/`: what each student gets (the lesson notebooks and the assignments without their
+  solutions). Hand out this folder only.
+- `instructor/`: the assignments with their solutions and `answer-key.md` (the levels). Keep it.
+- `agenda.md`: 90 minutes, and half a day.
+- `handout.md`: one page to print: schedule strings, the board, the anomalies, the 14 keys, the commands.
+
+Students: `pip install emqlab` (or the wheel you give them), then `jupyter lab students/` and `emqlab play`.
+Grading: `emqlab grade submitted/ --csv grades.csv --feedback feedback/` (one folder per student).
+"""
+
+
+__all__ = ["AGENDA", "LESSONS", "default_notebooks", "write_workshop"]

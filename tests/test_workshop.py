@@ -1,0 +1,57 @@
+"""`emqlab workshop DIR` (issue 27, item 5): the students' copies without answers, the instructor's answer key
+built from the engine's own winning runs, an agenda and a one-page handout whose 14 keys are the protocol's."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from emqlab.protocol.keys import QueueKeys
+from emqlab.teaching.levels import shipped_levels
+from emqlab.teaching.workshop import write_workshop
+from emqlab.ui.cli import main
+
+
+def test_a_workshop_folder_from_the_box(tmp_path: Path) -> None:
+    out = tmp_path / "kit"
+    res = CliRunner().invoke(main, ["workshop", str(out)])
+    assert res.exit_code == 0, res.output
+    students = sorted(p.name for p in (out / "students").iterdir())
+    assert students == ["01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb",
+                        "a1-double-placement.ipynb", "a2-repair-finish.ipynb", "a3-rate-vs-rtt.ipynb"]
+    for nb in (out / "students").glob("a*.ipynb"):  # no solution, no hidden test in what students get
+        text = nb.read_text()
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+        assert "raise NotImplementedError()" in text
+        assert "BEGIN SOLUTION" in (out / "instructor" / nb.name).read_text()
+    key = (out / "instructor" / "answer-key.md").read_text()
+    for lv in shipped_levels():
+        assert f"## Level {lv.number} · {lv.title}" in key
+        if lv.solvable:
+            section = key.split(f"## Level {lv.number} · ")[1].split("\n## ")[0]
+            why = re.search(r"- why: (.*)", section)
+            assert why and re.search(lv.teaches["because"], why.group(1)), lv.name
+    handout = (out / "handout.md").read_text()
+    k = QueueKeys("q")
+    keys = [k.relative(x) for x in k.move_to_finished_keys("J", "completed")]
+    listed = re.findall(r"^\| (\d+) \| `([^`]+)` \|$", handout, re.M)
+    assert [name for _n, name in listed] == keys and len(keys) == 14
+    assert "90 minutes" in (out / "agenda.md").read_text() and "Half a day" in (out / "agenda.md").read_text()
+    for nb in (out / "students").glob("*.ipynb"):
+        json.loads(nb.read_text())  # (every copy is a notebook)
+
+
+def test_a_workshop_never_overwrites_and_says_where_the_notebooks_are(tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "mine.txt").write_text("keep")
+    with pytest.raises(ValueError, match="is not empty"):
+        write_workshop(tmp_path / "full")
+    assert (tmp_path / "full" / "mine.txt").read_text() == "keep"
+    with pytest.raises(ValueError, match="--notebooks PATH"):
+        write_workshop(tmp_path / "new", notebooks=tmp_path)
+    res = CliRunner().invoke(main, ["workshop", str(tmp_path / "full")])
+    assert res.exit_code == 2 and "is not empty" in res.output
