@@ -376,7 +376,7 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
             "entry()\n")
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", slow, "simulate"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
         assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
         while proc.poll() is None:  # a flood of them, 2 ms apart, until it has exited
             try:
@@ -410,7 +410,7 @@ def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -
                "from emqlab.ui.entry import entry\n"
                "entry()\n")
     proc = subprocess.Popen([sys.executable, "-c", swallow, "simulate", "--split"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
     assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -431,7 +431,7 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
     signum = getattr(signal, f"SIG{sig}")
     proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
                              "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
     time.sleep(1.0)
     while proc.poll() is None:
         try:
@@ -445,6 +445,15 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
 
 
 STOPS = [("INT", 1.6, 1), ("INT", 2.4, 1), ("INT", 1.0, 2), ("INT", 0.4, 2), ("TERM", 1.6, 1), ("HUP", 1.6, 1)]
+
+
+def _stops_by_default() -> None:
+    """In the child, before it runs: the stop signals as a terminal gives them (a suite started under
+    nohup ignores SIGHUP, and the child would inherit that, as emqlab keeps an ignored signal ignored)."""
+    import signal
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
 @pytest.mark.live
@@ -469,7 +478,8 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
     with own_redis_server() as url:
         proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()",  # the script
                                  "simulate", "--split", "-s", "two-workers", "--jobs", "2", "--redis", url],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=_stops_by_default)
         time.sleep(after)
         for _ in range(times):
             os.killpg(proc.pid, signum)
@@ -566,3 +576,29 @@ def test_pool_workers_import_the_emqlab_this_process_runs(tmp_path: Any, init: s
                          timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.split() == [str(Path(emqlab.__file__))] * 2, res.stdout
+
+
+def test_an_ignored_sighup_stays_ignored_in_the_pool_workers_too() -> None:
+    """Started with SIGHUP ignored (nohup, a shell's background job), emqlab keeps it ignored, and so do
+    its pool workers: a SIGHUP to the process group changes nothing (before, a worker turned it into a
+    Ctrl-C and the command exited 130, interrupted)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
+                             "--split", "-s", "two-workers", "--jobs", "2", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=nohup)
+    time.sleep(0.8)
+    while proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGHUP)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and b'"verdict"' in out, (proc.returncode, err[-300:])

@@ -81,7 +81,8 @@ def _pool_init(back: Any = None) -> None:
         mask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     worker_init(back)
     for s in STOP_SIGNALS:
-        signal.signal(s, _on_sigint)
+        if signal.getsignal(s) is not signal.SIG_IGN:  # (ignored in the coordinator, under nohup: so here)
+            signal.signal(s, _on_sigint)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
     # (the coordinator, or the fork server, killed with SIGKILL: the part running is interrupted, the cached
     # runner's live keys deleted, and the worker ends)
