@@ -45,11 +45,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib.resources import files
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
-__all__ = ["DROPS_TTL", "KeyAccess", "command_flags", "command_keys", "is_container", "is_read_only", "key_access",
-           "line_flags",
-           "table_version"]
+__all__ = ["DROPS_TTL", "KeyAccess", "LineCache", "command_flags", "command_keys", "is_container", "is_read_only",
+           "key_access", "line_flags", "table_version"]
 
 Arg: TypeAlias = "bytes | bytearray | memoryview | str | int | float"
 
@@ -401,26 +400,39 @@ def key_access(command: Sequence[Arg], *, trust_script_keys: bool = True) -> Key
     """
     argv = command if type(command) is tuple and all(type(a) is bytes for a in command) and command \
         else _argv(command)
-    small = sum(map(len, argv)) <= _CACHED_BYTES
-    line = (trust_script_keys, *argv)
-    if small:
-        cached = _ACCESS_CACHE.get(line, _MISSING)
-        if cached is not _MISSING:
-            return cached  # type: ignore[return-value]
-    found = _key_access(argv, trust_script_keys)
-    if small:
-        if len(_ACCESS_CACHE) >= _CACHE_SIZE:
-            _ACCESS_CACHE.clear()
-        _ACCESS_CACHE[line] = found
-    return found
+    return _ACCESS.answer((trust_script_keys, *argv), sum(map(len, argv)),
+                          lambda: _key_access(argv, trust_script_keys))
 
 
-#: :func:`key_access` remembers the answer for up to this many command lines (of at most _CACHED_BYTES
-#: bytes each): an exploration sends the same few hundred lines again in every run
-_CACHE_SIZE = 4096
-_CACHED_BYTES = 1024
-_ACCESS_CACHE: dict[tuple[object, ...], KeyAccess | None] = {}
-_MISSING = object()
+T = TypeVar("T")
+
+
+class LineCache(Generic[T]):
+    """Answers remembered per command line: an exploration sends the same few hundred lines in every run,
+    and what the command table says of one (its keys, whether a script may send it) never changes. Holds
+    up to ``size`` lines of at most ``max_bytes`` bytes each (a longer line is answered afresh each time);
+    when full, it starts again empty."""
+
+    def __init__(self, size: int = 4096, max_bytes: int = 1024) -> None:
+        self.size, self.max_bytes = size, max_bytes
+        self._answers: dict[tuple[object, ...], T] = {}
+
+    def answer(self, line: tuple[object, ...], nbytes: int, compute: Callable[[], T]) -> T:
+        """The answer for ``line`` (``nbytes`` long): remembered, or ``compute()`` and remembered."""
+        if nbytes > self.max_bytes:
+            return compute()
+        try:
+            return self._answers[line]
+        except KeyError:
+            pass
+        found = compute()
+        if len(self._answers) >= self.size:
+            self._answers.clear()
+        self._answers[line] = found
+        return found
+
+
+_ACCESS: LineCache[KeyAccess | None] = LineCache()
 
 
 def _key_access(argv: Sequence[bytes], trust_script_keys: bool) -> KeyAccess | None:

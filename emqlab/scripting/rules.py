@@ -40,26 +40,10 @@ def confine(cmd: Command, base: bytes) -> bytes | None:
     reaches no other database or server; else the error the script gets (:data:`messages.OUTSIDE_RUN`).
     Keyless commands pass only when in :data:`CONFINED_KEYLESS` (KEYS, SCAN, FLUSHALL, SELECT, PUBLISH …
     reach beyond the run)."""
-    small = sum(map(len, cmd)) <= _CACHED_BYTES
-    line = (base, *cmd)
-    if small:
-        found = _CONFINED.get(line, _MISSING)
-        if found is not _MISSING:
-            return found  # type: ignore[return-value]
-    refusal = _confine(cmd, base)
-    if small:
-        if len(_CONFINED) >= _CACHE_SIZE:
-            _CONFINED.clear()
-        _CONFINED[line] = refusal
-    return refusal
+    return _CONFINED.answer((base, *cmd), sum(map(len, cmd)), lambda: _confine(cmd, base))
 
 
-#: :func:`confine` remembers its answer for up to this many command lines of at most _CACHED_BYTES bytes
-#: (a search sends the same lines in every run)
-_CACHE_SIZE = 4096
-_CACHED_BYTES = 1024
-_CONFINED: dict[tuple[bytes, ...], bytes | None] = {}
-_MISSING = object()
+_CONFINED: _commands.LineCache[bytes | None] = _commands.LineCache()
 
 
 def _confine(cmd: Command, base: bytes) -> bytes | None:
