@@ -166,4 +166,24 @@ def progress_bar(console: Any, label: str, *, eta: bool = False,
         yield update
 
 
-__all__ = ["DEFAULT_WIDTH", "elide_end", "elide_middle", "elide_words", "line_breaks", "progress_bar", "sig3", "wrap"]
+
+
+def command_lines(label: str, words: Sequence[str], width: int | None) -> list[str]:
+    """``label`` and a shell command (its ``words``: pieces it may be broken between, an option with its
+    value) on one line, or, too long for ``width``, broken between them with `` \\`` so that it still
+    pastes into a shell as it is."""
+    line = label + " ".join(words)
+    if width is None or len(line) <= width or not words:
+        return [line]
+    lines, cur = [], label + words[0]
+    for w in words[1:]:
+        if len(cur) + 1 + len(w) + 2 > width:
+            lines.append(cur + " \\")
+            cur = "    " + w
+        else:
+            cur += " " + w
+    return [*lines, cur]
+
+
+__all__ = ["DEFAULT_WIDTH", "command_lines", "elide_end", "elide_middle", "elide_words", "line_breaks", "progress_bar",
+           "sig3", "wrap"]

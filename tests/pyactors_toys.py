@@ -214,3 +214,14 @@ def stats_rule(final: Any, history: Any) -> Any:
     """A rule over a key it reads (``reads: [stats]``): the done counter never exceeds 1."""
     stats = final.values.get("stats") or {}
     return int(stats.get("done", 0)) <= 1
+
+
+def rule_returns(final: Any, history: Any) -> Any:
+    """A rule whose answer the test picks (``final.values['answer']``, a key it reads)."""
+    import json
+
+    return json.loads(final.values.get("answer") or "null")
+
+
+def check_rule_arity(final: Any) -> None:
+    """A rule with the wrong signature (one argument)."""

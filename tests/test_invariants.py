@@ -85,7 +85,7 @@ invariants:
     assert "invariant:locked-while-active" in atomic.anomaly_kinds
     w = atomic.witnesses["invariant:locked-while-active"]
     because = next(a["because"] for a in w.anomalies if a["kind"] == "invariant:locked-while-active")
-    assert because.startswith("job 1 is in active but 1:lock does not exist: the last write to 1:lock was L1's lapse")
+    assert because.startswith("job 1 is in active but 1:lock does not exist: the last change of 1:lock was L1's lapse")
     # negative: W1 finishes before the lapse in some run, and then the job is not active
     assert atomic.interleavings_with["invariant:locked-while-active"] < atomic.raw_interleavings
 
@@ -118,3 +118,62 @@ def test_a_bad_invariant_is_refused_with_its_line(rule: str, message: str) -> No
     text = STATUS.split("invariants:")[0] + f"invariants:\n  - {rule}\n"
     with pytest.raises(ScenarioError, match=message):
         loads(text)
+
+
+def test_a_python_rule_that_cannot_be_imported_is_the_files_error() -> None:
+    base = STATUS.split("invariants:")[0] + "invariants:\n"
+    with pytest.raises(ScenarioError, match="cannot import 'no_such_module'"):
+        loads(base + "  - {name: x, python: 'no_such_module:f'}\n")
+    with pytest.raises(ScenarioError, match="has no 'nothing'"):
+        loads(base + "  - {name: x, python: 'tests.pyactors_toys:nothing'}\n")
+    with pytest.raises(ScenarioError, match=r"must take two arguments \(final, history\)"):
+        loads(base + "  - {name: x, python: 'tests.pyactors_toys:check_rule_arity'}\n")
+
+
+@pytest.mark.parametrize(("answer", "broken"), [
+    ("null", None), ("true", None), ("[]", None), ("false", "says the rule does not hold"),
+    ('"two lines\\nand a \\u001b[31mcolour"', "two lines and a [31mcolour"),
+    ('["one", "two"]', "one"), ("0", "returned a int: a rule returns None or True"),
+    ('{"a": 1}', "returned a dict"),
+])
+def test_what_a_python_rule_may_return(answer: str, broken: str | None) -> None:
+    import json
+
+    text = """
+name: rule-returns
+jobs: {"1": {name: j}}
+state: {active: ["1"], locks: {"1": W1}, meta: {}}
+actors:
+  - {id: W1, python: "tests.pyactors_toys:finish_with_status"}
+invariants:
+  - {name: r, python: "tests.pyactors_toys:rule_returns", reads: [answer]}
+"""
+    sc = loads(text)
+    from emqlab.explore.checked import Runner
+
+    with Runner(sc, "split") as r:
+        r.reset()
+        r.exec(b"SET", r.keys.key("answer").encode(), answer.encode())
+        h = r.run()
+    found = [a.because for a in h.findings if a.kind == "invariant:r"]
+    if broken is None:
+        assert found == [], found
+    else:
+        assert found and broken in found[0] and "\\n" not in found[0] and "\\x1b" not in found[0], found
+    json.dumps(found)
+
+
+def test_a_misspelled_kind_is_refused_not_passed() -> None:
+    from click.testing import CliRunner
+
+    from emqlab.ui.cli import main
+
+    res = explore_actors({"W1": {"python": "tests.pyactors_toys:finish_with_status"}},
+                         state={"active": ["1"]}, locks={"1": "W1"})
+    with pytest.raises(ValueError, match="no anomaly kind 'double-placment'"):
+        res.assert_never("double-placment")
+    with pytest.raises(ValueError, match="no anomaly kind 'invariant:typo'"):
+        res.assert_some("invariant:typo")
+    res.assert_never("double-placement")  # (a real kind: holds)
+    out = CliRunner().invoke(main, ["simulate", "--split", "-s", "lease-lapse", "--expect", "invariant:nope"])
+    assert out.exit_code == 2 and "declares no invariants" in out.output

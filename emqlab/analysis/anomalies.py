@@ -38,9 +38,10 @@ work-thrown-away     effects          an execution's finish was refused although
                                       lock, and the job did not end up finished (no final placement, and no
                                       other execution of the same incarnation finished it): its result
                                       was the only one, and it is lost
-non-owner-finish     effects,         a finish was accepted although, when it began, the job's lock was not
-                     lock-changes     the execution's token (gone, or another's); only for executions
-                                      that held the job's lock at some point of the run
+non-owner-finish     effects,         a finish was accepted although another worker had taken the job's
+                     lock-changes     lock after the execution began and before the finish did (a lock that
+                                      only lapsed is no other owner: the lapse and a finish that never
+                                      reads the lock come in either order with the same outcome)
 ==================== ================ =====================================================================
 
 "needs" is what the check reads: the final state (always recorded), the per-step effects (recorded by
@@ -405,10 +406,19 @@ def phantom_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
         copies = [(p, s) for p, s in _copies(h, job) if p in places]
         where = ", ".join(dict.fromkeys(places))
         placed = next((s for _, s in reversed(copies) if s is not None), None)
+        deleted = next((s for s in reversed(h.steps)
+                        if any(isinstance(e, HashDeleted) and e.job == job for e in s.effects)), None)
         because = f"job {job} is in {where} but has no job hash"
-        if placed is not None:
+        steps: tuple[int, ...] = ()
+        if placed is not None and (deleted is None or placed.index > deleted.index):
             because += f": {_ref(placed)} placed the id after the job had been removed"
-        out.append(Anomaly("phantom-job", job, because, (placed.index,) if placed else ()))
+            steps = (placed.index,) if deleted is None else (deleted.index, placed.index)
+        elif deleted is not None:  # (the id was placed first, or held from the start: the delete left it)
+            since = f"{_ref(placed)} put it there" if placed is not None else "it was there from the start"
+            because += (f": {_ref(deleted)} deleted the job while its id was still in {where} ({since}),"
+                        " and nothing took the id out")
+            steps = (placed.index, deleted.index) if placed is not None else (deleted.index,)
+        out.append(Anomaly("phantom-job", job, because, steps))
     return out
 
 
@@ -570,24 +580,6 @@ def work_thrown_away(h: History, scenario: Scenario | None = None) -> list[Anoma
     return out
 
 
-def _lock_before(h: History, job: str, index: int) -> str | None:
-    """``job``'s lock token just before step ``index``, from the lock changes the history recorded (before
-    the first change: the value that change replaced; with none at all: the final value)."""
-    changes = [(st.index, e) for st in h.steps for e in st.effects if isinstance(e, LockChanged) and e.job == job]
-    before = [e for i, e in changes if i < index]
-    if before:
-        return before[-1].after
-    return changes[0][1].before if changes else h.final.locks.get(job)
-
-
-def _ever_locked(h: History, job: str, token: str) -> bool:
-    """Whether ``token`` ever held ``job``'s lock in this run (the initial state included)."""
-    if _lock_before(h, job, 1) == token or h.final.locks.get(job) == token:
-        return True
-    return any(isinstance(e, LockChanged) and e.job == job and token in (e.before, e.after)
-               for st in h.steps for e in st.effects)
-
-
 def non_owner_finish(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
     out = []
     for e in h.executions:
@@ -598,16 +590,21 @@ def non_owner_finish(h: History, scenario: Scenario | None = None) -> list[Anoma
             continue
         first = min((st.index for st in h.steps if st.actor == end.actor and end.run is not None
                      and st.run == end.run), default=end.index)
-        holder = _lock_before(h, e.job, first)
-        if holder == e.token or not _ever_locked(h, e.job, e.token):
-            continue  # the owner's finish, or a queue whose executions take no lock (nothing to check)
-        held = f"held by {holder}" if holder else "gone"
+        # another worker took the job's lock after this execution began and before its finish did: that
+        # acquisition (a fetch, into active) and the finish (out of active) touch the same keys, so every
+        # interleaving of the run has them in this order. (A lock that merely lapsed is no other owner: the
+        # lapse and a finish that never reads the lock may come in either order, with the same outcome.)
+        taken = next(((st, x) for st in h.steps if e.start < st.index < first for x in st.effects
+                      if isinstance(x, LockChanged) and x.job == e.job and x.after not in (None, e.token)), None)
+        if taken is None:
+            continue
+        st, x = taken
         out.append(Anomaly(
             "non-owner-finish", e.job,
-            f"{e.actor}'s finish of job {e.job} was accepted (step {e.end}: {e.result}) although, when it began"
-            f" (step {first}), the job's lock was {held}, not {e.actor}'s {e.token}: a finish must check that"
-            " the lock is still the caller's",
-            (e.end,)))
+            f"{e.actor}'s finish of job {e.job} was accepted (step {e.end}: {e.result}) although {st.actor} had"
+            f" taken the job's lock ({x.after}, step {st.index}) before it began (step {first}): a finish must"
+            f" check that the lock is still the caller's ({e.token})",
+            (st.index, e.end)))
     return out
 
 

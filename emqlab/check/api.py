@@ -117,6 +117,14 @@ class Exploration:
     def verdict(self) -> Verdict:
         return judge(self.report)
 
+    def _known(self, kind: str | None) -> None:
+        """A ``ValueError`` for a kind no check names (a typo would make an assertion pass for nothing)."""
+        from emqlab.analysis.anomalies import KINDS
+
+        known = [*KINDS, *(i.kind for i in self.scenario.invariants)]
+        if kind is not None and kind not in known:
+            raise ValueError(f"no anomaly kind {kind!r}; the kinds: {', '.join(known)}")
+
     @property
     def kinds(self) -> list[str]:
         """The anomaly kinds some interleaving showed."""
@@ -134,7 +142,9 @@ class Exploration:
     def assert_never(self, kind: str | None = None) -> None:
         """No interleaving shows ``kind`` (``None``: no anomaly at all). Raises ``AssertionError`` with the
         witness, the because-sentence and the schedule; also when the exploration was not complete (a
-        sampled strategy or a budget cannot show that none exists)."""
+        sampled strategy or a budget cannot show that none exists); ``ValueError`` for a kind no check
+        names."""
+        self._known(kind)
         found = [k for k in self.kinds if kind is None or k == kind]
         if found:
             raise AssertionError(self._explain(found[0]))
@@ -144,6 +154,7 @@ class Exploration:
 
     def assert_some(self, kind: str) -> History:
         """Some interleaving shows ``kind`` (the existential question); returns its witness."""
+        self._known(kind)
         h = self.witness(kind)
         if h is None:
             seen = ", ".join(self.kinds) or "no anomaly"

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 
-def resolve(target: Any, base_dir: str | Path | None = None) -> Callable[..., Any]:
-    """The function a ``python:`` actor names: a callable as is, or ``"module:function"`` (``module`` may
-    be dotted; it is imported with ``base_dir`` — the scenario file's folder — first on ``sys.path``).
-    Raises ``ValueError`` with the reason (not importable, no such function, not callable, wrong
-    signature)."""
+def resolve(target: Any, base_dir: str | Path | None = None,
+            takes: str = "(r, q): the client and the actor's handle") -> Callable[..., Any]:
+    """The function a ``python:`` actor (or rule) names: a callable as is, or ``"module:function"``
+    (``module`` may be dotted; it is imported with ``base_dir`` — the scenario file's folder — first on
+    ``sys.path``). It must take two arguments (``takes`` says which, for the message). Raises
+    ``ValueError`` with the reason (not importable, no such function, not callable, wrong signature)."""
     if callable(target):
         fn = target
     else:
@@ -47,8 +48,7 @@ def resolve(target: Any, base_dir: str | Path | None = None) -> Callable[..., An
     try:
         inspect.signature(fn).bind(None, None)
     except TypeError:
-        raise ValueError(f"{getattr(fn, '__name__', fn)!r} must take two arguments (r, q): the client and the"
-                         " actor's handle") from None
+        raise ValueError(f"{getattr(fn, '__name__', fn)!r} must take two arguments {takes}") from None
     except ValueError:  # a builtin without a signature
         pass
     return fn

@@ -240,7 +240,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if "modes" in top:
         modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
 
-    invariants = _invariants(top["invariants"]) if "invariants" in top else ()
+    invariants = _invariants(top["invariants"], base_dir) if "invariants" in top else ()
     kinds = (*ANOMALY_KINDS, *(i.kind for i in invariants))
     expect: dict[str, Expectation] = {}
     if "expect" in top:
@@ -298,9 +298,10 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     )
 
 
-def _invariants(node: Node) -> tuple[InvariantSpec, ...]:
+def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec, ...]:
     """``invariants:``: a list of the scenario's own rules (:class:`emqlab.engine.specs.InvariantSpec`), each
-    a ``name`` and one shape."""
+    a ``name`` and one shape; a ``python`` rule's function is imported now (``base_dir`` first on the path),
+    so a missing one is this file's error, not a broken rule in every run."""
     out: list[InvariantSpec] = []
     for item in node.sequence():
         m = item.mapping(INVARIANT_KEYS)
@@ -320,12 +321,15 @@ def _invariants(node: Node) -> tuple[InvariantSpec, ...]:
         allowed = {"name", shape, *needs, *(("reads",) if shape == "python" else ())}
         for k in m:
             if k not in allowed:
-                raise m[k].fail(f"not part of a {shape} invariant (its keys: {', '.join(sorted(allowed))})")
+                raise m[k].fail(f"not part of {'an' if shape[0] in 'aeiou' else 'a'} {shape} invariant (its keys:"
+                                f" {', '.join(sorted(allowed))})")
         for k in needs:
             if k not in m:
-                raise item.fail(f"a {shape} invariant needs {k}")
+                raise item.fail(f"{'an' if shape[0] in 'aeiou' else 'a'} {shape} invariant needs {k}")
         line = item.line
         if shape == "field":
+            if not m["field"].text():
+                raise m["field"].fail("the name of a field of the job's hash")
             agrees = m["agrees"].mapping()
             for place in agrees:
                 if place not in PLACEMENT_FIELDS or place == "stalled":
@@ -347,6 +351,13 @@ def _invariants(node: Node) -> tuple[InvariantSpec, ...]:
             function = m["python"].text()
             if ":" not in function:
                 raise m["python"].fail("module:function")
+            if function != "emqlab.api:_placeholder":  # (the Python API puts the function itself in later)
+                from emqlab.engine.pyref import resolve
+
+                try:
+                    resolve(function, base_dir, takes="(final, history): the final state and the run's history")
+                except ValueError as e:
+                    raise m["python"].fail(str(e)) from None
             reads = tuple(_place_key(n) for n in m["reads"].sequence()) if "reads" in m else ()
             out.append(InvariantSpec(name, python=function, reads=reads, line=line))
     return tuple(out)

@@ -41,6 +41,7 @@ from emqlab.teaching.level_view import (
     result_text,
     script_source,
 )
+from emqlab.text import command_lines
 
 LEVELS_DIR = Path(__file__).resolve().parents[1] / "levels"
 MODES = ("split", "atomic", "finish-then-fetch")
@@ -110,7 +111,11 @@ class Level:
 
     def replay_command(self, schedule: str) -> str:
         """The command that replays ``schedule`` on this level's scenario and mode."""
-        return f"emqlab replay '{schedule}' --scenario {self.scenario} --{self.mode}"
+        return " ".join(self.replay_words(schedule))
+
+    def replay_words(self, schedule: str) -> list[str]:
+        """:meth:`replay_command` in the pieces it may be broken between (an option with its value)."""
+        return ["emqlab replay", f"'{schedule}'", f"--scenario {self.scenario}", f"--{self.mode}"]
 
 
 def _text(data: dict[str, Any], key: str, where: str, required: bool = True) -> str:
@@ -411,7 +416,9 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
                 if game.won():
                     why = level.goal.reasons(game.history())
                     write(f"\n*** You win! {level.victory}\n" + (f"  why: {why[0]}\n" if why else "")
-                          + f"  lesson: {level.lesson}\n  replay it: {level.replay_command(game.schedule)}")
+                          + f"  lesson: {level.lesson}")
+                    for line in command_lines("  replay it: ", level.replay_words(game.schedule), width):
+                        out(line)  # (broken with " \\" to paste whole, never re-wrapped)
                     return True
                 kinds = game.history().kinds
                 write(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
@@ -434,13 +441,14 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
             elif key == "s":
                 explored, schedule = solve(level)
                 if schedule is None:
-                    write(f"  the explorer ran all {explored} interleavings: none reaches the goal.")
+                    write(f"  the explorer tried every interleaving ({explored} runs, one for each set that differs"
+                          " only in the order of independent steps): none reaches the goal.")
                     if not level.solvable:
                         write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}")
                         return True
                 else:
-                    write(f"  the explorer ran {explored} interleavings; at least one wins. Keep looking"
-                          " (or replay the answer with emqlab replay).")
+                    write(f"  the explorer ran {explored} runs (one for each set of interleavings that differ"
+                          " only in the order of independent steps); at least one wins. Keep looking.")
             else:
                 actor = _actor(game, line)
                 if actor is None:

@@ -23,7 +23,7 @@ from emqlab.engine.scenario import ANOMALY_KINDS, ScenarioError
 from emqlab.explore.checked import ScheduleError
 from emqlab.protocol.verdict import ExitCode, Verdict
 from emqlab.scripting.registry import ScriptError, ScriptSet
-from emqlab.text import DEFAULT_WIDTH, line_breaks
+from emqlab.text import DEFAULT_WIDTH, command_lines, line_breaks
 
 
 class _Console(Console):
@@ -175,19 +175,8 @@ def _say(text: str | Text, width: int | None, indent: int = 0) -> None:
 
 
 def _command_lines(label: str, words: list[str], width: int | None) -> list[str]:
-    """``label`` and a shell command (its ``words``: pieces it may be broken between) on one line, or, too
-    long for ``width``, broken between them with `` \\`` so that it still pastes into a shell as it is."""
-    line = label + " ".join(words)
-    if width is None or len(line) <= width or not words:
-        return [line]
-    lines, cur = [], label + words[0]
-    for w in words[1:]:
-        if len(cur) + 1 + len(w) + 2 > width:
-            lines.append(cur + " \\")
-            cur = "    " + w
-        else:
-            cur += " " + w
-    return [*lines, cur]
+    """:func:`emqlab.text.command_lines`: a shell command broken with `` \\`` between its pieces."""
+    return command_lines(label, words, width)
 
 
 @contextmanager
@@ -217,6 +206,16 @@ def _require_mode(sc: Any, mode: str) -> None:
         _fail(f"scenario {sc.name} has no mode {mode} (the default); give one of its modes: "
               f"{', '.join('--' + m for m in sc.modes)}")
     _fail(f"scenario {sc.name} has no mode {mode}; its modes: {', '.join(sc.modes)}")
+
+
+def _require_kinds(sc: Any, expect: list[str] | None) -> None:
+    """A usage error for an ``--expect invariant:NAME`` that scenario ``sc`` does not declare (a typo would
+    otherwise read as an expectation not met)."""
+    declared = {i.kind for i in getattr(sc, "invariants", ())}
+    unknown = [k for k in expect or () if k.startswith("invariant:") and k not in declared]
+    if unknown:
+        _fail(f"--expect {unknown[0]}: scenario {sc.name} declares "
+              + (f"the invariants {', '.join(sorted(declared))}" if declared else "no invariants"))
 
 
 def _mode_options(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -34,6 +34,7 @@ from emqlab.ui.cli.common import (
     _mask,
     _mode_options,
     _remember_url,
+    _require_kinds,
     _require_mode,
     _say,
     _Scripts,
@@ -126,6 +127,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
+        _require_kinds(sc, expect)
         from emqlab.explore import run as explore_run
         from emqlab.explore.pool import default_jobs
 
@@ -321,6 +323,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
+        _require_kinds(sc, expect)
         try:
             rep = explore_run.explore(sc, mode, strategy="replay", conn=conn, schedule=schedule, scripts=scripts)
         except ScheduleError as e:

@@ -142,14 +142,15 @@ def scripts(bullmq: bool) -> None:
 
 def _scenario_line(rows: list[Any], width: int | None) -> str:
     """One scenario's verdict line: fails (its atomic finish shows what emqlab's never does), review (final
-    states emqlab's finish never leaves), differs (split only) or same; then each mode's differences."""
+    states emqlab's finish never leaves), differs (split only, or kinds emqlab's shows and yours does not) or
+    same; then each mode's differences (``+kind`` yours only, ``-kind`` emqlab's only)."""
     atomic = next((r for r in rows if r.mode == "atomic"), None)
     status = ("fails" if atomic is not None and atomic.broken else
               "review" if atomic is not None and atomic.unmatched else
-              "differs" if any(r.differs for r in rows) else "same")
+              "differs" if any(r.differs or r.missing for r in rows) else "same")
 
     def short(r: Any) -> str:
-        bits = [f"+{k}" for k in r.extra] + (["error"] if r.errors or r.error else [])
+        bits = [f"+{k}" for k in r.extra] + [f"-{k}" for k in r.missing] + (["error"] if r.errors or r.error else [])
         if r.unmatched:
             bits.append(f"{r.unmatched} final state{'' if r.unmatched == 1 else 's'}")
         return ", ".join(bits) or "same"
@@ -184,14 +185,16 @@ def _print_check(result: Any, lua_path: str, width: int | None) -> None:
     console.print()
     for rows in by_scenario.values():
         console.print(_scenario_line(rows, width), markup=False, highlight=False, soft_wrap=True)
-    shown = [rows for name, rows in by_scenario.items() if name in detailed and any(r.differs for r in rows)]
+    shown = [rows for name, rows in by_scenario.items()
+             if name in detailed and any(r.differs or r.missing for r in rows)]
     if shown:
         console.print()
     for rows in shown:
         for r in rows:
-            if not r.differs:
+            if not (r.differs or r.missing):
                 continue
-            _say(f"{r.scenario} ({r.mode}): {'; '.join(r.problems())}", width, 4)
+            problems = r.problems() + [f"-{k} (emqlab's finish shows it, yours does not)" for k in r.missing]
+            _say(f"{r.scenario} ({r.mode}): {'; '.join(problems)}", width, 4)
             _say(f"    yours: {', '.join(r.yours) or '-'} · emqlab's: {', '.join(r.reference) or '-'}", width, 4)
             if r.mode == "atomic":
                 for k in r.extra:
