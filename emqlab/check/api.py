@@ -79,6 +79,9 @@ def scenario(actors: Mapping[str, Any], *, jobs: Mapping[str, Any] | Sequence[st
     if invariants:
         doc["invariants"] = []
         for inv in invariants:
+            if not isinstance(inv, Mapping):
+                raise TypeError(f"invariants: each rule is a dict of a scenario file's fields ({{'name': …,"
+                                f" 'python': my_function}}, …), not {type(inv).__name__} {inv!r}")
             fields = dict(inv)
             if callable(fields.get("python")):
                 rules[str(fields.get("name"))] = fields["python"]

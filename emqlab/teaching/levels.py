@@ -222,7 +222,8 @@ def load_level(which: str) -> Level:
     for lv in levels:
         if which in (lv.name, str(lv.number)):
             return lv
-    raise LevelError(f"no level {which!r}; the levels: " + ", ".join(f"{lv.number} {lv.name}" for lv in levels))
+    raise LevelError(f"no level {which!r}: give a number from {levels[0].number} to {levels[-1].number} or a name"
+                     " (emqlab play --list shows them)")
 
 
 def solve(level: Level) -> tuple[int, str | None]:
