@@ -165,7 +165,7 @@ def info_text(server: fakeredis.FakeServer, sections: tuple[str, ...] = ()) -> s
                 ("arch_bits", 64),
                 ("process_id", os.getpid()),
                 ("run_id", run_id),
-                ("tcp_port", 0),
+                ("tcp_port", getattr(server, "_emqlab_tcp_port", 0)),  # (emqlab.backend.tcp: the port it serves)
                 ("server_time_usec", int(now * 1_000_000)),
                 ("uptime_in_seconds", uptime),
                 ("uptime_in_days", uptime // 86400),

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scripts": ("library", "scripts", "List the Lua scripts: name, KEYS count and SHA1."),
     "sweep-rtt": ("timing", "sweep_rtt_command", "Timed runs: anomaly rate, round trips and jobs/s by round trip."),
     "clean": ("library", "clean", "Delete the keys that emqlab's runs left behind on a live Redis."),
+    "server": ("library", "server", "Run the embedded server on a TCP port, for any Redis client."),
     "grade": ("teaching", "grade", "Grade a classroom assignment notebook (or a folder of them)."),
     "student": ("teaching", "student", "Make the student version of an assignment notebook."),
     "play": ("teaching", "play", "Play a level: you are the scheduler, the goal is a race."),

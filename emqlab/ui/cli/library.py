@@ -21,6 +21,7 @@ from emqlab.ui.cli.common import (
     _columns,
     _command_lines,
     _errors,
+    _fail,
     _mask,
     _remember_url,
     _say,
@@ -303,3 +304,35 @@ def clean(redis_url: str, dry_run: bool) -> None:
                   " after that", style="dim"), DEFAULT_WIDTH)
     if not runs:
         console.print("no runs of emqlab are registered on this server")
+
+
+@click.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=6390, show_default=True,
+              help="The TCP port (0: a free one, printed).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+def server(port: int, host: str) -> None:
+    """Run the embedded server on a TCP port, for any Redis client in any language: Redis 7's Lua sandbox
+    with cjson, cmsgpack and bit, as emqlab's runs use it. It keeps everything in memory, and stops (and
+    forgets it) on Ctrl-C.
+
+    \b
+    Examples:
+      emqlab server                       # redis://127.0.0.1:6390/0
+      emqlab server --port 0              # a free port, printed
+      redis-cli -p 6390 MONITOR           # watch what a client sends
+    """
+    import time
+
+    from emqlab.backend.tcp import serve
+
+    with _errors():
+        try:
+            with serve(host, port) as tcp:
+                click.echo(tcp.url, nl=True)
+                err_console.print(f"emqlab server on {tcp.url} · Ctrl-C stops it", markup=False, highlight=False)
+                while True:
+                    time.sleep(3600)
+        except OSError as e:
+            _fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
+        except KeyboardInterrupt:
+            err_console.print("stopped", markup=False, highlight=False)

@@ -1,0 +1,166 @@
+"""The embedded server on a TCP port, for any client in any language (``emqlab server``): fakeredis's TCP
+front end (``fakeredis.TcpFakeServer``) over an emqlab embedded server (:func:`emqlab.backend.fakeserver.new_server`:
+Redis 7's Lua sandbox, cjson / cmsgpack / bit, the busy-script rules), with what a client expects of a real
+server that fakeredis's front end lacks:
+
+* every connection is an emqlab one (``INFO`` answers, with the real ``tcp_port``);
+* ``QUIT`` answers ``+OK`` and closes the connection (ioredis sends it on every ``quit()``);
+* an error reply is one line: a script error whose text holds a newline (the sandbox's errors do) is sent with
+  its line breaks as spaces — a raw newline breaks the RESP stream (``redis-cli`` prints "Bad simple string
+  value", redis-py waits for its timeout).
+
+RESP2 and RESP3 (``HELLO 3``) as fakeredis's front end speaks them. Started from Python with
+:func:`serve` (``with serve() as tcp: … tcp.url``), from the shell with ``emqlab server``.
+"""
+
+from __future__ import annotations
+
+import select
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+# isort: off
+from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without NumPy)
+# isort: on
+from fakeredis._clients._tcp_server import TCPFakeRequestHandler, TcpFakeServer, Writer
+from fakeredis._commands import SUPPORTED_COMMANDS, command
+from fakeredis._helpers import SimpleString
+from fakeredis._typing import RaiseErrorTypes
+
+from emqlab.backend import fakeserver as _fs
+
+__all__ = ["EmbeddedTcp", "serve"]
+
+
+class QuitCommandMixin:
+    """``QUIT``: ``+OK``, then the front end closes the connection (:class:`_Handler`)."""
+
+    @command(name="QUIT", fixed=(), repeat=())
+    def quit(self) -> SimpleString:
+        self._emqlab_quit = True
+        return SimpleString(b"OK")
+
+
+# As INFO (emqlab.backend.fakeserver): the signature kept in emqlab's own table, fakeredis's left as it was.
+_fs._EXTRA_COMMANDS["quit"] = SUPPORTED_COMMANDS.pop("quit")
+
+
+class _TcpSocket(QuitCommandMixin, _fs._EmbeddedSocket):
+    """An embedded server's socket that also answers QUIT."""
+
+
+class _TcpConnection(_fs.EmbeddedConnection):
+    def _connect(self) -> Any:
+        server = self._server
+        if server is None or not server.connected:
+            raise self._connection_error_class("embedded Redis server is disconnected")
+        return _TcpSocket(server, client_class=self._client_class, db=self.db, lua_modules=self._lua_modules,
+                          client_info=self._client_info)
+
+
+class _OneLineWriter(Writer):
+    """fakeredis's reply writer with error texts kept to one line (a CR or LF in ``-ERR …`` breaks RESP)."""
+
+    def dump(self, value: Any) -> None:
+        if isinstance(value, Exception) and value.args and isinstance(value.args[0], str) \
+                and ("\n" in value.args[0] or "\r" in value.args[0]):
+            text = " ".join(value.args[0].replace("\r", "\n").split())
+            value = type(value)(text, *value.args[1:])
+        super().dump(value)
+
+
+class _Handler(TCPFakeRequestHandler):
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.writer = _OneLineWriter(self.client_address, self.wfile, self)
+        old = self.current_client
+        self.current_client = _TcpConnection(
+            server=self.server.fake_server, writer=self.writer, lua_modules=set(_fs.LUA_MODULES),
+            client_info={"laddr": self.connection.getsockname(), "addr": self.connection.getpeername(),
+                         "fd": self.connection.fileno()}, protocol=2)
+        old.disconnect()
+        self.server.clients[self.client_address] = self.current_client
+
+    def handle(self) -> None:
+        """Serve the connection: the client's bytes go to the embedded socket as they come, its replies back
+        as they are ready; the connection ends when the client closes it, after a QUIT's reply, or when the
+        server stops."""
+        conn = self.current_client
+        stop = self.server._shutdown_event
+        while not stop.is_set():
+            try:
+                if conn.can_read():
+                    try:
+                        reply = conn.read_response()
+                    except RaiseErrorTypes as e:  # (an error reply: sent, and the connection goes on)
+                        reply = e
+                    self.writer.dump(reply)
+                    if getattr(conn.get_socket(), "_emqlab_quit", False) and not conn.can_read():
+                        return
+                    continue
+                data = self.rfile.readline()
+                if not data:  # (a non-blocking socket: nothing yet, or the client closed it)
+                    ready, _, _ = select.select([self.connection], [], [], 0.01)
+                    if not ready:
+                        continue
+                    data = self.rfile.readline()
+                    if not data:
+                        return
+                conn.get_socket().sendall(data)
+            except ConnectionError:
+                return
+
+
+class _Server(TcpFakeServer):
+    def __init__(self, address: tuple[str, int], embedded: fakeredis.FakeServer) -> None:
+        super().__init__(address, bind_and_activate=True)
+        self.RequestHandlerClass = _Handler
+        self.fake_server = embedded
+        self.daemon_threads = True
+
+
+@dataclass
+class EmbeddedTcp:
+    """A running :func:`serve`: its ``host``, ``port`` and ``url`` (``redis://host:port/0``), the embedded
+    ``server`` (a fakeredis ``FakeServer``: share it with in-process clients); :meth:`close` stops it."""
+
+    host: str
+    port: int
+    server: fakeredis.FakeServer
+    _tcp: _Server
+    _thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    def close(self) -> None:
+        """Stop accepting connections, close the open ones, and wait for the serving thread."""
+        self._tcp.shutdown()
+        self._tcp.server_close()
+        self._thread.join(timeout=10)
+
+
+@contextmanager
+def serve(host: str = "127.0.0.1", port: int = 0, server: fakeredis.FakeServer | None = None,
+          **new_server: Any) -> Iterator[EmbeddedTcp]:
+    """The embedded server on ``host``:``port`` (0: a free port) while the block runs, in a thread of this
+    process; ``server`` an existing embedded server to expose (default: a new one, ``new_server`` its
+    options: :func:`emqlab.backend.fakeserver.new_server`). Raises ``OSError`` when the port is taken."""
+    embedded = server if server is not None else _fs.new_server(**new_server)
+    tcp = _Server((host, port), embedded)
+    bound = tcp.server_address[1]
+    embedded._emqlab_tcp_port = bound  # type: ignore[attr-defined]
+    thread = threading.Thread(target=tcp.serve_forever, kwargs={"poll_interval": 0.1}, name="emqlab-server",
+                              daemon=True)
+    thread.start()
+    running = EmbeddedTcp(host, int(bound), embedded, tcp, thread)
+    try:
+        yield running
+    finally:
+        running.close()

@@ -1,0 +1,77 @@
+"""`emqlab server` (issue 28, item 1, part): the embedded server on a TCP port answers redis-py and redis-cli,
+QUIT closes the connection after +OK, an error whose text holds a newline goes out as one line, INFO says the
+real port, RESP3 works, and the command runs until Ctrl-C."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+from emqlab.backend.tcp import serve
+
+
+def _raw(port: int, payload: bytes, *, until_closed: bool = False) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(payload)
+        out = b""
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out + b"<closed>"
+            out += chunk
+            if not until_closed and out.endswith(b"\r\n"):
+                return out
+        return out
+
+
+def test_clients_over_tcp_get_what_a_redis_server_gives() -> None:
+    with serve() as tcp:
+        r = redis.Redis.from_url(tcp.url)
+        assert r.ping() and r.set("k", "v") and r.get("k") == b"v"
+        assert r.info("server")["tcp_port"] == tcp.port
+        assert r.eval("return {cjson.encode({1, 2}), type(cmsgpack), type(bit)}", 0) == [b"[1,2]", b"table",
+                                                                                         b"table"]
+        with pytest.raises(redis.ResponseError, match="line one line two"):  # (one line: RESP intact)
+            r.eval("error('line one\\nline two')", 0)
+        assert r.ping()  # the connection still works after the error
+        script = b"error('a\\r\\nb\\nc')"  # (Lua reads the escapes: a CR LF and an LF in the message)
+        raw = _raw(tcp.port, b"*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (len(script), script))
+        assert raw.startswith(b"-") and raw.count(b"\r\n") == 1 and b"a b c" in raw
+        assert _raw(tcp.port, b"*1\r\n$4\r\nQUIT\r\n", until_closed=True) == b"+OK\r\n<closed>"
+        r3 = redis.Redis.from_url(tcp.url, protocol=3)
+        assert r3.ping() and r3.hset("h", "f", "1") == 1 and r3.hgetall("h") == {b"f": b"1"}
+        if shutil.which("redis-cli"):
+            cli = subprocess.run(["redis-cli", "-p", str(tcp.port), "EVAL", "error('x\\ny')", "0"],
+                                 capture_output=True, text=True, timeout=10)
+            assert "x y" in cli.stdout and "Bad simple string" not in cli.stdout + cli.stderr
+
+
+def test_the_command_serves_until_ctrl_c() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "emqlab", "server", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("redis://127.0.0.1:")
+        assert redis.Redis.from_url(url).ping()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "stopped" in err, (proc.returncode, err)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        res = subprocess.run([sys.executable, "-m", "emqlab", "server", "--port", str(taken.getsockname()[1])],
+                             capture_output=True, text=True, timeout=30)
+    finally:
+        taken.close()
+    assert res.returncode == 2 and "cannot listen on" in res.stderr
