@@ -58,14 +58,15 @@ def test_the_command_serves_until_ctrl_c() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "emqlab", "server", "--port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         url = proc.stdout.readline().strip()
         assert url.startswith("redis://127.0.0.1:")
+        assert "Ctrl-C stops it" in proc.stderr.readline()  # (serving: the banner comes last)
         assert redis.Redis.from_url(url).ping()
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0 and "stopped" in err, (proc.returncode, err)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "stopped" in err, (proc.returncode, out, err)
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
@@ -75,3 +76,16 @@ def test_the_command_serves_until_ctrl_c() -> None:
     finally:
         taken.close()
     assert res.returncode == 2 and "cannot listen on" in res.stderr
+
+
+def test_a_unix_socket_with_a_connection_per_client(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "emq.sock")
+    with serve(unix=path) as srv:
+        assert srv.url == f"unix://{path}?db=0"
+        one, two = redis.Redis(unix_socket_path=path, db=1), redis.Redis(unix_socket_path=path)
+        assert one.set("x", "1") and two.get("x") is None and one.get("x") == b"1"  # (each its own db)
+        assert two.ping()
+    (tmp_path / "taken").write_text("mine")
+    with pytest.raises(FileExistsError), serve(unix=str(tmp_path / "taken")):
+        pass
+    assert (tmp_path / "taken").read_text() == "mine"

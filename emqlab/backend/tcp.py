@@ -15,7 +15,10 @@ RESP2 and RESP3 (``HELLO 3``) as fakeredis's front end speaks them. Started from
 
 from __future__ import annotations
 
+import itertools
+import os
 import select
+import socketserver
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,20 +127,43 @@ class _Server(TcpFakeServer):
         self.daemon_threads = True
 
 
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The same front end on a Unix socket. Its clients have no address, so each connection gets a number
+    of its own (``("unix", n)``): the front end keeps one embedded connection per client address."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, embedded: fakeredis.FakeServer) -> None:
+        super().__init__(path, _Handler)
+        self.fake_server = embedded
+        self.clients: dict[Any, Any] = {}
+        self._shutdown_event = threading.Event()
+        self._ids = itertools.count(1)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        self.RequestHandlerClass(request, ("unix", next(self._ids)), self)  # type: ignore[arg-type]
+
+    def shutdown(self) -> None:
+        self._shutdown_event.set()
+        super().shutdown()
+
+
 @dataclass
 class EmbeddedTcp:
-    """A running :func:`serve`: its ``host``, ``port`` and ``url`` (``redis://host:port/0``), the embedded
-    ``server`` (a fakeredis ``FakeServer``: share it with in-process clients); :meth:`close` stops it."""
+    """A running :func:`serve`: its ``host`` and ``port`` (TCP) or ``path`` (a Unix socket), its ``url``
+    (``redis://host:port/0`` or ``unix:///path?db=0``), the embedded ``server`` (a fakeredis ``FakeServer``:
+    share it with in-process clients); :meth:`close` stops it."""
 
     host: str
     port: int
     server: fakeredis.FakeServer
-    _tcp: _Server
+    _tcp: Any
     _thread: threading.Thread
+    path: str | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        return f"unix://{self.path}?db=0" if self.path else f"redis://{self.host}:{self.port}/0"
 
     def close(self) -> None:
         """Stop accepting connections, close the open ones, and wait for the serving thread."""
@@ -147,20 +173,30 @@ class EmbeddedTcp:
 
 
 @contextmanager
-def serve(host: str = "127.0.0.1", port: int = 0, server: fakeredis.FakeServer | None = None,
-          **new_server: Any) -> Iterator[EmbeddedTcp]:
-    """The embedded server on ``host``:``port`` (0: a free port) while the block runs, in a thread of this
-    process; ``server`` an existing embedded server to expose (default: a new one, ``new_server`` its
-    options: :func:`emqlab.backend.fakeserver.new_server`). Raises ``OSError`` when the port is taken."""
+def serve(host: str = "127.0.0.1", port: int = 0, server: fakeredis.FakeServer | None = None, *,
+          unix: str | None = None, **new_server: Any) -> Iterator[EmbeddedTcp]:
+    """The embedded server on ``host``:``port`` (0: a free port), or on the Unix socket ``unix`` (a path
+    where nothing is yet; removed when it stops), while the block runs, in a thread of this process;
+    ``server`` an existing embedded server to expose (default: a new one, ``new_server`` its options:
+    :func:`emqlab.backend.fakeserver.new_server`). Raises ``OSError`` when the port is taken or the path
+    exists."""
     embedded = server if server is not None else _fs.new_server(**new_server)
-    tcp = _Server((host, port), embedded)
-    bound = tcp.server_address[1]
-    embedded._emqlab_tcp_port = bound  # type: ignore[attr-defined]
-    thread = threading.Thread(target=tcp.serve_forever, kwargs={"poll_interval": 0.1}, name="emqlab-server",
+    if unix is not None:
+        if os.path.lexists(unix):
+            raise FileExistsError(17, "something is there already", unix)
+        front: Any = _UnixServer(unix, embedded)
+        bound = 0
+    else:
+        front = _Server((host, port), embedded)
+        bound = int(front.server_address[1])
+        embedded._emqlab_tcp_port = bound  # type: ignore[attr-defined]
+    thread = threading.Thread(target=front.serve_forever, kwargs={"poll_interval": 0.1}, name="emqlab-server",
                               daemon=True)
     thread.start()
-    running = EmbeddedTcp(host, int(bound), embedded, tcp, thread)
+    running = EmbeddedTcp(host, bound, embedded, front, thread, unix)
     try:
         yield running
     finally:
         running.close()
+        if unix is not None and os.path.exists(unix):
+            os.unlink(unix)

@@ -310,7 +310,9 @@ def clean(redis_url: str, dry_run: bool) -> None:
 @click.option("--port", type=click.IntRange(0, 65535), default=6390, show_default=True,
               help="The TCP port (0: a free one, printed).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
-def server(port: int, host: str) -> None:
+@click.option("--unix", "unix", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Listen on a Unix socket at PATH (where nothing is yet) instead of TCP.")
+def server(port: int, host: str, unix: str | None) -> None:
     """Run the embedded server on a TCP port, for any Redis client in any language: Redis 7's Lua sandbox
     with cjson, cmsgpack and bit, as emqlab's runs use it. It keeps everything in memory, and stops (and
     forgets it) on Ctrl-C.
@@ -319,6 +321,7 @@ def server(port: int, host: str) -> None:
     Examples:
       emqlab server                       # redis://127.0.0.1:6390/0
       emqlab server --port 0              # a free port, printed
+      emqlab server --unix /tmp/emq.sock  # unix:///tmp/emq.sock?db=0
       redis-cli -p 6390 MONITOR           # watch what a client sends
     """
     import time
@@ -327,12 +330,12 @@ def server(port: int, host: str) -> None:
 
     with _errors():
         try:
-            with serve(host, port) as tcp:
+            with serve(host, port, unix=unix) as tcp:
                 click.echo(tcp.url, nl=True)
                 err_console.print(f"emqlab server on {tcp.url} · Ctrl-C stops it", markup=False, highlight=False)
                 while True:
                     time.sleep(3600)
         except OSError as e:
-            _fail(f"cannot listen on {host}:{port}: {e.strerror or e}")
+            _fail(f"cannot listen on {unix or f'{host}:{port}'}: {e.strerror or e}")
         except KeyboardInterrupt:
             err_console.print("stopped", markup=False, highlight=False)
