@@ -4,6 +4,7 @@ real port, RESP3 works, and the command runs until Ctrl-C."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -89,3 +90,22 @@ def test_a_unix_socket_with_a_connection_per_client(tmp_path) -> None:  # type: 
     with pytest.raises(FileExistsError), serve(unix=str(tmp_path / "taken")):
         pass
     assert (tmp_path / "taken").read_text() == "mine"
+
+
+def test_monitor_shows_every_clients_commands_and_a_scripts_own() -> None:
+    with serve() as tcp:
+        watch = socket.create_connection(("127.0.0.1", tcp.port), timeout=5)
+        watch.sendall(b"*1\r\n$7\r\nMONITOR\r\n")
+        assert watch.recv(16) == b"+OK\r\n"
+        r = redis.Redis.from_url(tcp.url)
+        r.set("k", "a b")
+        r.eval("return redis.call('GET', KEYS[1])", 1, "k")
+        seen = b""
+        deadline = time.time() + 5
+        while b'[0 lua] "GET" "k"' not in seen and time.time() < deadline:
+            seen += watch.recv(65536)
+        watch.close()
+        lines = seen.decode().splitlines()
+        assert any(re.fullmatch(r'\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "SET" "k" "a b"', line) for line in lines)
+        assert any(line.endswith('[0 lua] "GET" "k"') for line in lines)
+        assert r.ping()  # (the monitor gone, the server goes on)

@@ -5,6 +5,8 @@ server that fakeredis's front end lacks:
 
 * every connection is an emqlab one (``INFO`` answers, with the real ``tcp_port``);
 * ``QUIT`` answers ``+OK`` and closes the connection (ioredis sends it on every ``quit()``);
+* ``MONITOR`` streams every command any client runs, a script's own commands too (``redis-cli MONITOR``:
+  watch an exploration run against the server, one round trip a line);
 * an error reply is one line: a script error whose text holds a newline (the sandbox's errors do) is sent with
   its line breaks as spaces — a raw newline breaks the RESP stream (``redis-cli`` prints "Bad simple string
   value", redis-py waits for its timeout).
@@ -47,12 +49,64 @@ class QuitCommandMixin:
         return SimpleString(b"OK")
 
 
-# As INFO (emqlab.backend.fakeserver): the signature kept in emqlab's own table, fakeredis's left as it was.
+#: serializes the lines written to the MONITOR connections (each handler thread writes its own commands)
+_MONITOR_LOCK = threading.Lock()
+
+
+class MonitorCommandMixin:
+    """``MONITOR``: ``+OK``, then every command any client of the server runs, as a line of its own
+    (``+1767225600.123456 [0 127.0.0.1:50421] "SET" "k" "v"``; a script's commands from ``[0 lua]``), until
+    the monitoring client disconnects."""
+
+    _server: fakeredis.FakeServer
+
+    @command(name="MONITOR", fixed=(), repeat=())
+    def monitor(self) -> SimpleString:
+        writer = getattr(self, "_emqlab_writer", None)
+        if writer is not None:
+            with _MONITOR_LOCK:
+                self._server.__dict__.setdefault("_emqlab_monitors", []).append(writer)
+        return SimpleString(b"OK")
+
+
+def _quoted(arg: Any) -> str:
+    data = arg if isinstance(arg, bytes) else str(arg).encode()
+    text = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{chr(b)}" if b in (34, 92)
+                   else f"\\x{b:02x}" for b in data)
+    return f'"{text}"'
+
+
+def _publish(sock: Any, name: str, args: list[Any], from_script: bool) -> None:
+    """Write one command to every monitoring connection (one that has gone away is dropped)."""
+    import time
+
+    who = "lua" if from_script else getattr(sock, "_emqlab_addr", "?")
+    db = getattr(sock, "_db_num", 0)
+    words = [w.encode() for w in name.upper().split()]  # (a container's subcommand is a word of its own)
+    line = (f"+{time.time():.6f} [{db} {who}] " + " ".join(_quoted(a) for a in [*words, *args])
+            + "\r\n").encode()
+    monitors = sock._server.__dict__.get("_emqlab_monitors", [])
+    with _MONITOR_LOCK:
+        for writer in list(monitors):
+            try:
+                writer.write(line)
+                writer.writer.flush()
+            except (OSError, ValueError):  # (the monitoring client left)
+                monitors.remove(writer)
+
+
+# As INFO (emqlab.backend.fakeserver): the signatures kept in emqlab's own table, fakeredis's left as it was.
 _fs._EXTRA_COMMANDS["quit"] = SUPPORTED_COMMANDS.pop("quit")
+_fs._EXTRA_COMMANDS["monitor"] = SUPPORTED_COMMANDS.pop("monitor")
 
 
-class _TcpSocket(QuitCommandMixin, _fs._EmbeddedSocket):
-    """An embedded server's socket that also answers QUIT."""
+class _TcpSocket(QuitCommandMixin, MonitorCommandMixin, _fs._EmbeddedSocket):
+    """An embedded server's socket that also answers QUIT and MONITOR, and shows its commands to monitors."""
+
+    def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
+        if self._server.__dict__.get("_emqlab_monitors") and sig.name != "monitor":
+            _publish(self, sig.name, args, from_script)
+        return super()._run_command(func, sig, args, from_script)
 
 
 class _TcpConnection(_fs.EmbeddedConnection):
@@ -60,8 +114,14 @@ class _TcpConnection(_fs.EmbeddedConnection):
         server = self._server
         if server is None or not server.connected:
             raise self._connection_error_class("embedded Redis server is disconnected")
-        return _TcpSocket(server, client_class=self._client_class, db=self.db, lua_modules=self._lua_modules,
+        sock = _TcpSocket(server, client_class=self._client_class, db=self.db, lua_modules=self._lua_modules,
                           client_info=self._client_info)
+        info: dict[str, Any] = dict(self._client_info or {})
+        addr = info.get("addr")
+        sock._emqlab_writer = self._writer  # type: ignore[attr-defined]  # (MONITOR writes to it)
+        sock._emqlab_addr = (  # type: ignore[attr-defined]
+            f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else "unix")
+        return sock
 
 
 class _OneLineWriter(Writer):
