@@ -109,3 +109,13 @@ def test_monitor_shows_every_clients_commands_and_a_scripts_own() -> None:
         assert any(re.fullmatch(r'\+\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "SET" "k" "a b"', line) for line in lines)
         assert any(line.endswith('[0 lua] "GET" "k"') for line in lines)
         assert r.ping()  # (the monitor gone, the server goes on)
+
+
+def test_an_in_process_client_still_gets_unknown_command_for_quit_and_monitor() -> None:
+    from emqlab.backend.fakeserver import new_server, sync_client
+
+    r = sync_client(new_server())
+    for name in ("QUIT", "MONITOR"):  # (only the TCP front end's connections have them)
+        with pytest.raises(redis.ResponseError, match="unknown command"):
+            r.execute_command(name)
+    assert r.ping()

@@ -238,7 +238,7 @@ if _UPSTREAM_INFO is not None:
 
 def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
     sig = _EXTRA_COMMANDS.get(name)
-    if sig is None:
+    if sig is None or not hasattr(sock, sig.func_name):  # (QUIT, MONITOR: only the TCP front end's sockets)
         return fallback(name)
     return getattr(sock, sig.func_name), sig
 
