@@ -601,3 +601,21 @@ def _no_routing_left() -> Iterator[None]:
     original = redis.asyncio.ConnectionPool.__init__
     yield
     assert redis.asyncio.ConnectionPool.__init__ is original
+
+
+def test_info_is_the_servers_whatever_the_connection_class() -> None:
+    """docs/test-bullmq-without-redis.md: a server from new_server() answers INFO, also to fakeredis's own
+    connection classes (sync and asyncio); a plain fakeredis server still does not."""
+    import asyncio
+
+    import fakeredis
+    import redis as redis_py
+
+    from emqlab.backend.fakeserver import new_server
+
+    server = new_server()
+    assert fakeredis.FakeRedis(server=server).info("server")["redis_version"]
+    assert asyncio.run(fakeredis.FakeAsyncRedis(server=server).info("server"))["redis_version"]
+    assert fakeredis.FakeRedis(server=server).eval("return redis.call('INFO', 'server')", 0).startswith(b"# Server")
+    with pytest.raises(redis_py.ResponseError, match="unknown command 'info'"):
+        fakeredis.FakeRedis(server=fakeredis.FakeServer()).info()

@@ -35,6 +35,7 @@ classes and the connections' ``_connect``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import secrets
@@ -56,6 +57,7 @@ from fakeredis._clients._sync import FakeRedisConnection
 from fakeredis._commands import SUPPORTED_COMMANDS, Signature, command
 from fakeredis._helpers import SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
+from fakeredis._socket._base import BaseFakeSocket as _BaseFakeSocket
 from fakeredis.commands_mixins import scripting_mixin as _scripting
 
 from emqlab.backend.busy import DEFAULT_BUSY_REPLY_THRESHOLD_MS, BusyMixin, install
@@ -234,6 +236,21 @@ class InfoCommandMixin:
 _EXTRA_COMMANDS: dict[str, Signature] = {"info": SUPPORTED_COMMANDS.pop("info")}
 if _UPSTREAM_INFO is not None:
     SUPPORTED_COMMANDS["info"] = _UPSTREAM_INFO
+
+
+def _server_lookup(self: Any, cmd_name: str) -> Any:
+    """fakeredis's command lookup, first asking the server for commands of its own (an emqlab server's INFO):
+    a connection of fakeredis's own classes on :func:`new_server` answers INFO too. Other servers are
+    looked up as before."""
+    own = getattr(self._server, "_emqlab_server_commands", None)
+    if own is not None and cmd_name in own and not hasattr(self, own[cmd_name][1].func_name):
+        impl, sig = own[cmd_name]
+        return functools.partial(impl, self), sig
+    return _plain_lookup(self, cmd_name)
+
+
+_plain_lookup = _BaseFakeSocket._name_to_func
+_BaseFakeSocket._name_to_func = _server_lookup  # type: ignore[method-assign]
 
 
 def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
@@ -507,6 +524,8 @@ def new_server(version: tuple[int, ...] | None = None, *,
     server._emqlab_max_seconds = float(max_seconds)  # type: ignore[attr-defined]
     _server_identity(server)
     server._emqlab_max_instructions = int(max_instructions)  # type: ignore[attr-defined]
+    # INFO answered by the server, whatever the connection's class (fakeredis's own too)
+    server._emqlab_server_commands = {"info": (InfoCommandMixin.info, _EXTRA_COMMANDS["info"])}  # type: ignore[attr-defined]
     conn = fakeredis.FakeRedis(server=server, connection_class=EmbeddedConnection, lua_modules=set(), protocol=2)
     try:
         loaded = conn.eval("return {type(cjson), type(cmsgpack), type(bit)}", 0)
