@@ -343,3 +343,13 @@ def test_the_scenario_list_is_one_line_per_scenario_and_long_wraps_under_its_ind
     # a wrapped lesson goes on indented, never at the left margin
     body = [line for line in long[:-1] if line and not line.startswith(" ")]
     assert len(body) == len(shipped_names())  # only the name lines start at the margin
+
+
+def test_the_json_verdict_points_at_its_witnesses_not_at_text_above() -> None:
+    import json
+
+    res = CliRunner().invoke(main, ["simulate", "--split", "--json"])
+    detail = json.loads(res.output)["verdict_detail"]
+    assert detail["reason"].endswith('witness in "witnesses"') and "above" not in detail["reason"]
+    text = CliRunner().invoke(main, ["simulate", "--split"]).output
+    assert "witness above" in text

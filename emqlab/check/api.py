@@ -118,7 +118,7 @@ class Exploration:
 
     @property
     def verdict(self) -> Verdict:
-        return judge(self.report)
+        return judge(self.report, witnesses="in .witness(kind)")
 
     def _known(self, kind: str | None) -> None:
         """A ``ValueError`` for a kind no check names (a typo would make an assertion pass for nothing)."""

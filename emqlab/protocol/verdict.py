@@ -152,9 +152,10 @@ def _pct_bound(params: dict[str, Any]) -> dict[str, Any]:
             "assumes": params.get("assumes")}
 
 
-def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
+def judge(rep: Any, expect: Iterable[str] | None = None, *, witnesses: str = "above") -> Verdict:
     """The verdict of an :class:`emqlab.explore.Report` (``expect``: the expected anomaly kinds, ``[]`` for
-    none, ``None`` for no expectation)."""
+    none, ``None`` for no expectation); ``witnesses`` says where the reader finds them (``above`` in the
+    text report, ``in "witnesses"`` in its JSON)."""
     kinds = list(rep.anomaly_kinds)
     strategy = rep.strategy
     bound: dict[str, Any] = {}
@@ -193,8 +194,9 @@ def judge(rep: Any, expect: Iterable[str] | None = None) -> Verdict:
                 found += f" ({strategy} samples)"
         shown = getattr(rep, "witnesses", None)
         unshown = [k for k in kinds if shown is not None and k not in shown]
-        shows = ("witness above" if not unshown else
-                f"witness{'es' if len(unshown) > 1 else ''} of {', '.join(unshown)} not replayed (see above)")
+        shows = (f"witness {witnesses}" if not unshown else
+                f"witness{'es' if len(unshown) > 1 else ''} of {', '.join(unshown)} not replayed"
+                 + (" (see above)" if witnesses == "above" else ""))
         v = Verdict(FAILS, f"{found}; {shows}" + (f"; {infra}" if infra else ""), kinds, complete, bound)
     elif complete and strategy == "replay":  # (one schedule: nothing was explored beyond it)
         v = Verdict(HOLDS, f"no anomaly in {scope}", kinds, complete, bound)

@@ -142,7 +142,7 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
         else:
             with progress_bar(err_console, "exploring parts", eta=True, threadless=True) as progress:
                 rep = run(progress)
-    v = judge(rep, expect)
+    v = judge(rep, expect, witnesses='in "witnesses"' if as_json else "above")
     width = _columns(wide)
     if as_json:
         d = rep.to_dict()
