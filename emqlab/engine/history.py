@@ -104,6 +104,10 @@ class Step:
         if self.kind == "script":
             head = ["EVALSHA", self.op]
             args = [a for a in self.args if a and len(a) <= 24][:3]  # the short, non-empty ones
+        elif self.script is not None and self.op in ("EVALSHA", "EVALSHA_RO", "EVAL", "EVAL_RO"):
+            # a Python actor's call of a script of the set: named by the script, not by its SHA1 or source
+            head = [self.op, self.script]
+            args = [a for a in self.args[1:] if a and len(a) <= 24][:3]
         elif self.kind in ("clock", "fault"):
             head, args = [f"({self.kind})", self.op], list(self.args)
         else:
