@@ -379,6 +379,25 @@ def test_a3_wrong_model_and_measurement() -> None:
     assert not G.grade_a3_atomic(3.0).passed
 
 
+def test_a3_a_typed_in_p_marked_fails_the_hidden_variant() -> None:
+    """The right P_MARKED for the notebook's own run, typed in (measure returns it whatever it is asked):
+    the hidden variant catches it; computed from measure's own run, it passes."""
+    _, marked, finishes = a3._timed("split")
+    right = marked / finishes
+
+    def typed_in(rtt_ms: float, seed: int) -> tuple[float, float, float]:
+        return right, a3._model(rtt_ms, 30, right), 0.0
+
+    v = G.grade_a3_p_marked(right, measure=typed_in)
+    assert not v.passed and "a hidden check" in v.feedback
+
+    def computed(rtt_ms: float, seed: int) -> tuple[float, float, float]:
+        _, m, f = a3._timed("split", rtt_ms, seed)
+        return m / f, 0.0, 0.0
+
+    assert G.grade_a3_p_marked(right, measure=computed).passed
+
+
 def test_wrong_answer_in_a_notebook() -> None:
     nb = with_answer("a1-double-placement", "a1_schedule_answer", 'def schedule_for(alone):\n    return "v1:S1"\n')
     report = G.grade_notebook(nb, name="a1.ipynb")
