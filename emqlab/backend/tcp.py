@@ -22,6 +22,7 @@ import os
 import select
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -78,8 +79,6 @@ def _quoted(arg: Any) -> str:
 
 def _publish(sock: Any, name: str, args: list[Any], from_script: bool) -> None:
     """Write one command to every monitoring connection (one that has gone away is dropped)."""
-    import time
-
     who = "lua" if from_script else getattr(sock, "_emqlab_addr", "?")
     db = getattr(sock, "_db_num", 0)
     words = [w.encode() for w in name.upper().split()]  # (a container's subcommand is a word of its own)

@@ -403,26 +403,24 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
     was won."""
     from emqlab.text import wrap
 
-    out = write
-
-    def write(text: str) -> None:  # type: ignore[no-redef]  # noqa: F811 - (the caller's, every line fitted)
-        out("\n".join(wrap(text, width)))
+    def say(text: str) -> None:  # (every line fitted to width)
+        write("\n".join(wrap(text, width)))
 
     game = Game(level)
-    write(intro(level))
+    say(intro(level))
     try:
         while True:
-            write(game.status())
+            say(game.status())
             if game.done:
                 if game.won():
                     why = level.goal.reasons(game.history())
-                    write(f"\n*** You win! {level.victory}\n" + (f"  why: {why[0]}\n" if why else "")
+                    say(f"\n*** You win! {level.victory}\n" + (f"  why: {why[0]}\n" if why else "")
                           + f"  lesson: {level.lesson}")
                     for line in command_lines("  replay it: ", level.replay_words(game.schedule), width):
-                        out(line)  # (broken with " \\" to paste whole, never re-wrapped)
+                        write(line)  # (broken with " \\" to paste whole, never re-wrapped)
                     return True
                 kinds = game.history().kinds
-                write(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
+                say(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
                       "u to undo, r to restart, s to let the explorer try every order, q to quit")
             try:
                 line = read("> ").strip()
@@ -432,9 +430,9 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
             if key in ("q", "quit", "exit"):
                 return False
             if key == "h":
-                write(f"  hint: {level.hint or 'no hint for this level'}")
+                say(f"  hint: {level.hint or 'no hint for this level'}")
             elif key == "u":
-                write("  undone" if game.undo() else "  nothing to undo")
+                say("  undone" if game.undo() else "  nothing to undo")
             elif key == "r":
                 game.restart()
             elif key == "f":
@@ -442,24 +440,24 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
             elif key == "s":
                 explored, schedule = solve(level)
                 if schedule is None:
-                    write(f"  the explorer tried every interleaving ({explored} runs, one for each set that differs"
+                    say(f"  the explorer tried every interleaving ({explored} runs, one for each set that differs"
                           " only in the order of independent steps): none reaches the goal.")
                     if not level.solvable:
-                        write(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}")
+                        say(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}")
                         return True
                 else:
-                    write(f"  the explorer ran {explored} runs (one for each set of interleavings that differ"
+                    say(f"  the explorer ran {explored} runs (one for each set of interleavings that differ"
                           " only in the order of independent steps); at least one wins. Keep looking.")
             else:
                 actor = _actor(game, line)
                 if actor is None:
-                    write(f"  unknown key {line!r}. {KEYS}")
+                    say(f"  unknown key {line!r}. {KEYS}")
                 elif game.done or actor not in game.runner.enabled:
-                    write(f"  {actor} has no step left")
+                    say(f"  {actor} has no step left")
                 else:
                     s = game.step(actor)
                     effects = " ".join(str(e) for e in s.effects)
-                    write(f"  {s.index:>3} {s.actor} {s.command_text(44)} -> {render_reply(s.reply, 24)}"
+                    say(f"  {s.index:>3} {s.actor} {s.command_text(44)} -> {render_reply(s.reply, 24)}"
                           + (f"   {effects}" if effects else ""))
     finally:
         game.close()

@@ -86,6 +86,7 @@ interleaving, the anomalies, a witness), `emqlab replay 'v1:…'` (one run, step
 
 
 def _answer_key() -> str:
+    from emqlab.protocol.schedules import parse_schedule
     from emqlab.teaching.levels import Game, shipped_levels
 
     out = ["# Answer key (instructors only)", "",
@@ -102,8 +103,6 @@ def _answer_key() -> str:
             continue
         game = Game(lv)
         try:
-            from emqlab.protocol.schedules import parse_schedule
-
             for actor in parse_schedule(lv.solution, game.actors):
                 game.step(actor)
             game.finish()
