@@ -336,6 +336,25 @@ CASES: dict[str, Case] = {
                         " return redis.call('del', unpack(t))", ["m"]),
     "many_arguments_rpush": C("local t = {KEYS[1]} for i = 1, 7990 do t[#t + 1] = tostring(i) end"
                               " redis.call('rpush', unpack(t)) return redis.call('llen', KEYS[1])", ["l"]),
+    # -- conversions of RESP3-shaped tables to RESP2 replies -------------------------------------------------
+    "big_number_crlf": C("return {big_number = '12\\r\\n34\\n5\\r'}"),
+    "big_number_in_array": C("return {1, {big_number = 'a\\rb'}, {double = 0.5}}"),
+    # -- SORT BY a constant: a set sorted ALPHA inside a script ------------------------------------------------
+    **{f"sort_by_constant_{name}": C(f"return redis.call({cmd})", ["s", "d"], setup=setup)
+       for name, cmd, setup in [
+           ("set", "'sort', KEYS[1], 'by', 'nokey'", [("SADD", "{1}", *"qwertyuiopasdf")]),
+           ("set_desc_limit", "'sort', KEYS[1], 'BY', 'nokey', 'DESC', 'LIMIT', '1', '4'",
+            [("SADD", "{1}", *"qwertyuiopasdf")]),
+           ("set_get", "'sort', KEYS[1], 'by', 'x', 'get', '#', 'get', 'nokey_*'", [("SADD", "{1}", *"zyxw")]),
+           ("set_ro", "'sort_ro', KEYS[1], 'by', 'nokey'", [("SADD", "{1}", *"qwertyuiopasdf")]),
+           ("set_numbers", "'sort', KEYS[1], 'by', 'nokey'", [("SADD", "{1}", "10", "9", "100", "-1")]),
+           ("set_twice_by", "'sort', KEYS[1], 'by', 'nokey', 'by', 'also'", [("SADD", "{1}", *"qwerty")]),
+           ("set_store", "'sort', KEYS[1], 'by', 'nokey', 'store', KEYS[2]", [("SADD", "{1}", *"qwertyuiop")]),
+           ("list", "'sort', KEYS[1], 'by', 'nokey'", [("RPUSH", "{1}", *"qwerty")]),
+           ("zset", "'sort', KEYS[1], 'by', 'nokey'", [("ZADD", "{1}", "3", "a", "1", "b", "2", "c")]),
+           ("missing", "'sort', KEYS[1], 'by', 'nokey'", []),
+           ("string", "'sort', KEYS[1], 'by', 'nokey'", [("SET", "{1}", "v")]),
+       ]},
     # -- SELECT is scoped to the script ------------------------------------------------------------------------
     "select_scoped": C(f"redis.call('select', '{OTHER_DB}') redis.call('set', KEYS[1], 'x')"
                        " return redis.call('get', KEYS[1])", ["k"]),
@@ -393,6 +412,17 @@ CASES: dict[str, Case] = {
                                " cjson.encode_number_precision(), cjson.encode_keep_buffer(),"
                                " cjson.encode_invalid_numbers(), cjson.decode_invalid_numbers(),"
                                " select(2, cjson.encode_sparse_array()), select(3, cjson.encode_sparse_array())}"),
+    # (the server's cjson settings outlive the script: each case puts back what it changed, error or not)
+    **{f"cjson_invalid_numbers_{mode}": C(
+        f"local before = cjson.encode_invalid_numbers() cjson.encode_invalid_numbers({mode})"
+        " local ok, r = pcall(cjson.encode, {0/0, -(0/0), 1/0, -1/0, 1.5, [7] = 2, x = 1/0})"
+        " local ok2, r2 = pcall(cjson.encode, {[1/0] = 1})"
+        " local now = cjson.encode_invalid_numbers() cjson.encode_invalid_numbers(before)"
+        " return {tostring(ok), r, tostring(ok2), r2, tostring(now)}")
+       for mode in ("true", "'on'", "'null'", "false")},
+    "cjson_invalid_numbers_bad_option": C("return {pcall(cjson.encode_invalid_numbers, 'nil')}"),
+    "cjson_invalid_numbers_bad_option_named": C("return cjson.encode_invalid_numbers('bogus')"),
+    "cjson_decode_invalid_numbers_no_null": C("return {pcall(cjson.decode_invalid_numbers, 'null')}"),
     "cjson_name": C("return cjson._NAME .. ' ' .. cjson._VERSION"),
     "cjson_new_is_fresh": C("local c = cjson.new() c.encode_max_depth(2)"
                             " return {pcall(c.encode, {{{1}}}), cjson.encode({{{1}}})}"),

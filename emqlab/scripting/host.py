@@ -29,6 +29,9 @@ What it reproduces (each rule checked against a Redis 7.0 server by ``tests/test
   — :mod:`emqlab.scripting.rules`;
 * a ``SELECT`` inside a script is scoped to the run: when the run ends, one more command restores the
   caller's database (:attr:`ScriptRun.pending` shows it like any other);
+* ``SORT``/``SORT_RO`` ``BY`` a constant sorts a set's members ``ALPHA``, as inside a script on Redis: the
+  run first asks the key's ``TYPE`` (one more pending command, not shown to the script; in a split run a
+  step of its own);
 * Redis → Lua: integer → number; bulk → string; nil → ``false``; array → table; status → ``{ok=…}`` (which
   replies are status replies is in :data:`STATUS_REPLY_COMMANDS`, keyed like the command table); error →
   raised by ``redis.call``, ``{err=…}`` from ``redis.pcall``, with the error code kept (``ERR …``) —
@@ -73,7 +76,7 @@ from emqlab.scripting.replies import (
     reply_to_lua,
     tree_to_py,
 )
-from emqlab.scripting.rules import Compiled, compile_script, known_command, vet
+from emqlab.scripting.rules import Compiled, alpha_sort, compile_script, constant_sort, known_command, vet
 from emqlab.scripting.rules import confine as outside_run
 from emqlab.scripting.sandbox import (
     DEFAULT_MAX_COMMANDS,
@@ -292,7 +295,7 @@ class ScriptRun:
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where")
+                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where", "_sort")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
                  caller_db: int = 0, confine: bytes | None = None) -> None:
@@ -315,6 +318,7 @@ class ScriptRun:
         self.confine = confine
         self._ended: tuple[Any, ...] | None = None
         self._where = b""
+        self._sort: Command | None = None
         self._advance(self.host._step(co, 0, None))
 
     @property
@@ -345,6 +349,10 @@ class ScriptRun:
             self.db = self.caller_db
             assert self._ended is not None
             self._finish(self._ended)
+            return
+        if self._sort is not None:
+            sort, self._sort = self._sort, None
+            self.pending = alpha_sort(sort) if reply in (b"set", "set") else sort
             return
         cmd = self.pending
         if isinstance(reply, BaseException):
@@ -404,9 +412,15 @@ class ScriptRun:
             if refusal is None and self.confine is not None:
                 refusal = outside_run(cmd, self.confine)
             if refusal is None:
-                self.pending = cmd
                 self.commands += 1
                 self._where = args[b"where"] or b""
+                if constant_sort(cmd):
+                    # Redis sorts a set's members ALPHA when a script sorts it BY a constant; which type
+                    # the key holds only the backend knows: ask it first
+                    self._sort = cmd
+                    self.pending = (b"TYPE", cmd[1])
+                else:
+                    self.pending = cmd
                 return
             self.refused.append((cmd, refusal))
             out = self.host._step(self.co, 1, refusal)

@@ -121,6 +121,46 @@ def vet(cmd: Command, flags: frozenset[str]) -> tuple[bytes | None, Command]:
     return None, cmd
 
 
+_SORT_ARGS = {b"BY": 1, b"LIMIT": 2, b"GET": 1, b"STORE": 1}
+
+
+def constant_sort(cmd: Command) -> bool:
+    """Whether ``cmd`` is a ``SORT``/``SORT_RO`` ``BY`` a constant (a pattern without ``*``) and without
+    ``STORE``: inside a script Redis then sorts a set's members ``ALPHA``, so that a script's reply does not
+    depend on a set's internal order (``sortCommandGeneric`` in Redis's ``sort.c``; with ``STORE`` the
+    server does so for any client, and a list's or sorted set's order is kept)."""
+    if cmd[0].upper() not in (b"SORT", b"SORT_RO") or len(cmd) < 4:
+        return False
+    constant = False
+    i = 2
+    while i < len(cmd):
+        word = cmd[i].upper()
+        if word == b"STORE":
+            return False
+        if word == b"BY" and i + 1 < len(cmd) and b"*" not in cmd[i + 1]:
+            constant = True
+        i += 1 + _SORT_ARGS.get(word, 0)
+    return constant
+
+
+def alpha_sort(cmd: Command) -> Command:
+    """``cmd`` (a :func:`constant_sort` of a set) as Redis runs it inside a script: its ``BY`` clauses
+    dropped and ``ALPHA`` added (``LIMIT``, ``GET``, ``ASC``/``DESC`` kept)."""
+    out = list(cmd[:2])
+    alpha = False
+    i = 2
+    while i < len(cmd):
+        word = cmd[i].upper()
+        n = _SORT_ARGS.get(word, 0)
+        if word != b"BY":
+            out.extend(cmd[i:i + 1 + n])
+        alpha = alpha or word == b"ALPHA"
+        i += 1 + n
+    if not alpha:
+        out.append(b"ALPHA")
+    return tuple(out)
+
+
 _OP_CALL, _OP_TAILCALL = 28, 29
 
 

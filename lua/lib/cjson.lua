@@ -6,7 +6,8 @@
   against the live server's cjson in tests/test_host_differential.py):
 
   * numbers are written with encode_number_precision significant digits ('%.14g'); NaN and +/-Inf
-    are refused ("Cannot serialise number: must not be NaN or Inf");
+    are refused ("Cannot serialise number: must not be NaN or Inf") unless encode_invalid_numbers
+    is on (written nan, inf, -inf, whatever the sign of the NaN) or 'null' (written null);
   * a table whose keys are all positive integers is an array (holes become null) unless it is
     "excessively sparse": max index > ratio * count and max index > safe (defaults 2 and 10), which
     is an error; an empty table is an object; any other key makes an object, number keys written as
@@ -62,7 +63,10 @@ local function new_instance()
   -- encoding ------------------------------------------------------------------------------------
   local function number_text(x)
     if is_invalid_number(x) then
-      error({cjson = 'Cannot serialise number: must not be NaN or Inf'})
+      local mode = cfg.encode_invalid
+      if mode == 'null' then return 'null' end
+      if not mode then error({cjson = 'Cannot serialise number: must not be NaN or Inf'}) end
+      return x ~= x and 'nan' or (x > 0 and 'inf' or '-inf')
     end
     return format('%.' .. cfg.precision .. 'g', x)
   end
@@ -386,19 +390,20 @@ local function new_instance()
   config_int('decode_max_depth', 'decode_depth', 1, 2147483647)
   config_int('encode_number_precision', 'precision', 1, 14)
 
-  local function config_bool(name, field)
+  local function config_bool(name, field, null_option)
     M[name] = function(...)
       if select('#', ...) > 0 then
         local v = ...
         if v == 'on' or v == true then cfg[field] = true
         elseif v == 'off' or v == false then cfg[field] = false
-        else error(format("bad argument #1 to '%s' (invalid option '%s')", name, tostring(v)), 2) end
+        elseif null_option and v == 'null' then cfg[field] = 'null'
+        else bad_argument(format("invalid option '%s'", tostring(v))) end
       end
       return cfg[field]
     end
   end
   config_bool('encode_keep_buffer', 'keep_buffer')
-  config_bool('encode_invalid_numbers', 'encode_invalid')
+  config_bool('encode_invalid_numbers', 'encode_invalid', true)
   config_bool('decode_invalid_numbers', 'decode_invalid')
 
   function M.encode_sparse_array(convert, ratio, safe)

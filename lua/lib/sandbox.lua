@@ -655,7 +655,8 @@ local function to_reply(v, depth)
   local d = real_rawget(v, 'double')
   if real_type(d) == 'number' then return fmt('%.17g', d) end
   local big = real_rawget(v, 'big_number')
-  if real_type(big) == 'string' then return big end
+  -- Redis writes a big number as a bulk string on RESP2, its CR and LF bytes mapped to spaces first
+  if real_type(big) == 'string' then return (gsub(big, '[\r\n]', ' ')) end
   local map = real_rawget(v, 'map')
   if real_type(map) == 'table' then
     local out = {'array'}
