@@ -9,8 +9,23 @@ The package is layered, each folder importing only the ones before it (``docs/ar
 < ``teaching`` < ``ui``. The module paths of the flat package of before keep working (:mod:`emqlab._moved`).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from emqlab import _moved
 
 __version__ = "0.1.0"
 
+#: names of the package's top level that live in a layer (loaded on first use: ``import emqlab`` stays
+#: cheap, and the package's root imports no layer): ``with emqlab.server() as url:``
+PUBLIC = {"server": "emqlab.backend.tcp"}
+
 _moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    if name in PUBLIC:
+        return getattr(importlib.import_module(PUBLIC[name]), name)
+    raise AttributeError(f"module 'emqlab' has no attribute {name!r}")

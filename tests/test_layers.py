@@ -149,3 +149,20 @@ def test_no_module_is_too_long() -> None:
     long = {str(p.relative_to(PACKAGE.parent)): n for p in MODULES.values()
             if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_the_top_level_names_load_their_layer_only_when_used() -> None:
+    """``emqlab.PUBLIC`` names (``emqlab.server``) resolve to their layer's function, and ``import emqlab``
+    alone loads none of the layers."""
+    import importlib
+    import subprocess
+    import sys
+
+    import emqlab
+
+    for name, module in emqlab.PUBLIC.items():
+        assert getattr(emqlab, name) is getattr(importlib.import_module(module), name)
+    out = subprocess.run([sys.executable, "-c", "import sys, emqlab; print(sorted(m for m in sys.modules"
+                          " if m.startswith('emqlab.') and m.count('.') > 1))"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

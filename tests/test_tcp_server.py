@@ -11,11 +11,12 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
-from emqlab.backend.tcp import serve
+from emqlab.backend.tcp import EmbeddedTcp, serve
 
 
 def _raw(port: int, payload: bytes, *, until_closed: bool = False) -> bytes:
@@ -119,3 +120,26 @@ def test_an_in_process_client_still_gets_unknown_command_for_quit_and_monitor() 
         with pytest.raises(redis.ResponseError, match="unknown command"):
             r.execute_command(name)
     assert r.ping()
+
+
+def test_emqlab_server_context_manager_gives_a_url_any_client_can_use(tmp_path: Path) -> None:
+    import emqlab
+
+    with emqlab.server() as url:
+        assert re.fullmatch(r"redis://127\.0\.0\.1:\d+/0", url)
+        r = redis.Redis.from_url(url)
+        assert r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, "k", "v") == b"OK" and r.get("k") == b"v"
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        assert r.info("server")["tcp_port"] == port
+        r.close()
+    with pytest.raises(redis.ConnectionError):  # stopped with the block
+        redis.Redis(port=port, socket_connect_timeout=1).ping()
+    path = str(tmp_path / "emqlab.sock")
+    with emqlab.server(unix=path) as url:
+        assert url == f"unix://{path}?db=0" and redis.Redis.from_url(url).ping()
+
+
+def test_the_pytest_fixture_serves_one_test(emqlab_server: EmbeddedTcp) -> None:
+    r = redis.Redis(port=emqlab_server.port)
+    assert r.set("k", "1") and emqlab_server.server is not None
+    assert redis.Redis.from_url(emqlab_server.url).get("k") == b"1"

@@ -259,3 +259,14 @@ def serve(host: str = "127.0.0.1", port: int = 0, server: fakeredis.FakeServer |
         running.close()
         if unix is not None and os.path.exists(unix):
             os.unlink(unix)
+
+
+@contextmanager
+def server(port: int = 0, host: str = "127.0.0.1", *, unix: str | None = None, **options: Any) -> Iterator[str]:
+    """``with emqlab.server() as url:`` — :func:`serve` for a caller that needs only the URL:
+    ``redis://127.0.0.1:PORT/0`` (``port`` 0: a free one) or ``unix:///PATH?db=0``, for any client in any
+    language, while the block runs. ``options`` go to :func:`emqlab.backend.fakeserver.new_server`. Raises
+    ``OSError`` when the port is taken or something is at the path. The command line's ``emqlab server`` and
+    the pytest fixture ``emqlab_server`` serve the same way."""
+    with serve(host, port, unix=unix, **options) as running:
+        yield running.url

@@ -11,6 +11,11 @@ Fixtures:
     ``emqlab_redis.client()``, ``emqlab_redis.async_client()``. After the test its keys are deleted and the
     routing is undone.
 
+``emqlab_server``
+    :class:`emqlab.backend.tcp.EmbeddedTcp`: the same embedded Redis served on a free TCP port of
+    127.0.0.1 for one test, for clients in other processes or languages (``emqlab_server.url``,
+    ``.port``; ``.server`` is the fakeredis server behind it). Stopped after the test.
+
 ``emqlab_explore``
     :func:`emqlab.check.api.explore_actors`: explore your actors (Python functions over a redis-py client,
     emqlab's built-in actors, or both) on an initial queue state, on fakeredis — or, with
@@ -30,6 +35,7 @@ import pytest
 
 if TYPE_CHECKING:
     from emqlab.backend.fakeserver import EmbeddedRedis
+    from emqlab.backend.tcp import EmbeddedTcp
     from emqlab.check.api import Exploration
 
 
@@ -47,6 +53,15 @@ def emqlab_redis() -> Iterator[EmbeddedRedis]:
 
     with fake_server() as server:
         yield server
+
+
+@pytest.fixture
+def emqlab_server() -> Iterator[EmbeddedTcp]:
+    """The embedded Redis on a free TCP port of 127.0.0.1 for this test (``.url``, ``.port``)."""
+    from emqlab.backend.tcp import serve
+
+    with serve() as running:
+        yield running
 
 
 @pytest.fixture
