@@ -786,7 +786,8 @@ def _side(t: T, via: str, own_url: str | None) -> tuple[Any, ...]:
             thread = threading.Thread(target=lambda: waiter_out.append(
                 _outcome(lambda: w.execute_command(*(_sub(a, keys) for a in t.waiter)))))  # type: ignore[union-attr]
             thread.start()
-            while not _blocked(watcher, wid):
+            deadline = time.monotonic() + 5
+            while not _blocked(watcher, wid) and time.monotonic() < deadline:
                 time.sleep(0.005)
             watcher.close()
         outs = []
