@@ -7,6 +7,8 @@ from typing import Any
 
 import redis
 
+from emqlab.protocol.outcome import Outcome, Result
+
 FINISH_LUA = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
 redis.call('DEL', KEYS[1])
@@ -225,3 +227,14 @@ def rule_returns(final: Any, history: Any) -> Any:
 
 def check_rule_arity(final: Any) -> None:
     """A rule with the wrong signature (one argument)."""
+
+
+def read_only_writes(r: redis.Redis, q: Any) -> None:
+    """An EVAL_RO that writes, and one of a script whose shebang allows writes: both refused as Redis does."""
+    k = q.keys
+    for src in ("return redis.call('del', KEYS[1])", "#!lua\nreturn redis.call('get', KEYS[1])"):
+        try:
+            out: Any = r.eval_ro(src, 1, k.lock("1"))
+        except redis.ResponseError as e:
+            out = e
+        q.note(Result("eval", outcome=Outcome.of(out)))

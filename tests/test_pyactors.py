@@ -265,3 +265,14 @@ def test_waiting_on_the_wall_clock_is_refused(actor, words) -> None:
         run({"W1": actor, "S1": toys.sweep})
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+def test_a_split_eval_ro_is_read_only_as_on_redis() -> None:
+    """A Python actor's EVAL_RO run split: a write is refused with Redis's error, and a script whose shebang
+    does not say no-writes is refused before it runs — on fakeredis and live alike."""
+    for conn in (None, live_conn()):
+        res = run({"W1": toys.read_only_writes}, conn=conn)
+        texts = " | ".join(res.report.results["W1"])
+        assert "Write commands are not allowed from read-only scripts" in texts, texts
+        assert "Can not execute a script with write flag using *_ro command" in texts, texts
+        assert res.report.distinct_outcomes == 1  # (nothing was written: no run differs from another)

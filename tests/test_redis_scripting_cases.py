@@ -24,7 +24,6 @@ see docs/lua-host.md).
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -667,16 +666,8 @@ CASES: dict[str, T] = {
 
 #: Cases the host answers differently, with the reason; each is asserted to still differ.
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "json_invalid_numbers_allowed": "fixed in main: cjson.encode_invalid_numbers(true) encodes NaN/Inf as nan/inf/-inf",
-    "big_number_with_crlf": "fixed in main: a {big_number=...} reply maps CR and LF to spaces",
-    "sort_by_constant": "fixed in main: SORT of a set BY a pattern without '*' in a script sorts ALPHA",
-    "sort_by_constant_get": "fixed in main: SORT of a set BY a pattern without '*' in a script sorts ALPHA",
     "hgetall_setresp3_on_resp2_client": "intended (docs/lua-host.md): redis.setresp(3) is refused",
-    "json_smoke": "fixed in main: cjson.encode_invalid_numbers(true) lets NaN through (encoded as nan)",
     "time_frozen": "intended (docs/lua-host.md): a live host run is one round trip per command, time moves",
-    **{name: "the host has no EVAL_RO: LuaHost.run/start take no read-only mode, so writes are not refused"
-             " (Redis: 'Write commands are not allowed from read-only scripts.', as for flags=no-writes)"
-       for name in ("eval_ro_refuses_writes", "eval_ro_write_call", "eval_ro_write_pcall")},
     **{name: "redis.acl_check_cmd only checks that the command exists (lua/lib/sandbox.lua) and answers true;"
              " Redis checks the calling user's ACL for the command and its keys"
        for name in ("acl_check_command_denied", "acl_check_key_denied")},
@@ -724,8 +715,8 @@ def _own_client(url: str, user: str | None = None) -> redis.Redis:
 
 def _host_run(host: LuaHost, c: redis.Redis, t: T, keys: list[str], args: list[Any]) -> Any:
     kw: dict[str, Any] = {}
-    if t.via == "EVAL_RO" and "read_only" in inspect.signature(host.run).parameters:
-        kw["read_only"] = True  # (none yet: the host has no EVAL_RO; see KNOWN_DIFFERENCES)
+    if t.via == "EVAL_RO":
+        kw["read_only"] = True
     return host.run(c, t.case.src, keys, args, **kw)
 
 

@@ -36,6 +36,7 @@ from emqlab.engine.specs import ActorSpec
 from emqlab.protocol import messages
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.scripting import calls as api
+from emqlab.scripting.replies import LuaScriptError
 
 if TYPE_CHECKING:  # pragma: no cover
     from emqlab.engine.context import ActorContext
@@ -101,7 +102,8 @@ Sub = Generator[Op, Any, Any]
 
 def split_run(ctx: ActorContext, call: api.ScriptCall | None, label: str, pre: list[Command] | None = None, *,
               source: bytes | None = None, keys: Sequence[Any] = (), args: Sequence[Any] = (),
-              on_refused: Callable[[Command], None] | None = None, script: str | None = None) -> Sub:
+              on_refused: Callable[[Command], None] | None = None, script: str | None = None,
+              read_only: bool = False) -> Sub:
     """Run a script client-side through the Lua host, one step per ``redis.call``; returns the script's
     reply (or the ``ResponseError`` it raised, as EVALSHA would have).
 
@@ -109,12 +111,18 @@ def split_run(ctx: ActorContext, call: api.ScriptCall | None, label: str, pre: l
     student's script) with ``keys`` and ``args``. ``on_refused(command)`` is told of each command the Lua
     host refused as Redis does inside a script (EVAL, MULTI, SCRIPT, …: no round trip, no step; the script
     got Redis's error) — the grader notes a student's that way. ``script`` names the script of the run's set
-    that ``source`` is (each step records it); a ``call``'s is its name."""
+    that ``source`` is (each step records it); a ``call``'s is its name. ``read_only``: an ``EVAL_RO``/
+    ``EVALSHA_RO`` (:meth:`emqlab.scripting.host.LuaHost.start`)."""
     if call is not None:
         script = call.name
         run = ctx.split(call.name, call.keys, call.args)
     elif source is not None:
-        run = ctx.split(source, keys, args)
+        try:
+            run = ctx.split(source, keys, args, read_only=read_only)
+        except LuaScriptError as e:
+            if not read_only:
+                raise
+            return e  # EVAL_RO of a script whose shebang allows writes: refused before it runs
     else:
         raise TypeError("split_run needs a call or a source")
     number = ctx.script_run()

@@ -103,9 +103,11 @@ class ActorContext(Protocol):
         EVALSHA, :mod:`emqlab.engine.pyactors`)."""
         ...
 
-    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any], *,
+              read_only: bool = False) -> ScriptRun:
         """Start a script client-side (one ``redis.call`` per step): ``script`` is a name in the context's
-        script set, or Lua text (bytes). The run is the Runner's and is closed when the Runner resets."""
+        script set, or Lua text (bytes); ``read_only`` for an ``EVAL_RO``. The run is the Runner's and is
+        closed when the Runner resets."""
         ...
 
 
@@ -121,8 +123,10 @@ class OwnScripts:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
 
-    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
-        return self._runner.split(self.scripts[script].text if isinstance(script, str) else script, keys, args)
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any], *,
+              read_only: bool = False) -> ScriptRun:
+        return self._runner.split(self.scripts[script].text if isinstance(script, str) else script, keys, args,
+                                  read_only=read_only)
 
     def script_text(self, name: str) -> bytes:
         return self.scripts[name].text

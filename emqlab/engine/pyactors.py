@@ -644,7 +644,8 @@ class _Driver:
         label = f"script {cmd[1][:8].decode('utf-8', 'replace')}" if cmd[0].upper().startswith(b"EVALSHA") \
             else "EVAL"
         base = self.ctx.keys.base
-        run = split_run(self.ctx, None, label, source=source, keys=keys, args=args, script=self.script_of(cmd))
+        run = split_run(self.ctx, None, label, source=source, keys=keys, args=args, script=self.script_of(cmd),
+                        read_only=cmd[0].upper().endswith(b"_RO"))
         reply: Any = None
         first = True
         while True:  # every redis.call of the split script is checked like the actor's own commands

@@ -342,9 +342,10 @@ class Runner:
     def connection_lost(self, actor: str) -> bool:
         return actor in self._lost
 
-    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any]) -> ScriptRun:
+    def split(self, script: str | bytes, keys: Sequence[Any], args: Sequence[Any], *,
+              read_only: bool = False) -> ScriptRun:
         text = self.scripts[script].text if isinstance(script, str) else script
-        run = self.host.start(text, keys, args, confine=self.keys.base.encode())
+        run = self.host.start(text, keys, args, confine=self.keys.base.encode(), read_only=read_only)
         self._runs = [r for r in self._runs if not r.closed]
         self._runs.append(run)
         return run

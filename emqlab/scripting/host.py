@@ -208,11 +208,14 @@ class LuaHost:
 
     # -- running ---------------------------------------------------------------------------------------
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = (), *,
-              db: int | None = None, confine: bytes | None = None) -> ScriptRun:
+              db: int | None = None, confine: bytes | None = None, read_only: bool = False) -> ScriptRun:
         """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
         ``db``: the caller's database (default :attr:`db`), restored after a ``SELECT`` in the script.
         ``confine``: a run's key prefix; a command that names a key outside it, or reaches every key,
         another database or server, is refused (:func:`emqlab.scripting.rules.confine`).
+        ``read_only``: the run is an ``EVAL_RO``/``EVALSHA_RO``: its writes are refused as in a
+        ``flags=no-writes`` script, and a script whose shebang lacks that flag is refused before it runs
+        (:class:`LuaScriptError`, Redis's text).
 
         A run holds its Lua coroutine until it ends (a value or an error) or is closed
         (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
@@ -220,10 +223,15 @@ class LuaHost:
             self._drop_orphans()
         text = script.text if isinstance(script, Script) else as_bytes(script)
         compiled = self.compile(text)
+        flags = compiled.flags
+        if read_only:
+            if compiled.shebang and "no-writes" not in flags:
+                raise LuaScriptError(messages.RO_CALL_OF_WRITING_SCRIPT.removeprefix("ERR "))
+            flags = flags | {"no-writes"}
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
                          self._table_from([as_bytes(a) for a in args]))
-        return ScriptRun(self, co, hashlib.sha1(text).hexdigest(), compiled.flags,
-                         self.db if db is None else int(db), confine)
+        return ScriptRun(self, co, hashlib.sha1(text).hexdigest(), flags, self.db if db is None else int(db),
+                         confine)
 
     @property
     def live_runs(self) -> int:
@@ -243,18 +251,19 @@ class LuaHost:
 
     def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
             args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None, *,
-            confine: bytes | None = None) -> Any:
+            confine: bytes | None = None, read_only: bool = False) -> Any:
         """Run ``script`` to its end, one command per round trip, against ``conn``: a
         :func:`emqlab.backend.executor.command_executor` or a :func:`emqlab.backend.clients.raw_client`. Returns what
         ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise.
 
         The run is atomic on an in-process fakeredis executor (nothing else runs between its commands), so
         there its commands see one instant, as a script's do on Redis (:func:`emqlab.scripting.clock.frozen_clock`);
-        against a live server each command reads the server's clock. ``confine``: as for :meth:`start`."""
+        against a live server each command reads the server's clock. ``confine``, ``read_only``: as for
+        :meth:`start`."""
         execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
         db = _db_of(conn, self.db)
         # (the run is closed if the backend raises)
-        with frozen_clock(), self.start(script, keys, args, db=db, confine=confine) as run:
+        with frozen_clock(), self.start(script, keys, args, db=db, confine=confine, read_only=read_only) as run:
             while run.pending is not None:
                 cmd = run.pending
                 try:

@@ -259,6 +259,9 @@ class Compiled:
 
     bytecode: bytes
     flags: frozenset[str]
+    #: the script begins with a ``#!lua`` line (its flags are then all it may do; without one, Redis's
+    #: defaults for scripts without flags apply)
+    shebang: bool = False
 
 
 # The script's text compiled as Redis compiles it (chunk name "@user_script"), never loaded as bytecode: a
@@ -291,4 +294,4 @@ def compile_script(text: bytes) -> Compiled:
         bc, err = _compiler[0](body)
     if bc is None:
         raise LuaScriptError(f"Error compiling script (new function): {as_text(err)}")
-    return Compiled(without_tail_calls(bytes(bc)), flags)
+    return Compiled(without_tail_calls(bytes(bc)), flags, text.startswith(b"#!"))
