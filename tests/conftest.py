@@ -30,6 +30,7 @@ import redis
 
 from emqlab.backend.connect import BackendError, Namespace, connect, live_url, unique_queue
 from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.dialect import Dialect, server_dialect
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["fake", "live"]
@@ -57,6 +58,19 @@ def live_conn() -> redis.Redis:
     if _live_conn is None:
         require("the live Redis", f"{_live_error}; set EMQLAB_REDIS_URL or start redis-server")
     return _live_conn
+
+
+def live_dialect() -> Dialect:
+    """The dialect of the live server (:mod:`emqlab.scripting.dialect`: Redis 7.0 or Valkey): what a test
+    that compares with the server's exact texts expects, and what a :class:`~emqlab.scripting.host.LuaHost`
+    compared with it follows (``LuaHost(dialect=live_dialect())``). Skips (fails in CI) like
+    :func:`live_conn` without a server."""
+    return server_dialect(live_conn())
+
+
+def live_is_valkey() -> bool:
+    """Whether the live server is Valkey (whose Lua orders a table's string keys otherwise than Redis's)."""
+    return live_dialect().valkey
 
 
 def admin_url() -> str:
