@@ -40,7 +40,14 @@ from emqlab.protocol.commands import _table
 from emqlab.scripting.dialect import VALKEY, server_dialect
 from emqlab.scripting.host import STATUS_REPLY_COMMANDS, LuaHost, LuaScriptError
 from emqlab.scripting.registry import ScriptSet, flatten
-from tests.conftest import NODE_RELEASES, bullmq_node_release, live_conn, live_dialect, own_redis_server
+from tests.conftest import (
+    NODE_RELEASES,
+    bullmq_node_release,
+    json_order_free,
+    live_conn,
+    live_dialect,
+    own_redis_server,
+)
 
 pytestmark = pytest.mark.live
 
@@ -538,17 +545,11 @@ def test_host_equals_eval(name: str, host: LuaHost, live: redis.Redis) -> None:
     if name in NOT_COMPARED:
         return
     if name in JSON_KEY_ORDER and live_dialect().valkey:
-        assert _json_unordered(via_host[0]) == _json_unordered(via_eval[0]), "reply (key order left out)"
+        assert json_order_free(via_host[0]) == json_order_free(via_eval[0]), "reply (key order left out)"
     else:
         assert _show(via_host[0]) == _show(via_eval[0]), "reply or error"
     assert via_host[1] == via_eval[1], "follow-up on the same connection (db, multi, PING)"
     assert via_host[2] == via_eval[2], "key state"
-
-
-def _json_unordered(reply: Any) -> Any:
-    """An outcome ``("ok", JSON text)`` with each object's members sorted, numbers kept as their text."""
-    kind, value = reply
-    return kind, json.loads(value, object_pairs_hook=sorted, parse_float=str, parse_int=str)
 
 
 # -- replies nested past Redis's Lua stack limit (compared as RESP bytes: redis-py cannot parse them) -----
