@@ -46,11 +46,27 @@ def require(resource: str, why: str) -> NoReturn:
         pytest.fail(f"CI=true requires {resource}: {why}")
     pytest.skip(f"{resource} not available: {why}")
 _live_conn: redis.Redis | None = None
+#: the test running now (its setup, call and teardown)
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running[:] = [item]
+    try:
+        yield
+    finally:
+        _running.clear()
 
 
 def live_conn() -> redis.Redis:
-    """The live server's client, or skip (fail in CI) with the reason."""
+    """The live server's client, or skip (fail in CI) with the reason. A test that asks for it must be marked
+    ``live`` (or run on the ``live`` backend), so that ``-m live`` selects every test that talks to the live
+    server (the CI job that runs them on Valkey relies on it)."""
     global _live_conn, _live_error
+    if _running and _running[0].get_closest_marker("live") is None:
+        pytest.fail(f"{_running[0].nodeid} talks to the live server but is not marked live: add "
+                    "@pytest.mark.live, so that -m live selects it")
     if _live_conn is None and _live_error is None:
         try:
             _live_conn = connect("live")
@@ -128,8 +144,15 @@ def restricted_reason() -> str:
     return _restricted
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``admin`` tests, with the reason, when the live user is restricted."""
+    """Mark ``live`` every test on the ``live`` backend (the :func:`backend` fixture's parameter), before ``-m``
+    selects: ``-m live`` is then every test that talks to the live server (:func:`live_conn` refuses a test
+    without the mark). Skip ``admin`` tests, with the reason, when the live user is restricted."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "live" and not item.get_closest_marker("live"):
+            item.add_marker(pytest.mark.live)
     marked = [item for item in items if item.get_closest_marker("admin") is not None]
     if not marked:
         return
