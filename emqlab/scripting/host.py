@@ -42,6 +42,10 @@ What it reproduces (each rule checked against a Redis 7.0 server by ``tests/test
 * an instruction-count hook: a run that executes more than ``max_instructions`` Lua instructions without a
   ``redis.call`` ends with a clear error, and Ctrl-C interrupts a looping script (``KeyboardInterrupt``).
 
+Where Valkey differs from Redis 7.0 (error texts and suffix, blocking commands in a script, number texts,
+its extra globals), the host follows the server dialect it was given (``LuaHost(dialect=…)``,
+:mod:`emqlab.scripting.dialect`; Redis 7.0 by default); ``docs/lua-host.md`` ("Servers tested") lists them.
+
 Strings are bytes end to end (msgpack payloads are not UTF-8).
 """
 

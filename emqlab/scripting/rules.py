@@ -3,8 +3,11 @@ line and its flags; the commands a script may not run, refused with Redis's mess
 (unknown command, arity, ``noscript``, ``#!lua flags=no-writes``, ``XREAD … BLOCK``), and the blocking
 commands sent without blocking; the bytecode rewrite that keeps the script's line in its errors.
 
-The rules are listed with the host's (:mod:`emqlab.scripting.host`) and checked against a Redis 7.0 server by
-``tests/test_host_differential.py``.
+Where Valkey's checks differ (its texts, the blocking commands it runs in a script, its shebang order), each
+rule follows the host's server dialect (:mod:`emqlab.scripting.dialect`).
+
+The rules are listed with the host's (:mod:`emqlab.scripting.host`) and checked against a Redis 7.0 server and
+a Valkey 9.1 server by ``tests/test_host_differential.py``.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def vet(cmd: Command, flags: frozenset[str], dialect: Dialect = REDIS7) -> tuple
     """``(None, command to send)`` or ``(error text, cmd)`` for a command the script may not run, checked in
     the server's order: known command, arity, ``noscript``, read-only script, blocking options. ``dialect``:
     the server's (:mod:`emqlab.scripting.dialect`): its texts, and the blocking commands it runs in a script
-    (sent without blocking, :func:`unblocked`)."""
+    (sent without blocking, :data:`_UNBLOCKED`, :func:`unblocked_reply`)."""
     name = cmd[0].decode("utf-8", "replace").lower()
     table = _commands._table()["commands"]
     entry = None if "|" in name else table.get(name)
