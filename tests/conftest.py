@@ -104,7 +104,8 @@ def json_order_free(value: Any) -> Any:
         return type(value)(json_order_free(v) for v in value)
     if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{"):
         try:
-            return ("json", json.loads(value, object_pairs_hook=lambda p: tuple(sorted(p)),
+            text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value  # (bytes kept)
+            return ("json", json.loads(text, object_pairs_hook=lambda p: tuple(sorted(p)),
                                        parse_float=lambda t: ("number", t), parse_int=lambda t: ("number", t),
                                        parse_constant=lambda t: ("number", t)))
         except ValueError:

@@ -718,7 +718,10 @@ _DECODE = ("local function dump(v) if type(v) ~= 'table' then return type(v) .. 
 def test_cjson_encode_matches_server(value: Any) -> None:
     live = live_conn()
     src = _ENCODE.format(value=_lua_literal(value))
-    assert LuaHost_shared().run(connect(), src, []) == live.eval(src, 0)
+    ours, server = LuaHost_shared().run(connect(), src, []), live.eval(src, 0)
+    if live_dialect().valkey:  # (its Lua lists an object's string keys in another order: JSON_KEY_ORDER)
+        ours, server = json_order_free(ours), json_order_free(server)
+    assert ours == server
 
 
 _json_text = st.one_of(
