@@ -91,7 +91,7 @@ def live_is_valkey() -> bool:
 
 
 def json_order_free(value: Any) -> Any:
-    """``value`` with every JSON object text in it (a str or bytes that parses as a JSON object, in dicts,
+    """``value`` with every JSON object or array text in it (a str or bytes that parses as one, in dicts,
     lists, tuples and sets at any depth) decoded into ``("json", …)``: each object's members sorted, numbers
     kept as their exact text, nothing else left out. Valkey's Lua visits a table's string keys in another
     order than Redis 7.0's (and the host's and fakeredis's) Lua, and ``cjson.encode`` writes an object's
@@ -102,7 +102,7 @@ def json_order_free(value: Any) -> Any:
         return type(value)(json_order_free(v) for v in value)
     if isinstance(value, (set, frozenset)):
         return type(value)(json_order_free(v) for v in value)
-    if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{"):
+    if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{", "[", b"["):
         try:
             text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value  # (bytes kept)
             return ("json", json.loads(text, object_pairs_hook=lambda p: tuple(sorted(p)),
