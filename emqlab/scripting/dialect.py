@@ -139,9 +139,9 @@ _lock = threading.Lock()
 def server_dialect(conn: Any, execute: Callable[..., Any] | None = None) -> Dialect:
     """The dialect of the server behind ``conn`` (a redis-py client), asked once per connection pool with
     ``HELLO`` (through ``execute`` when given, else ``conn.execute_command``; Redis checks no ACL rule for
-    it, so a restricted user may send it) and remembered. A server that refuses ``HELLO`` (an old Redis, a
-    proxy, a cluster client that routes no keyless command) is taken for Redis 7; so is one that cannot be
-    reached, without remembering it (the caller meets that error on its next command)."""
+    it, so a restricted user may send it; a cluster client asks its default node) and remembered. A server
+    that refuses ``HELLO`` (an old Redis, a proxy) is taken for Redis 7; so is one that cannot be reached,
+    without remembering it (the caller meets that error on its next command)."""
     import redis
 
     key = getattr(conn, "connection_pool", None) or conn
@@ -149,11 +149,13 @@ def server_dialect(conn: Any, execute: Callable[..., Any] | None = None) -> Dial
         known = _known.get(key)
     if known is not None:
         return known
+    # (a cluster client routes no keyless command by itself: ask its default node, a node like the others)
+    options = {"target_nodes": conn.get_default_node()} if execute is None and hasattr(conn, "get_default_node") else {}
     try:
-        found = from_hello((execute or conn.execute_command)("HELLO"))
+        found = from_hello((execute or conn.execute_command)("HELLO", **options))
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         return REDIS7
-    except (redis.exceptions.RedisError, TypeError, ValueError):
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, TypeError, ValueError):
         found = REDIS7
     with _lock:
         try:
