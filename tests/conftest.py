@@ -13,6 +13,7 @@ is restricted (``$EMQLAB_ADMIN_URL`` names another user, or the live user gets N
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -23,13 +24,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 import redis
 
 from emqlab.backend.connect import BackendError, Namespace, connect, live_url, unique_queue
 from emqlab.protocol.keys import QueueKeys
+from emqlab.scripting.dialect import Dialect, server_dialect
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 BACKENDS = ["fake", "live"]
@@ -44,11 +46,27 @@ def require(resource: str, why: str) -> NoReturn:
         pytest.fail(f"CI=true requires {resource}: {why}")
     pytest.skip(f"{resource} not available: {why}")
 _live_conn: redis.Redis | None = None
+#: the test running now (its setup, call and teardown)
+_running: list[pytest.Item] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running[:] = [item]
+    try:
+        yield
+    finally:
+        _running.clear()
 
 
 def live_conn() -> redis.Redis:
-    """The live server's client, or skip (fail in CI) with the reason."""
+    """The live server's client, or skip (fail in CI) with the reason. A test that asks for it must be marked
+    ``live`` (or run on the ``live`` backend), so that ``-m live`` selects every test that talks to the live
+    server (the CI job that runs them on Valkey relies on it)."""
     global _live_conn, _live_error
+    if _running and _running[0].get_closest_marker("live") is None:
+        pytest.fail(f"{_running[0].nodeid} talks to the live server but is not marked live: add "
+                    "@pytest.mark.live, so that -m live selects it")
     if _live_conn is None and _live_error is None:
         try:
             _live_conn = connect("live")
@@ -57,6 +75,42 @@ def live_conn() -> redis.Redis:
     if _live_conn is None:
         require("the live Redis", f"{_live_error}; set EMQLAB_REDIS_URL or start redis-server")
     return _live_conn
+
+
+def live_dialect() -> Dialect:
+    """The dialect of the live server (:mod:`emqlab.scripting.dialect`: Redis 7.0 or Valkey): what a test
+    that compares with the server's exact texts expects, and what a :class:`~emqlab.scripting.host.LuaHost`
+    compared with it follows (``LuaHost(dialect=live_dialect())``). Skips (fails in CI) like
+    :func:`live_conn` without a server."""
+    return server_dialect(live_conn())
+
+
+def live_is_valkey() -> bool:
+    """Whether the live server is Valkey (whose Lua orders a table's string keys otherwise than Redis's)."""
+    return live_dialect().valkey
+
+
+def json_order_free(value: Any) -> Any:
+    """``value`` with every JSON object or array text in it (a str or bytes that parses as one, in dicts,
+    lists, tuples and sets at any depth) decoded into ``("json", …)``: each object's members sorted, numbers
+    kept as their exact text, nothing else left out. Valkey's Lua visits a table's string keys in another
+    order than Redis 7.0's (and the host's and fakeredis's) Lua, and ``cjson.encode`` writes an object's
+    members in that order: a test comparing JSON that a script wrote on Valkey compares it through this."""
+    if isinstance(value, dict):
+        return {json_order_free(k): json_order_free(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(json_order_free(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return type(value)(json_order_free(v) for v in value)
+    if isinstance(value, (str, bytes)) and value[:1] in ("{", b"{", "[", b"["):
+        try:
+            text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value  # (bytes kept)
+            return ("json", json.loads(text, object_pairs_hook=lambda p: tuple(sorted(p)),
+                                       parse_float=lambda t: ("number", t), parse_int=lambda t: ("number", t),
+                                       parse_constant=lambda t: ("number", t)))
+        except ValueError:
+            return value
+    return value
 
 
 def admin_url() -> str:
@@ -91,8 +145,15 @@ def restricted_reason() -> str:
     return _restricted
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``admin`` tests, with the reason, when the live user is restricted."""
+    """Mark ``live`` every test on the ``live`` backend (the :func:`backend` fixture's parameter), before ``-m``
+    selects: ``-m live`` is then every test that talks to the live server (:func:`live_conn` refuses a test
+    without the mark). Skip ``admin`` tests, with the reason, when the live user is restricted."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend") == "live" and not item.get_closest_marker("live"):
+            item.add_marker(pytest.mark.live)
     marked = [item for item in items if item.get_closest_marker("admin") is not None]
     if not marked:
         return

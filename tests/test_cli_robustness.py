@@ -157,6 +157,7 @@ def test_bullmq_script_set_runs_from_the_cli() -> None:
     assert '"finish:1:-3"' in res.output
 
 
+@pytest.mark.live
 def test_sigterm_on_a_live_run_deletes_its_keys(tmp_path: Path) -> None:
     conn = backend_conn("live")
     # a queue name of this test's own, so that other runs on the shared server (a parallel test session)

@@ -197,6 +197,7 @@ def test_a_restart_loses_the_run_and_drops_every_connection() -> None:
         assert "stolen-lock" not in h.kinds  # the lock went with the data: nobody stole it
 
 
+@pytest.mark.live
 def test_a_restart_is_refused_on_a_server_emqlab_did_not_start() -> None:
     from emqlab.engine.scenario import loads
 

@@ -22,7 +22,7 @@ from emqlab.backend import fakeserver
 from emqlab.backend.connect import command_executor, connect
 from emqlab.backend.fakeserver import new_server, sync_client
 from emqlab.scripting.host import LuaHost
-from tests.conftest import live_conn
+from tests.conftest import live_conn, live_dialect
 
 MISSING = "Script attempted to access nonexistent global variable '{}'"
 READONLY = "Attempt to modify a readonly table"
@@ -68,6 +68,10 @@ PROBES: list[tuple[str, bytes, str | bytes]] = [
     ("into a caught error", b"local ok, e = pcall(redis.call, 'NOSUCHCMD') return tostring(e.__traceback__)", b"nil"),
 ]
 
+#: where Valkey (emqlab.scripting.dialect) answers a probe otherwise, still refusing it: its sandbox has ``os``
+#: with ``os.clock`` alone
+VALKEY_ANSWERS: dict[str, str | bytes] = {"os": "attempt to call field 'execute' (a nil value)"}
+
 #: what every script relies on, checked after each probe (nothing a probe did may outlive it)
 INTACT = b"return {type(redis.call), type(string.rep), type(cjson.encode), type(KEYS), tostring(rawget(_G, 'x'))}"
 INTACT_REPLY = [b"function", b"function", b"function", b"table", b"nil"]
@@ -91,7 +95,9 @@ def run(request: pytest.FixtureRequest) -> Iterator[Callable[[bytes], Any]]:
 
 @pytest.mark.parametrize(("script", "expected"), [p[1:] for p in PROBES], ids=[p[0] for p in PROBES])
 def test_probe_is_refused_as_redis_refuses_it(run: Callable[[bytes], Any], script: bytes,
-                                              expected: str | bytes) -> None:
+                                              expected: str | bytes, request: pytest.FixtureRequest) -> None:
+    if request.node.callspec.params["run"] == "live" and live_dialect().valkey:
+        expected = VALKEY_ANSWERS.get(request.node.callspec.id.split("-", 1)[1], expected)
     if isinstance(expected, bytes):
         assert run(script) == expected
     else:

@@ -47,6 +47,7 @@ def _run(modules: Path, url: str, prefix: str) -> dict[str, object]:
     return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.live
 def test_bullmq_node_gives_the_same_outcome_on_emqlab_server_and_on_redis(node_modules: Path) -> None:
     with serve() as tcp:
         embedded = _run(node_modules, tcp.url, "emqlab-e2e")

@@ -57,6 +57,7 @@ def test_counts_are_exact_and_the_race_is_found_where_it_is(finisher, sweeper, m
         reduced.assert_never("double-placement")
 
 
+@pytest.mark.live
 def test_the_same_counts_every_time_and_on_the_live_server() -> None:
     live = live_conn()  # skips (fails in CI) without a server
     first = run({"W1": toys.finish, "S1": toys.sweep})
@@ -150,6 +151,7 @@ def test_actors_that_break_the_rules_are_refused_with_the_reason(actor, words) -
         assert w in str(e.value), str(e.value)
 
 
+@pytest.mark.live
 def test_talking_to_the_live_server_behind_the_scheduler_is_refused() -> None:
     live_conn()
     with pytest.raises(ActorError, match="outside the client it was given"):

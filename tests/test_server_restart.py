@@ -53,6 +53,7 @@ def test_the_same_server_raises_nothing() -> None:
         proc.wait(timeout=10)
 
 
+@pytest.mark.live
 def test_an_interrupted_constructor_deletes_what_it_wrote() -> None:
     """A SIGTERM (SystemExit) or Ctrl-C while the Runner writes its initial state and starts its actors left the
     run's keys behind (the constructor never returned, so nothing closed it): now it deletes them."""

@@ -55,12 +55,14 @@ def test_atomic_modes_show_no_anomaly_in_any_interleaving(conn: redis.Redis, see
     assert rep.results["W1"] == {"finish:1:0": 2}
 
 
+@pytest.mark.live
 def test_counts_identical_on_both_backends(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     fake = explore(seed_scenario, "split", conn=connect())
     live = explore(seed_scenario, "split", conn=backend_conn("live"))
     assert _counts(fake) == _counts(live)
 
 
+@pytest.mark.live
 def test_witness_replays_to_the_same_history_on_both_backends(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     rep = explore(seed_scenario, "split", conn=connect())
     schedule = rep.witnesses["double-placement"].schedule
@@ -83,6 +85,7 @@ def _split_report(name: str):  # type: ignore[no-untyped-def]
     return _WITNESS_CACHE[name]
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("name", ["stalled-finish", "lease-lapse", "fetch-loop", "two-workers"])
 def test_every_witness_replays_identically_on_both_backends(name: str) -> None:
     sc = scenario.load(name)
@@ -237,6 +240,7 @@ def test_anomaly_checks_are_pure_functions_of_the_history(seed_scenario) -> None
 # -- live safety --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.live
 def test_refuses_to_run_where_the_queue_keys_exist(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     conn = backend_conn("live")
     admin = admin_conn()  # (a key outside emqlab's patterns: a restricted live user may not write it)
@@ -250,6 +254,7 @@ def test_refuses_to_run_where_the_queue_keys_exist(seed_scenario) -> None:  # ty
         admin.delete(keys.wait)
 
 
+@pytest.mark.live
 def test_runner_leaves_nothing_behind_on_the_live_server(seed_scenario) -> None:  # type: ignore[no-untyped-def]
     conn = backend_conn("live")
     with Runner(seed_scenario, "split", conn) as r:

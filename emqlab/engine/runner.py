@@ -53,6 +53,7 @@ from emqlab.protocol.commands import command_keys, is_read_only, key_access
 from emqlab.protocol.keys import PLACEMENTS, QueueKeys
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.protocol.schedules import ScheduleError, format_schedule, preemptions
+from emqlab.scripting.dialect import REDIS7, server_dialect
 from emqlab.scripting.host import LuaHost, ScriptRun, Status
 from emqlab.scripting.registry import ScriptSet, default_scripts
 
@@ -167,7 +168,8 @@ class Runner:
             if any(a.kind == "script-flush" for a in scenario.actors) and not fake:
                 raise FaultRefused(f"the script-flush fault needs a server emqlab owns (fakeredis): SCRIPT FLUSH would "
                                    f"empty the script cache of every client of {describe(self.conn)}")
-            self.host = LuaHost()
+            #: the host follows the server's dialect (Redis 7 or Valkey: its texts, the commands a script may call)
+            self.host = LuaHost(dialect=REDIS7 if fake else server_dialect(self.conn))
             chosen = list(instruments) if instruments is not None else []
             if effects and not any(isinstance(i, EffectRecorder) for i in chosen):
                 chosen.insert(0, EffectRecorder())

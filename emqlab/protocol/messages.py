@@ -70,6 +70,24 @@ BLOCKING_STREAM_READ = "%s command is not allowed with BLOCK option from scripts
 TIMEOUT_NOT_FLOAT = "ERR timeout is not a float or out of range"
 #: a negative timeout (src/timeout.c)
 TIMEOUT_NEGATIVE = "ERR timeout is negative"
+#: WAIT's timeout that is no integer (src/timeout.c, in milliseconds)
+TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
+
+# -- Valkey 8+: where its texts differ from Redis 7.0's (the host follows them for a Valkey server:
+# emqlab.scripting.dialect; each replaces the Redis text named after VALKEY_) ---------------------------------
+VALKEY_UNKNOWN_COMMAND = "ERR Unknown command called from script"
+VALKEY_SCRIPT_ARITY = "ERR Wrong number of args calling command from script"
+VALKEY_NOSCRIPT_COMMAND = "ERR This Valkey command is not allowed from script"
+VALKEY_NO_ARGUMENTS = "Please specify at least one argument for this call"
+VALKEY_ARGUMENT_TYPE = "Command arguments must be strings or integers"
+VALKEY_ACL_CHECK_COMMAND = "Invalid command passed to server.acl_check_cmd()"
+VALKEY_SETRESP_ARGUMENTS = "server.setresp() requires one argument."
+VALKEY_LOG_ARGUMENTS = "server.log() requires two arguments or more."
+VALKEY_LOG_LEVEL = "Invalid log level."
+VALKEY_SET_REPL_ARGUMENTS = "server.set_repl() requires one argument."
+#: a ``#!`` line naming an engine Valkey does not have (``%s``: the name after ``#!``); Redis 7.0 says
+#: ``Unexpected engine in script shebang: #!<name>``
+VALKEY_SHEBANG_ENGINE = "Could not find scripting engine '%s'"
 
 # -- Redis 7.0: replies outside scripts (src/server.c, src/multi.c, src/object.c) -------------------------
 #: EVALSHA of a script the server's cache does not hold

@@ -45,6 +45,10 @@ What it reproduces (each rule checked against a Redis 7.0 server by ``tests/test
 * an instruction-count hook: a run that executes more than ``max_instructions`` Lua instructions without a
   ``redis.call`` ends with a clear error, and Ctrl-C interrupts a looping script (``KeyboardInterrupt``).
 
+Where Valkey differs from Redis 7.0 (error texts and suffix, blocking commands in a script, number texts,
+its extra globals), the host follows the server dialect it was given (``LuaHost(dialect=…)``,
+:mod:`emqlab.scripting.dialect`; Redis 7.0 by default); ``docs/lua-host.md`` ("Servers tested") lists them.
+
 Strings are bytes end to end (msgpack payloads are not UTF-8).
 """
 
@@ -61,6 +65,7 @@ import redis
 from emqlab.protocol import messages, stopped
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.clock import frozen_clock
+from emqlab.scripting.dialect import REDIS7, Dialect
 from emqlab.scripting.registry import Script, lua_dir
 from emqlab.scripting.replies import (
     STATUS_REPLY_COMMANDS,
@@ -76,7 +81,15 @@ from emqlab.scripting.replies import (
     reply_to_lua,
     tree_to_py,
 )
-from emqlab.scripting.rules import Compiled, alpha_sort, compile_script, constant_sort, known_command, vet
+from emqlab.scripting.rules import (
+    Compiled,
+    alpha_sort,
+    compile_script,
+    constant_sort,
+    known_command,
+    unblocked_reply,
+    vet,
+)
 from emqlab.scripting.rules import confine as outside_run
 from emqlab.scripting.sandbox import (
     DEFAULT_MAX_COMMANDS,
@@ -99,7 +112,9 @@ class LuaHost:
     instructions and ``max_seconds`` CPU seconds over all its steps, ``max_commands`` commands; and
     ``max_memory`` bytes of Lua heap for all the host's runs together (``not enough memory``). Defaults:
     :mod:`emqlab.scripting.sandbox`. ``db``: the database the caller's connection is on, restored after a
-    script that ``SELECT``\\ s another (:meth:`run` reads it from a redis-py client).
+    script that ``SELECT``\\ s another (:meth:`run` reads it from a redis-py client). ``dialect``: the server
+    the host's scripts are compared with (:mod:`emqlab.scripting.dialect`; Redis 7.0 by default; for a live
+    server ``server_dialect(conn)``): its error texts, the commands a script may call, its sandbox's globals.
 
     >>> host = LuaHost()
     >>> run = host.start(b"return redis.call('GET', KEYS[1])", [b"k"], [])
@@ -112,7 +127,8 @@ class LuaHost:
 
     def __init__(self, lib_dir: str | Path | None = None, *, max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
                  max_commands: int = DEFAULT_MAX_COMMANDS, max_memory: int = MAX_MEMORY,
-                 max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0) -> None:
+                 max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0, dialect: Dialect = REDIS7) -> None:
+        self.dialect = dialect
         self.runtime = new_runtime(unpack_returned_tuples=False, max_memory=max_memory or None)
         lib = Path(lib_dir) if lib_dir else lua_dir() / "lib"
         self.logs: list[tuple[int, bytes]] = []
@@ -135,7 +151,9 @@ class LuaHost:
         api = _sandbox.load(self.runtime, lib, "host", helpers, budget_hint=b"LuaHost(max_instructions=...)",
                              commands_hint=b"LuaHost(max_commands=...)", memory_text=soft_oom.encode(),
                              memory_kib=soft_cap_kib(self.max_memory), max_seconds=float(max_seconds),
-                             seconds_hint=b"LuaHost(max_seconds=...)")
+                             seconds_hint=b"LuaHost(max_seconds=...)",
+                             dialect=self.runtime.table_from(dialect.lua_options()),
+                             msg=self.runtime.table_from(dialect.lua_texts()))
         self._start = api[b"start"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
@@ -203,7 +221,7 @@ class LuaHost:
         for a syntax error (``Error compiling script (new function): …``) or a bad ``#!`` line."""
         found = self._compiled.get(text)
         if found is None:
-            found = self._compiled[text] = compile_script(text)
+            found = self._compiled[text] = compile_script(text, self.dialect)
         return found
 
     # -- running ---------------------------------------------------------------------------------------
@@ -304,7 +322,7 @@ class ScriptRun:
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where", "_sort")
+                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where", "_asked", "_sort")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
                  caller_db: int = 0, confine: bytes | None = None) -> None:
@@ -327,6 +345,8 @@ class ScriptRun:
         self.confine = confine
         self._ended: tuple[Any, ...] | None = None
         self._where = b""
+        #: the command as the script asked for it, when ``pending`` is another one (BLPOP sent as LMPOP)
+        self._asked: Command | None = None
         self._sort: Command | None = None
         self._advance(self.host._step(co, 0, None))
 
@@ -361,7 +381,7 @@ class ScriptRun:
             return
         if self._sort is not None:
             sort, self._sort = self._sort, None
-            self.pending = alpha_sort(sort) if reply in (b"set", "set") else sort
+            self.pending = self._asked = alpha_sort(sort) if reply in (b"set", "set") else sort
             return
         cmd = self.pending
         if isinstance(reply, BaseException):
@@ -369,6 +389,10 @@ class ScriptRun:
         else:
             if cmd[0].upper() == b"SELECT":
                 self.db = int(cmd[1])
+            asked = self._asked
+            if asked is not None and asked is not cmd:  # sent as another command (BLPOP as LMPOP)
+                reply = unblocked_reply(asked, reply)
+                cmd = asked
             out = self.host._step(self.co, 0, reply_to_lua(self.host._table_from, cmd, reply))
         self._advance(out)
 
@@ -417,10 +441,12 @@ class ScriptRun:
         while out[0] == 0:
             args = out[1]
             cmd: Command = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
-            refusal, cmd = vet(cmd, self.flags)
+            asked = cmd
+            refusal, cmd = vet(cmd, self.flags, self.host.dialect)
             if refusal is None and self.confine is not None:
                 refusal = outside_run(cmd, self.confine)
             if refusal is None:
+                self._asked = asked
                 self.commands += 1
                 self._where = args[b"where"] or b""
                 if constant_sort(cmd):
@@ -460,5 +486,5 @@ class ScriptRun:
         line = line or line_of(msg)
         if raised is None:  # a returned {err=…}: Redis adds nothing
             return LuaScriptError(msg)
-        return LuaScriptError(f"{msg} script: {self.sha}, on {source}:{line}.")
+        return LuaScriptError(msg + self.host.dialect.error_suffix(self.sha, source, line))
 

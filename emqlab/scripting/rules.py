@@ -3,8 +3,11 @@ line and its flags; the commands a script may not run, refused with Redis's mess
 (unknown command, arity, ``noscript``, ``#!lua flags=no-writes``, ``XREAD … BLOCK``), and the blocking
 commands sent without blocking; the bytecode rewrite that keeps the script's line in its errors.
 
-The rules are listed with the host's (:mod:`emqlab.scripting.host`) and checked against a Redis 7.0 server by
-``tests/test_host_differential.py``.
+Where Valkey's checks differ (its texts, the blocking commands it runs in a script, its shebang order), each
+rule follows the host's server dialect (:mod:`emqlab.scripting.dialect`).
+
+The rules are listed with the host's (:mod:`emqlab.scripting.host`) and checked against a Redis 7.0 server and
+a Valkey 9.1 server by ``tests/test_host_differential.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from emqlab.protocol import commands as _commands
 from emqlab.protocol import messages
+from emqlab.scripting.dialect import REDIS7, Dialect
 from emqlab.scripting.replies import Command, LuaScriptError, as_text
 from emqlab.scripting.sandbox import new_runtime
 
@@ -81,35 +85,47 @@ def _command_entry(name: bytes) -> dict[str, Any] | None:
     return entry
 
 
-def vet(cmd: Command, flags: frozenset[str]) -> tuple[bytes | None, Command]:
+def vet(cmd: Command, flags: frozenset[str], dialect: Dialect = REDIS7) -> tuple[bytes | None, Command]:
     """``(None, command to send)`` or ``(error text, cmd)`` for a command the script may not run, checked in
-    Redis's order: known command, arity, ``noscript``, read-only script, blocking options."""
+    the server's order: known command, arity, ``noscript``, read-only script, blocking options. ``dialect``:
+    the server's (:mod:`emqlab.scripting.dialect`): its texts, and the blocking commands it runs in a script
+    (sent without blocking, :data:`_UNBLOCKED`, :func:`unblocked_reply`)."""
     name = cmd[0].decode("utf-8", "replace").lower()
     table = _commands._table()["commands"]
     entry = None if "|" in name else table.get(name)
     if entry is None:
-        return messages.UNKNOWN_COMMAND.encode(), cmd
+        return dialect.text(messages.UNKNOWN_COMMAND).encode(), cmd
     full = name
     if name in _commands._containers() and len(cmd) >= 2:
         full = f"{name}|{cmd[1].decode('utf-8', 'replace').lower()}"
         entry = table.get(full)
         if entry is None:
-            return messages.UNKNOWN_COMMAND.encode(), cmd
+            # Valkey sends an unknown subcommand on: the container command answers it
+            return (None if dialect.valkey else dialect.text(messages.UNKNOWN_COMMAND).encode()), cmd
     arity = int(entry["arity"])
     if (arity > 0 and len(cmd) != arity) or (arity < 0 and len(cmd) < -arity):
-        return messages.SCRIPT_ARITY.encode(), cmd
+        return dialect.text(messages.SCRIPT_ARITY).encode(), cmd
     eflags = entry["flags"]
-    if "noscript" in eflags:
-        return messages.NOSCRIPT_COMMAND.encode(), cmd
+    if "noscript" in eflags and not dialect.allowed_in_script(name):
+        return dialect.text(messages.NOSCRIPT_COMMAND).encode(), cmd
     if "no-writes" in flags and ("write" in eflags or full in _MAY_REPLICATE):
         return messages.WRITE_IN_READONLY_SCRIPT.encode(), cmd
     if name in ("xread", "xreadgroup"):
-        for a in cmd[1:]:
+        for i, a in enumerate(cmd[1:], 1):
             u = a.upper()
             if u == b"STREAMS":
                 break
             if u == b"BLOCK":
-                return messages.BLOCKING_STREAM_READ.encode() % cmd[0], cmd
+                if not dialect.valkey:
+                    return messages.BLOCKING_STREAM_READ.encode() % cmd[0], cmd
+                # Valkey reads at once: the timeout checked, the command sent without its BLOCK option
+                if i + 1 < len(cmd):
+                    if not re.fullmatch(rb"-?\d+", cmd[i + 1]):
+                        return messages.TIMEOUT_NOT_INTEGER.encode(), cmd
+                    if int(cmd[i + 1]) < 0:
+                        return messages.TIMEOUT_NEGATIVE.encode(), cmd
+                    return None, (*cmd[:i], *cmd[i + 2:])
+                break
     replacement = _NON_BLOCKING.get(name)
     if replacement is not None:
         timeout = cmd[1]
@@ -118,6 +134,8 @@ def vet(cmd: Command, flags: frozenset[str]) -> tuple[bytes | None, Command]:
         if float(timeout) < 0:
             return messages.TIMEOUT_NEGATIVE.encode(), cmd
         return None, (replacement, *cmd[2:])
+    if name in _UNBLOCKED:
+        return _UNBLOCKED[name](cmd)
     return None, cmd
 
 
@@ -159,6 +177,57 @@ def alpha_sort(cmd: Command) -> Command:
     if not alpha:
         out.append(b"ALPHA")
     return tuple(out)
+
+
+def _timeout(timeout: bytes) -> bytes | None:
+    if not _FLOAT.fullmatch(timeout):
+        return messages.TIMEOUT_NOT_FLOAT.encode()
+    if float(timeout) < 0:
+        return messages.TIMEOUT_NEGATIVE.encode()
+    return None
+
+
+def _pop(cmd: Command, last: bytes, pop: bytes) -> tuple[bytes | None, Command]:
+    # BLPOP / BRPOP / BZPOPMIN / BZPOPMAX k1 … kn timeout: the first non-empty key's element, at once
+    keys = cmd[1:-1]
+    return _timeout(cmd[-1]), (pop, str(len(keys)).encode(), *keys, last)
+
+
+def _wait(cmd: Command) -> tuple[bytes | None, Command]:
+    # WAIT numreplicas timeout: in a script it answers at once with the replicas that have acknowledged
+    for a, text in ((cmd[1], messages.NOT_AN_INTEGER), (cmd[2], messages.TIMEOUT_NOT_INTEGER)):
+        if not re.fullmatch(rb"-?\d+", a):
+            return text.encode(), cmd
+    if int(cmd[2]) < 0:
+        return messages.TIMEOUT_NEGATIVE.encode(), cmd
+    return None, (b"WAIT", b"0", b"0")
+
+
+#: The blocking commands Valkey runs inside a script (:data:`emqlab.scripting.dialect.VALKEY_SCRIPT_BLOCKING`;
+#: Redis 7.0 refuses them as ``noscript`` before they get here): checked as the server checks them and sent
+#: as the command that does the same without blocking; :func:`unblocked_reply` gives the reply back the shape
+#: of the blocking command's.
+_UNBLOCKED = {
+    "blpop": lambda cmd: _pop(cmd, b"LEFT", b"LMPOP"),
+    "brpop": lambda cmd: _pop(cmd, b"RIGHT", b"LMPOP"),
+    "bzpopmin": lambda cmd: _pop(cmd, b"MIN", b"ZMPOP"),
+    "bzpopmax": lambda cmd: _pop(cmd, b"MAX", b"ZMPOP"),
+    "brpoplpush": lambda cmd: (_timeout(cmd[3]), (b"RPOPLPUSH", cmd[1], cmd[2])),
+    "blmove": lambda cmd: (_timeout(cmd[5]), (b"LMOVE", *cmd[1:5])),
+    "wait": _wait,
+}
+
+
+def unblocked_reply(script_cmd: Command, reply: Any) -> Any:
+    """``reply`` (to the command :func:`vet` sent for ``script_cmd``) in the shape of ``script_cmd``'s own:
+    ``LMPOP``'s ``[key, [element]]`` becomes ``BLPOP``'s ``[key, element]``, ``ZMPOP``'s ``[key, [[member,
+    score]]]`` ``BZPOPMIN``'s ``[key, member, score]``; any other reply is returned as it is."""
+    name = script_cmd[0].lower()
+    if name in (b"blpop", b"brpop") and isinstance(reply, list) and len(reply) == 2:
+        return [reply[0], reply[1][0]]
+    if name in (b"bzpopmin", b"bzpopmax") and isinstance(reply, list) and len(reply) == 2:
+        return [reply[0], *reply[1][0]]
+    return reply
 
 
 _OP_CALL, _OP_TAILCALL = 28, 29
@@ -225,8 +294,9 @@ def without_tail_calls(chunk: bytes) -> bytes:
     return bytes(out)
 
 
-def parse_shebang(text: bytes) -> tuple[bytes, frozenset[str]]:
-    """The script body to compile (the ``#!`` line blanked, so line numbers stay) and its flags."""
+def parse_shebang(text: bytes, dialect: Dialect = REDIS7) -> tuple[bytes, frozenset[str]]:
+    """The script body to compile (the ``#!`` line blanked, so line numbers stay) and its flags. Redis checks
+    the engine first; Valkey after the options, and names the engine it did not find."""
     if not text.startswith(b"#!"):
         return text, frozenset()
     end = text.find(b"\n")
@@ -234,7 +304,7 @@ def parse_shebang(text: bytes) -> tuple[bytes, frozenset[str]]:
         raise LuaScriptError("Invalid script shebang")
     line, rest = text[:end], text[end:]
     parts = line.split()
-    if not parts or parts[0] != b"#!lua":
+    if not dialect.valkey and (not parts or parts[0] != b"#!lua"):
         raise LuaScriptError(f"Unexpected engine in script shebang: {as_text(parts[0] if parts else line)}")
     flags: set[str] = set()
     for part in parts[1:]:
@@ -246,6 +316,9 @@ def parse_shebang(text: bytes) -> tuple[bytes, frozenset[str]]:
             if flag.decode("utf-8", "replace") not in _SHEBANG_FLAGS:
                 raise LuaScriptError(f"Unexpected flag in script shebang: {as_text(flag)}")
             flags.add(flag.decode())
+    engine = parts[0][2:] if parts else b""
+    if dialect.valkey and engine.lower() != b"lua":
+        raise LuaScriptError(messages.VALKEY_SHEBANG_ENGINE % as_text(engine))
     return rest, frozenset(flags)
 
 
@@ -282,12 +355,12 @@ _compiler: list[Any] = []
 _compiler_lock = threading.Lock()
 
 
-def compile_script(text: bytes) -> Compiled:
+def compile_script(text: bytes, dialect: Dialect = REDIS7) -> Compiled:
     """``text`` (a script, maybe with a ``#!lua`` line) compiled, its tail calls made calls
     (:func:`without_tail_calls`). Raises :class:`LuaScriptError` with Redis's message for a syntax error
     (``Error compiling script (new function): user_script:1: …``) or a bad ``#!`` line. Runs nothing of the
     script (the compiler has a Lua runtime of its own)."""
-    body, flags = parse_shebang(text)
+    body, flags = parse_shebang(text, dialect)
     with _compiler_lock:
         if not _compiler:
             _compiler.append(new_runtime().eval(_COMPILE_LUA))

@@ -46,6 +46,49 @@ local mode, py, hook_every = opts.mode, opts.py, opts.hook_every
 local MSG = opts.msg
 
 -- 1. shared ===========================================================================================
+-- the server the scripts are compared with (emqlab/scripting/dialect.py; the host's dialect option): Redis
+-- 7.0 without one (the embedded server), else Redis 7.0 or Valkey
+local dialect = opts.dialect or {}
+
+-- a Lua number as a command's argument, and a {double=...} reply's text: '%.17g' on Redis 7.0; on Valkey
+-- an integer within +-2^62 as an integer, any other finite number in the shortest digits that read back
+-- as the same number, laid out as its fpconv_dtoa does (0.1, 1e-7, 1e+21, 9223372036854776000), and a
+-- NaN reply as 'nan'
+local function fpconv(x)
+  local neg = ''
+  if x < 0 then neg, x = '-', -x end
+  local s
+  for p = 0, 16 do
+    s = string.format('%.' .. p .. 'e', x)
+    if tonumber(s) == x then break end
+  end
+  local mant, e10 = string.match(s, '^([%d%.]+)e([-+]%d+)$')
+  local digits = string.gsub(string.gsub(mant, '%.', ''), '0+$', '')
+  if digits == '' then digits = '0' end
+  local nd = #digits
+  local K = tonumber(e10) - (nd - 1)
+  local ex = K + nd - 1
+  if ex < 0 then ex = -ex end
+  if K >= 0 and ex < nd + 7 then return neg .. digits .. string.rep('0', K) end
+  if K < 0 and (K > -7 or ex < 4) then
+    local offset = nd + K
+    if offset <= 0 then return neg .. '0.' .. string.rep('0', -offset) .. digits end
+    return neg .. string.sub(digits, 1, offset) .. '.' .. string.sub(digits, offset + 1)
+  end
+  local out = string.sub(digits, 1, 1)
+  if nd > 1 then out = out .. '.' .. string.sub(digits, 2) end
+  return neg .. out .. 'e' .. (K + nd - 1 < 0 and '-' or '+') .. ex
+end
+local TWO_62 = 2 ^ 62
+local function number_text(x, reply)
+  if not dialect.valkey then return string.format('%.17g', x) end
+  if x ~= x then return reply and 'nan' or string.format('%.17g', x) end
+  if x == 1 / 0 or x == -1 / 0 then return string.format('%.17g', x) end
+  if x == 0 then return (reply and 1 / x < 0) and '-0' or '0' end
+  if x == math.floor(x) and x >= -TWO_62 and x <= TWO_62 then return string.format('%.0f', x) end
+  return fpconv(x)
+end
+
 local real_next, real_pairs, real_ipairs = next, pairs, ipairs
 local real_rawget, real_rawset, real_rawequal = rawget, rawset, rawequal
 local real_setmetatable, real_getmetatable = setmetatable, getmetatable
@@ -220,7 +263,7 @@ redis.acl_check_cmd = function(...)
   local args = {...}
   for i = 1, n do
     local a = args[i]
-    if real_type(a) == 'number' then args[i] = fmt('%.17g', a)
+    if real_type(a) == 'number' then args[i] = number_text(a)
     elseif real_type(a) ~= 'string' then
       real_error(MSG.argument_type, 0)
     end
@@ -232,7 +275,13 @@ redis.acl_check_cmd = function(...)
 end
 redis.breakpoint = function() return false end
 redis.debug = function() end
-redis.REDIS_VERSION, redis.REDIS_VERSION_NUM = '7.0.15', 0x07000f
+-- Valkey adds its name and release, and answers as the Redis release in redis_version
+redis.REDIS_VERSION = dialect.redis_version or '7.0.15'
+redis.REDIS_VERSION_NUM = dialect.redis_version_num or 0x07000f
+if dialect.valkey then
+  redis.SERVER_NAME, redis.VALKEY_VERSION, redis.VALKEY_VERSION_NUM =
+    dialect.server_name, dialect.valkey_version, dialect.valkey_version_num
+end
 
 -- Redis's math.random: the 48-bit linear congruential generator of its rand.c (lrand48) --------
 local rx0, rx1, rx2 = 0x330E, 0xABCD, 0x1234
@@ -375,6 +424,7 @@ base.error = function(e, level)
   real_error(e, level)
 end
 base.__redis__err__handler = function(e) return e end
+if dialect.valkey then base.__server__err__handler = base.__redis__err__handler end
 
 -- the library modules ---------------------------------------------------------------------------------
 null = newproxy(true)
@@ -399,6 +449,11 @@ if opts.patterns then
 end
 
 base.redis = protect(redis)
+if dialect.valkey then
+  -- Valkey's sandbox: the redis table under the name server too, and os with os.clock alone
+  base.server = base.redis
+  base.os = protect({clock = cpu_clock})
+end
 base.string = protect(lib_string)
 base.math = protect(lib_math)
 base.table = protect(lib_table)
@@ -455,7 +510,7 @@ local function command(raise, ...)
     local a = args[i]
     local t = real_type(a)
     if t == 'number' then
-      args[i] = fmt('%.17g', a)
+      args[i] = number_text(a)
     elseif t ~= 'string' then
       real_error({err = 'ERR ' .. MSG.argument_type, line = script_line()})
     end
@@ -653,7 +708,7 @@ local function to_reply(v, depth)
   local ok = real_rawget(v, 'ok')
   if real_type(ok) == 'string' then return {'status', ok} end
   local d = real_rawget(v, 'double')
-  if real_type(d) == 'number' then return fmt('%.17g', d) end
+  if real_type(d) == 'number' then return number_text(d, true) end
   local big = real_rawget(v, 'big_number')
   -- Redis writes a big number as a bulk string on RESP2, its CR and LF bytes mapped to spaces first
   if real_type(big) == 'string' then return (gsub(big, '[\r\n]', ' ')) end
