@@ -119,3 +119,19 @@ def test_an_in_process_client_still_gets_unknown_command_for_quit_and_monitor() 
         with pytest.raises(redis.ResponseError, match="unknown command"):
             r.execute_command(name)
     assert r.ping()
+
+
+def test_client_list_gives_each_address_as_one_word(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """CLIENT LIST's ``addr`` / ``laddr`` as Redis writes them (``127.0.0.1:50421``; a Unix socket's
+    ``/path:0``): BullMQ's ``getWorkers`` splits each line at spaces to read ``name=`` (bullmq-node-suite)."""
+    with serve() as tcp:
+        one, two = redis.Redis.from_url(tcp.url), redis.Redis.from_url(tcp.url)
+        one.client_setname("bull:q")
+        line = [ln for ln in two.execute_command("CLIENT", "LIST").decode().split("\n") if "name=bull:q" in ln][0]
+        fields = dict(word.split("=", 1) for word in line.split(" "))  # (every word a key=value)
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", fields["addr"]) and fields["laddr"] == f"127.0.0.1:{tcp.port}"
+        assert two.execute_command("CLIENT", "INFO").decode().split(" ")[0].startswith("addr=127.0.0.1:")
+    path = str(tmp_path / "emq.sock")
+    with serve(unix=path):
+        info = redis.Redis(unix_socket_path=path).execute_command("CLIENT", "INFO").decode()
+        assert f"addr={path}:0 laddr={path}:0 " in info

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import socket
 import socketserver
 import threading
 import time
@@ -115,12 +116,20 @@ class _TcpConnection(_fs.EmbeddedConnection):
             raise self._connection_error_class("embedded Redis server is disconnected")
         sock = _TcpSocket(server, client_class=self._client_class, db=self.db, lua_modules=self._lua_modules,
                           client_info=self._client_info)
-        info: dict[str, Any] = dict(self._client_info or {})
-        addr = info.get("addr")
+        info = dict(self._client_info or {})
         sock._emqlab_writer = self._writer  # type: ignore[attr-defined]  # (MONITOR writes to it)
-        sock._emqlab_addr = (  # type: ignore[attr-defined]
-            f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else "unix")
+        sock._emqlab_addr = info.get("-monitor") or info.get("addr") or "?"  # type: ignore[attr-defined]
         return sock
+
+
+def _host_port(address: Any) -> str:
+    """A socket address as CLIENT LIST shows it (``127.0.0.1:50421``, ``[::1]:50421``; a Unix socket's as
+    ``/path:0``, as Redis does): one word, so that a client splitting the line at spaces (BullMQ's
+    ``getWorkers``) reads every field."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return f"{address or ''}:0"
 
 
 class _OneLineWriter(Writer):
@@ -141,10 +150,13 @@ class _Handler(TCPFakeRequestHandler):
         super().setup()
         self.writer = _OneLineWriter(self.client_address, self.wfile, self)
         old = self.current_client
+        unix = self.connection.family == getattr(socket, "AF_UNIX", None)
         self.current_client = _TcpConnection(
             server=self.server.fake_server, writer=self.writer, lua_modules=set(_fs.LUA_MODULES),
-            client_info={"laddr": self.connection.getsockname(), "addr": self.connection.getpeername(),
-                         "fd": self.connection.fileno()}, protocol=2)
+            client_info={"laddr": _host_port(self.connection.getsockname()),
+                         "addr": _host_port(self.connection.getsockname() if unix else self.connection.getpeername()),
+                         "fd": self.connection.fileno(), "-monitor": "unix" if unix else None},
+            protocol=2)
         old.disconnect()
         self.server.clients[self.client_address] = self.current_client
 
