@@ -7,6 +7,9 @@ server that fakeredis's front end lacks:
 * ``QUIT`` answers ``+OK`` and closes the connection (ioredis sends it on every ``quit()``);
 * ``MONITOR`` streams every command any client runs, a script's own commands too (``redis-cli MONITOR``:
   watch an exploration run against the server, one round trip a line);
+* a client that hangs up during a blocking command (``BLPOP``, ``XREAD BLOCK``) has its connection closed
+  then, not at the block's timeout (ioredis's ``disconnect()`` waits for the server's close);
+* ``CLIENT LIST`` gives each address as one word (``addr=127.0.0.1:50421``);
 * an error reply is one line: a script error whose text holds a newline (the sandbox's errors do) is sent with
   its line breaks as spaces — a raw newline breaks the RESP stream (``redis-cli`` prints "Bad simple string
   value", redis-py waits for its timeout).
@@ -159,6 +162,11 @@ class _Handler(TCPFakeRequestHandler):
             protocol=2)
         old.disconnect()
         self.server.clients[self.client_address] = self.current_client
+        self.server.hangups.add(self)
+
+    def finish(self) -> None:
+        self.server.hangups.discard(self)
+        super().finish()
 
     def handle(self) -> None:
         """Serve the connection: the client's bytes go to the embedded socket as they come, its replies back
@@ -190,12 +198,71 @@ class _Handler(TCPFakeRequestHandler):
                 return
 
 
+def _peer_gone(conn: socket.socket) -> bool:
+    """Whether the client at the other end of ``conn`` has closed it (an EOF waits in the socket)."""
+    try:
+        ready, _, _ = select.select([conn], [], [], 0)
+        return bool(ready) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+class _HangUpWatch:
+    """Ends a blocking command (BLPOP, XREAD BLOCK, …) whose client has hung up, as Redis does: the handler's
+    thread waits inside the command and cannot see the EOF itself, so the client would wait for the block's
+    timeout before its close is answered (ioredis's ``disconnect()`` waits for it: BullMQ's
+    ``QueueEvents.close()`` took seconds). One thread a server looks at the blocked connections every
+    ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.handlers: set[_Handler] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, handler: _Handler) -> None:
+        with self._lock:
+            self.handlers.add(handler)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="emqlab-hangups", daemon=True)
+                self._thread.start()
+
+    def discard(self, handler: _Handler) -> None:
+        with self._lock:
+            self.handlers.discard(handler)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                handlers = list(self.handlers)
+            for handler in handlers:
+                try:
+                    sock = handler.current_client.get_socket()
+                except Exception:  # (not connected yet, or gone)
+                    continue
+                if getattr(sock, "_blocked", False) and _peer_gone(handler.connection):
+                    condition = sock._db.condition  # (the server's lock: a command's wait gives it up)
+                    with condition:
+                        if getattr(sock, "_blocked", False):
+                            sock._unblock_reason = b"timeout"  # (CLIENT UNBLOCK's way: the command ends empty)
+                            condition.notify_all()
+
+
 class _Server(TcpFakeServer):
     def __init__(self, address: tuple[str, int], embedded: fakeredis.FakeServer) -> None:
         super().__init__(address, bind_and_activate=True)
         self.RequestHandlerClass = _Handler
         self.fake_server = embedded
         self.daemon_threads = True
+        self.hangups = _HangUpWatch()
+
+    def shutdown(self) -> None:
+        self.hangups.stop()
+        super().shutdown()
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -210,12 +277,14 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.clients: dict[Any, Any] = {}
         self._shutdown_event = threading.Event()
         self._ids = itertools.count(1)
+        self.hangups = _HangUpWatch()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         self.RequestHandlerClass(request, ("unix", next(self._ids)), self)  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         self._shutdown_event.set()
+        self.hangups.stop()
         super().shutdown()
 
 
