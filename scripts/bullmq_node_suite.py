@@ -187,7 +187,6 @@ def _mocha_config(checkout: Path) -> dict[str, Any]:
 
 
 def _run_file(side: str, rel: str, args: argparse.Namespace, work: Path, base_cfg: dict[str, Any]) -> FileRun:
-    checkout = Path(args.checkout)
     stem = Path(rel).stem
     events = work / f"{side}-{stem}.jsonl"
     events.unlink(missing_ok=True)
@@ -199,6 +198,16 @@ def _run_file(side: str, rel: str, args: argparse.Namespace, work: Path, base_cf
     cfg_path.write_text(json.dumps(cfg))
     port = _free_port()
     server = _start_server(side, args, port, work / f"{side}-server.log")
+    try:
+        return _run_mocha(side, rel, args, work, port, events, cfg_path)
+    finally:
+        _stop(server)
+
+
+def _run_mocha(side: str, rel: str, args: argparse.Namespace, work: Path, port: int, events: Path,
+               cfg_path: Path) -> FileRun:
+    checkout = Path(args.checkout)
+    stem = Path(rel).stem
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_HOST", "BULLMQ_TEST_PREFIX")}
     env.update(BQ_SUITE_PORT=str(port), BQ_SUITE_EVENTS=str(events), TS_NODE_TRANSPILE_ONLY="true",
                NODE_OPTIONS=f"{env.get('NODE_OPTIONS', '')} --require {work / 'guard.js'}".strip())
@@ -212,9 +221,14 @@ def _run_file(side: str, rel: str, args: argparse.Namespace, work: Path, base_cf
         try:
             run.exit_code = proc.wait(timeout=args.file_timeout)
         except subprocess.TimeoutExpired:
-            _stop(proc)
+            pass
+        finally:
+            _stop(proc)  # (at the time limit, or on Ctrl-C)
+            try:  # (and whatever mocha started and left behind)
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     run.seconds = time.monotonic() - start
-    _stop(server)
     for raw in events.read_text().splitlines() if events.exists() else []:
         rec = json.loads(raw)
         if rec["kind"] == "end":
@@ -232,6 +246,7 @@ def _run_file(side: str, rel: str, args: argparse.Namespace, work: Path, base_cf
 def _inner(args: argparse.Namespace) -> int:
     """One side's run (in its network namespace, when there is one): every file in turn; JSON to stdout's
     file ``--_result``."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (so that the servers started are stopped)
     if args._netns:
         _loopback_up()
     work = Path(args._work)
