@@ -153,3 +153,19 @@ def test_a_client_hanging_up_in_a_blocking_command_is_let_go_at_once(command: li
         assert time.monotonic() - start < 2
         s.close()
         assert redis.Redis.from_url(tcp.url).ping()
+
+
+def test_a_subscriber_gets_another_clients_messages_promptly() -> None:
+    """Idle connections wait longer between looks (so that they leave the GIL to the busy ones), a subscriber
+    does not: a PUBLISH from another client reaches it at once."""
+    with serve() as tcp:
+        sub = redis.Redis.from_url(tcp.url).pubsub(ignore_subscribe_messages=True)
+        sub.subscribe("news")
+        time.sleep(0.3)  # (the subscriber is idle)
+        start = time.monotonic()
+        assert redis.Redis.from_url(tcp.url).publish("news", "hi") == 1
+        message = None
+        while message is None and time.monotonic() - start < 5:
+            message = sub.get_message(timeout=1)
+        assert message is not None and message["data"] == b"hi" and time.monotonic() - start < 0.08
+        sub.close()
