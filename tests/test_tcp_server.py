@@ -169,3 +169,15 @@ def test_a_subscriber_gets_another_clients_messages_promptly() -> None:
             message = sub.get_message(timeout=1)
         assert message is not None and message["data"] == b"hi" and time.monotonic() - start < 0.08
         sub.close()
+
+
+def test_replies_are_not_held_by_nagles_algorithm() -> None:
+    """Every client socket has TCP_NODELAY, as Redis sets it: without it a small reply waited for the client's
+    ACK of the one before (up to its delayed-ACK time, ~40 ms) whenever one client's commands interleave with
+    another's on a shared connection (BullMQ's Queue and Worker on one ioredis connection: retryJobs lagged a
+    job behind)."""
+    with serve() as tcp:
+        r = redis.Redis.from_url(tcp.url)
+        assert r.ping()
+        handlers = list(tcp._tcp.hangups.handlers)
+        assert handlers and all(h.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for h in handlers)

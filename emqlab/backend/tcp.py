@@ -9,6 +9,8 @@ server that fakeredis's front end lacks:
   watch an exploration run against the server, one round trip a line);
 * a client that hangs up during a blocking command (``BLPOP``, ``XREAD BLOCK``) has its connection closed
   then, not at the block's timeout (ioredis's ``disconnect()`` waits for the server's close);
+* replies go out at once (``TCP_NODELAY``, as Redis sets it): with Nagle's algorithm a reply waited for the
+  client's ACK of the one before, up to the client's delayed-ACK time (~40 ms);
 * ``CLIENT LIST`` gives each address as one word (``addr=127.0.0.1:50421``);
 * an error reply is one line: a script error whose text holds a newline (the sandbox's errors do) is sent with
   its line breaks as spaces — a raw newline breaks the RESP stream (``redis-cli`` prints "Bad simple string
@@ -159,6 +161,9 @@ class _Handler(TCPFakeRequestHandler):
         self.writer = _OneLineWriter(self.client_address, self.wfile, self)
         old = self.current_client
         unix = self.connection.family == getattr(socket, "AF_UNIX", None)
+        if not unix:  # (as Redis does for every client: a small reply is sent at once, not held by Nagle's
+            # algorithm until the client ACKs the one before it, up to its delayed-ACK time, ~40 ms)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.current_client = _TcpConnection(
             server=self.server.fake_server, writer=self.writer, lua_modules=set(_fs.LUA_MODULES),
             client_info={"laddr": _host_port(self.connection.getsockname()),
