@@ -148,11 +148,6 @@ class _OneLineWriter(Writer):
         super().dump(value)
 
 
-#: seconds a connection waits for its client's bytes before it looks again for pushed replies (a subscriber)
-#: or for the server's stop (any other)
-_SUBSCRIBER_POLL, _IDLE_POLL = 0.01, 0.1
-
-
 class _Handler(TCPFakeRequestHandler):
     server: _Server
 
@@ -197,12 +192,7 @@ class _Handler(TCPFakeRequestHandler):
                     continue
                 data = self.rfile.readline()
                 if not data:  # (a non-blocking socket: nothing yet, or the client closed it)
-                    # Only a subscriber gets replies it did not ask for (another client's PUBLISH, a keyspace
-                    # event): its wait is short. Any other connection waits for its client's bytes, and wakes
-                    # now and then for the server's stop: idle connections polling fast take the GIL from
-                    # the busy ones (BullMQ holds a dozen open).
-                    wait = _SUBSCRIBER_POLL if getattr(conn.get_socket(), "_pubsub", 0) else _IDLE_POLL
-                    ready, _, _ = select.select([self.connection], [], [], wait)
+                    ready, _, _ = select.select([self.connection], [], [], 0.01)
                     if not ready:
                         continue
                     data = self.rfile.readline()
