@@ -452,6 +452,12 @@ def _skip_list(results: dict[str, list[FileRun]]) -> list[str]:
     if rows_both:
         out += ["## Failing on both servers (the suite's, not emqlab's)", "", "| file | test | error on emqlab |",
                 "|---|---|---|", *rows_both, ""]
+    emq_fail = {(r.file, o.title) for r in results["emqlab"] for o in r.failed}
+    rows_redis = [f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | {_one_line(o.error)} |"
+                  for r in results["redis"] for o in r.failed if (r.file, o.title) not in emq_fail]
+    if rows_redis:
+        out += ["## Failing on redis-server only (in this run)", "", "| file | test | error on redis-server |",
+                "|---|---|---|", *rows_redis, ""]
     return out
 
 
