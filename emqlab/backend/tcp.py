@@ -150,8 +150,6 @@ class _OneLineWriter(Writer):
 
 class _Handler(TCPFakeRequestHandler):
     server: _Server
-    #: set by the hang-up watcher when it ends this connection's blocking command
-    hung_up = False
 
     def setup(self) -> None:
         super().setup()
@@ -188,8 +186,6 @@ class _Handler(TCPFakeRequestHandler):
                         reply = conn.read_response()
                     except RaiseErrorTypes as e:  # (an error reply: sent, and the connection goes on)
                         reply = e
-                    if self.hung_up:  # (as Redis: a client that hung up gets no reply, the connection ends; a
-                        return        # reply to a half-closed ioredis socket stalled BullMQ's Worker.pause())
                     self.writer.dump(reply)
                     if getattr(conn.get_socket(), "_emqlab_quit", False) and not conn.can_read():
                         return
@@ -257,7 +253,6 @@ class _HangUpWatch:
                     condition = sock._db.condition  # (the server's lock: a command's wait gives it up)
                     with condition:
                         if getattr(sock, "_blocked", False):
-                            handler.hung_up = True  # (its command's reply is not sent: nobody is there)
                             sock._unblock_reason = b"timeout"  # (CLIENT UNBLOCK's way: the command ends empty)
                             condition.notify_all()
 
