@@ -56,7 +56,48 @@ SIDES = ("redis", "emqlab")
 #: Tests that fail on emqlab server and pass on redis-server, with the reason found by investigation
 #: (keyed by mocha's full title; a ``*`` is a wildcard). A run shows these as "known: reason"; any other
 #: emqlab-only failure is a "new failure".
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    "workers Manually process jobs should get paginated unprocessed dependencies keys":
+        "SSCAN paging: emqlab's INFO says redis_version 8.0.0, so the test expects Redis 7.2+'s listpack "
+        "behaviour (SSCAN with COUNT 50 on a set of 65 short members returns all 65 and cursor 0); fakeredis "
+        "pages by COUNT and returns 50. (The redis-server here is 7.0, where the test takes its < 7.2 branch.)",
+    "Rate Limiter when there are more added jobs than max limiter processes jobs as max limiter from the beginning":
+        "speed: 400 jobs through a 100-a-second limiter (at least 3 s of its 5 s) with a 700 ms job; about "
+        "1200 scripts (add, move to active, move to finished) at about 1 ms each on emqlab server put it over "
+        "5 s (3.8-3.9 s on redis-server)",
+    "Obliterate should obliterate a queue with high number of jobs in different statuses":
+        "speed: 2223 jobs added (1623 of them delayed) and 600 processed (300 completed, 300 failed) before "
+        "obliterate(): some 3500 scripts at about 1 ms each on emqlab server against the 6 s limit (1.0-1.1 s "
+        "on redis-server); near the limit, it passes in some runs",
+    "Jobs getters .getWorkers *":
+        "race: ioredis sends a worker's CLIENT SETNAME from its own 'ready' handler, so BullMQ's Worker is "
+        "'ready' before the name is set, and the test asks CLIENT LIST (Queue.getWorkers) on another "
+        "connection at once. Redis runs both in the order they arrive (the SETNAME was written first); emqlab "
+        "server serves each connection on a thread of its own and can answer the CLIENT LIST first. Seen on "
+        "one to three of the getWorkers tests in some runs (and once on redis-server too).",
+    "Pause should pause and resume worker without error":
+        "hang-up reply: Worker.pause() disconnects the worker's blocking connection in the middle of its "
+        "BZPOPMIN; emqlab server sees the hang-up at once and ends the command, but still writes its empty "
+        "reply to ioredis's half-closed socket, and BullMQ then stalls until the test's 8 s (it passes alone). "
+        "Sending no reply, as Redis does, fixes it but makes 2-3 force-closed-worker tests of "
+        "test_stalled_jobs.ts time out, so that change is not in (see the commit history).",
+    "stalled jobs *":
+        "intermittent: the tests that force-close a worker (close(true)) with 4 active jobs and wait for a "
+        "second worker to find them stalled timed out in some runs on emqlab server (0 to 2 of them), passed "
+        "in others; not pinned down",
+    "events when one job is a parent emits waiting-children and waiting event":
+        "intermittent: timed out once (8 s) in three full runs on emqlab server, passed in the others; not "
+        "investigated further",
+    "bulk jobs should keep workers busy":
+        "timing: 2.7 s of job sleeps (6 jobs of 900 ms on 2 workers) inside the 4 s limit (2.75 s on "
+        "redis-server); before TCP_NODELAY and the hang-up fix it ran 4 s on emqlab server, since then it passes",
+    "Delayed jobs should process delayed jobs with several workers respecting delay":
+        "timing margin: checks processedOn against the delay with a 0.4 ms margin (once: 'expected 692 to be "
+        "below 691.6'); passes in most runs",
+    "Concurrency when global dynamic limit is used when max limiter is greater than 1 should run max "
+    "concurrency for jobs added first processed":
+        "timing: 2.6 s of the 4 s limit on redis-server; timed out once on emqlab server before TCP_NODELAY",
+}
 
 #: Tests not run at all (on either server, so that the times compare the same work), with the reason: one
 #: whose failure on emqlab server takes more of its file down with it (a hook that times out after it skips
@@ -442,8 +483,8 @@ def _skip_list(results: dict[str, list[FileRun]]) -> list[str]:
                 rows_known.append(f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | known: "
                                   f"{_one_line(reason, 400)} |")
             else:
-                rows_new.append(f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | **new failure** {note}: "
-                                f"{_one_line(o.error)} |")
+                rows_new.append(f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | **new failure**"
+                                f"{' ' + note if note else ''}: {_one_line(o.error)} |")
     out = ["## Fails on emqlab server, passes on redis-server", ""]
     if rows_known or rows_new:
         out += ["| file | test | reason |", "|---|---|---|", *rows_known, *rows_new, ""]
