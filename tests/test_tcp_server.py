@@ -143,3 +143,65 @@ def test_the_pytest_fixture_serves_one_test(emqlab_server: EmbeddedTcp) -> None:
     r = redis.Redis(port=emqlab_server.port)
     assert r.set("k", "1") and emqlab_server.server is not None
     assert redis.Redis.from_url(emqlab_server.url).get("k") == b"1"
+
+
+def test_client_list_gives_each_address_as_one_word(tmp_path: Path) -> None:
+    """CLIENT LIST's ``addr`` / ``laddr`` as Redis writes them (``127.0.0.1:50421``; a Unix socket's
+    ``/path:0``): BullMQ's ``getWorkers`` splits each line at spaces to read ``name=`` (bullmq-node-suite)."""
+    with serve() as tcp:
+        one, two = redis.Redis.from_url(tcp.url), redis.Redis.from_url(tcp.url)
+        one.client_setname("bull:q")
+        line = [ln for ln in two.execute_command("CLIENT", "LIST").decode().split("\n") if "name=bull:q" in ln][0]
+        fields = dict(word.split("=", 1) for word in line.split(" "))  # (every word a key=value)
+        assert re.fullmatch(r"127\.0\.0\.1:\d+", fields["addr"]) and fields["laddr"] == f"127.0.0.1:{tcp.port}"
+        assert two.execute_command("CLIENT", "INFO").decode().split(" ")[0].startswith("addr=127.0.0.1:")
+    path = str(tmp_path / "emq.sock")
+    with serve(unix=path):
+        info = redis.Redis(unix_socket_path=path).execute_command("CLIENT", "INFO").decode()
+        assert f"addr={path}:0 laddr={path}:0 " in info
+
+
+@pytest.mark.parametrize("command", [[b"BLPOP", b"nothing", b"10"],
+                                     [b"XREAD", b"BLOCK", b"10000", b"STREAMS", b"nothing", b"$"]])
+def test_a_client_hanging_up_in_a_blocking_command_is_let_go_at_once(command: list[bytes]) -> None:
+    """Redis closes a connection whose client hung up while it waited in BLPOP / XREAD BLOCK at once; ioredis's
+    ``disconnect()`` waits for that close (BullMQ's ``QueueEvents.close()``), so the block's timeout must not."""
+    with serve() as tcp:
+        s = socket.create_connection(("127.0.0.1", tcp.port), timeout=5)
+        s.sendall(b"*%d\r\n" % len(command) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in command))
+        time.sleep(0.3)  # (the command is waiting)
+        start = time.monotonic()
+        s.shutdown(socket.SHUT_WR)
+        while s.recv(65536):  # (an empty reply may come first; then the server's close)
+            pass
+        assert time.monotonic() - start < 2
+        s.close()
+        assert redis.Redis.from_url(tcp.url).ping()
+
+
+def test_a_subscriber_gets_another_clients_messages_promptly() -> None:
+    """A PUBLISH from another client reaches an idle subscriber at once (its connection looks for pushed
+    replies every 10 ms)."""
+    with serve() as tcp:
+        sub = redis.Redis.from_url(tcp.url).pubsub(ignore_subscribe_messages=True)
+        sub.subscribe("news")
+        time.sleep(0.3)  # (the subscriber is idle)
+        start = time.monotonic()
+        assert redis.Redis.from_url(tcp.url).publish("news", "hi") == 1
+        message = None
+        while message is None and time.monotonic() - start < 5:
+            message = sub.get_message(timeout=1)
+        assert message is not None and message["data"] == b"hi" and time.monotonic() - start < 0.08
+        sub.close()
+
+
+def test_replies_are_not_held_by_nagles_algorithm() -> None:
+    """Every client socket has TCP_NODELAY, as Redis sets it: without it a small reply waited for the client's
+    ACK of the one before (up to its delayed-ACK time, ~40 ms) whenever one client's commands interleave with
+    another's on a shared connection (BullMQ's Queue and Worker on one ioredis connection: retryJobs lagged a
+    job behind)."""
+    with serve() as tcp:
+        r = redis.Redis.from_url(tcp.url)
+        assert r.ping()
+        handlers = list(tcp._tcp.hangups.handlers)
+        assert handlers and all(h.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for h in handlers)

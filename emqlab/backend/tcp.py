@@ -7,6 +7,11 @@ server that fakeredis's front end lacks:
 * ``QUIT`` answers ``+OK`` and closes the connection (ioredis sends it on every ``quit()``);
 * ``MONITOR`` streams every command any client runs, a script's own commands too (``redis-cli MONITOR``:
   watch an exploration run against the server, one round trip a line);
+* a client that hangs up during a blocking command (``BLPOP``, ``XREAD BLOCK``) has its connection closed
+  then, not at the block's timeout (ioredis's ``disconnect()`` waits for the server's close);
+* replies go out at once (``TCP_NODELAY``, as Redis sets it): with Nagle's algorithm a reply waited for the
+  client's ACK of the one before, up to the client's delayed-ACK time (~40 ms);
+* ``CLIENT LIST`` gives each address as one word (``addr=127.0.0.1:50421``);
 * an error reply is one line: a script error whose text holds a newline (the sandbox's errors do) is sent with
   its line breaks as spaces — a raw newline breaks the RESP stream (``redis-cli`` prints "Bad simple string
   value", redis-py waits for its timeout).
@@ -20,6 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import socket
 import socketserver
 import threading
 import time
@@ -115,12 +121,20 @@ class _TcpConnection(_fs.EmbeddedConnection):
             raise self._connection_error_class("embedded Redis server is disconnected")
         sock = _TcpSocket(server, client_class=self._client_class, db=self.db, lua_modules=self._lua_modules,
                           client_info=self._client_info)
-        info: dict[str, Any] = dict(self._client_info or {})
-        addr = info.get("addr")
+        info = dict(self._client_info or {})
         sock._emqlab_writer = self._writer  # type: ignore[attr-defined]  # (MONITOR writes to it)
-        sock._emqlab_addr = (  # type: ignore[attr-defined]
-            f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else "unix")
+        sock._emqlab_addr = info.get("-monitor") or info.get("addr") or "?"  # type: ignore[attr-defined]
         return sock
+
+
+def _host_port(address: Any) -> str:
+    """A socket address as CLIENT LIST shows it (``127.0.0.1:50421``, ``[::1]:50421``; a Unix socket's as
+    ``/path:0``, as Redis does): one word, so that a client splitting the line at spaces (BullMQ's
+    ``getWorkers``) reads every field."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return f"{address or ''}:0"
 
 
 class _OneLineWriter(Writer):
@@ -141,12 +155,23 @@ class _Handler(TCPFakeRequestHandler):
         super().setup()
         self.writer = _OneLineWriter(self.client_address, self.wfile, self)
         old = self.current_client
+        unix = self.connection.family == getattr(socket, "AF_UNIX", None)
+        if not unix:  # (as Redis does for every client: a small reply is sent at once, not held by Nagle's
+            # algorithm until the client ACKs the one before it, up to its delayed-ACK time, ~40 ms)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.current_client = _TcpConnection(
             server=self.server.fake_server, writer=self.writer, lua_modules=set(_fs.LUA_MODULES),
-            client_info={"laddr": self.connection.getsockname(), "addr": self.connection.getpeername(),
-                         "fd": self.connection.fileno()}, protocol=2)
+            client_info={"laddr": _host_port(self.connection.getsockname()),
+                         "addr": _host_port(self.connection.getsockname() if unix else self.connection.getpeername()),
+                         "fd": self.connection.fileno(), "-monitor": "unix" if unix else None},
+            protocol=2)
         old.disconnect()
         self.server.clients[self.client_address] = self.current_client
+        self.server.hangups.add(self)
+
+    def finish(self) -> None:
+        self.server.hangups.discard(self)
+        super().finish()
 
     def handle(self) -> None:
         """Serve the connection: the client's bytes go to the embedded socket as they come, its replies back
@@ -178,12 +203,71 @@ class _Handler(TCPFakeRequestHandler):
                 return
 
 
+def _peer_gone(conn: socket.socket) -> bool:
+    """Whether the client at the other end of ``conn`` has closed it (an EOF waits in the socket)."""
+    try:
+        ready, _, _ = select.select([conn], [], [], 0)
+        return bool(ready) and conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+class _HangUpWatch:
+    """Ends a blocking command (BLPOP, XREAD BLOCK, …) whose client has hung up, as Redis does: the handler's
+    thread waits inside the command and cannot see the EOF itself, so the client would wait for the block's
+    timeout before its close is answered (ioredis's ``disconnect()`` waits for it: BullMQ's
+    ``QueueEvents.close()`` took seconds). One thread a server looks at the blocked connections every
+    ``interval`` seconds."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.handlers: set[_Handler] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, handler: _Handler) -> None:
+        with self._lock:
+            self.handlers.add(handler)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="emqlab-hangups", daemon=True)
+                self._thread.start()
+
+    def discard(self, handler: _Handler) -> None:
+        with self._lock:
+            self.handlers.discard(handler)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                handlers = list(self.handlers)
+            for handler in handlers:
+                try:
+                    sock = handler.current_client.get_socket()
+                except Exception:  # (not connected yet, or gone)
+                    continue
+                if getattr(sock, "_blocked", False) and _peer_gone(handler.connection):
+                    condition = sock._db.condition  # (the server's lock: a command's wait gives it up)
+                    with condition:
+                        if getattr(sock, "_blocked", False):
+                            sock._unblock_reason = b"timeout"  # (CLIENT UNBLOCK's way: the command ends empty)
+                            condition.notify_all()
+
+
 class _Server(TcpFakeServer):
     def __init__(self, address: tuple[str, int], embedded: fakeredis.FakeServer) -> None:
         super().__init__(address, bind_and_activate=True)
         self.RequestHandlerClass = _Handler
         self.fake_server = embedded
         self.daemon_threads = True
+        self.hangups = _HangUpWatch()
+
+    def shutdown(self) -> None:
+        self.hangups.stop()
+        super().shutdown()
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -198,12 +282,14 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.clients: dict[Any, Any] = {}
         self._shutdown_event = threading.Event()
         self._ids = itertools.count(1)
+        self.hangups = _HangUpWatch()
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         self.RequestHandlerClass(request, ("unix", next(self._ids)), self)  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         self._shutdown_event.set()
+        self.hangups.stop()
         super().shutdown()
 
 
