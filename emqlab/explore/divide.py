@@ -15,12 +15,10 @@ that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts
 the branch), and so is every node above it on the path (the shallowest goes first), so when a part finds a
 race that would reverse a step at or above it, the backtrack point it asks for is already covered: dropping
 such races loses nothing. Sleep sets carry across the hand-on (the branch explores its children in the
-order the search here would have, each asleep for the ones before it), so without a preemption bound each
-trace runs to completion in exactly one part. Under a bound some sleep sets must stay open
-(:mod:`emqlab.explore.dpor`), and two parts may both run a trace: each part says which traces it kept
-(:attr:`emqlab.explore.report.Part.traces`) and the merge counts each once (the others are ``repeated``).
+order the search here would have, each asleep for the ones before it), so each trace runs to completion in
+exactly one part.
 
-**Counting.** Each trace is counted in the part that kept it, all its interleavings (the linear extensions of
+**Counting.** Each trace is counted in the part that ran it, all its interleavings (the linear extensions of
 its happens-before order): the sum over the parts is the exact total, for each anomaly and within the
 preemption bound too. The witness is the minimum of (preemptions, steps, schedule in scenario order) over
 the parts, which is the global minimum; the coordinator replays it. Distinct final states are the union of
