@@ -20,21 +20,13 @@ actors' positions. Their sum is the exact number of interleavings (``raw``), and
 each anomaly are counted the same way. ``tests/test_reduction.py`` checks both against the unreduced
 search.
 
-**A preemption bound** (CHESS's: a switch away from an actor that could still run) cuts the search: a
-branch that would take the path past ``K`` preemptions is never started, and the search stays sound under
-the bound as bounded partial-order reduction does it (Coons, Musuvathi, McKinley, "Bounded partial-order
-reduction", OOPSLA 2013; Concuerror's ``bpor`` mode): a race whose reversal at its own node would go past
-the bound is also planned, *conservatively*, where the switch into the earlier step's actor was made
-(:meth:`Exhaustive._plan`). Sleep sets and bounds do not simply combine — the run a sleep set points to
-may have more preemptions than the one it stops — so under a bound a sibling sleeps only where moving its
-step up costs no preemption (:meth:`_Node.sleeps_free`); the runs that a sleep set left open and that
-repeat a trace already kept are run, recognised (each trace by its earliest least-preemption
-interleaving) and set aside (:attr:`Report.repeated`; a divided search's parts may repeat each other's
-traces, which :meth:`Report.merge` sets aside the same way). A trace counts when one of its interleavings has at
-most ``K`` preemptions, and only those interleavings are counted (the same dynamic programming): exactly
-what the unreduced bounded search finds, which ``tests/test_reduction_bounds.py`` and
-``tests/test_reduction_random.py`` check. ``reduce=False`` with a bound runs every schedule with at most
-``K`` preemptions.
+**A preemption bound** (CHESS's: context switches away from an actor that could still run) is, with
+reduction, a filter over traces rather than a cut of the search: a trace is within bound ``K`` when one of
+its interleavings has at most ``K`` preemptions (the minimum is found by the same dynamic programming), and
+only interleavings with at most ``K`` preemptions are counted. This finds exactly the final states and
+anomalies the unreduced bounded search finds (sleep sets and bounding do not combine soundly — Coons,
+Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the bound never prunes the reduced
+search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
 
 **Infrastructure errors** (:class:`emqlab.backend.faults.ServerFault`, a lost connection) are never a step's
 answer. One whose scope is the run (:class:`emqlab.backend.faults.FaultScope`: OOM, a BUSY script that SCRIPT
@@ -64,7 +56,7 @@ from emqlab.engine import footprints as _fp
 from emqlab.engine.actors import Op
 from emqlab.engine.footprints import Footprint
 from emqlab.engine.runner import Runner
-from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace, TraceRecord
+from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace
 from emqlab.explore.strategy import Progress, Strategy
 from emqlab.protocol.schedules import ScheduleError
 from emqlab.protocol.schedules import preemptions as _preemptions
@@ -102,9 +94,6 @@ class Branch:
     done: frozenset[str]
     fps: dict[str, Footprint]
     children: tuple[str, ...]
-    #: for each child done: whether its actor still had a step to take after it (a bounded search's sleep
-    #: sets need it)
-    goes_on: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,42 +107,6 @@ class _Node:
     fps: dict[str, Footprint] = field(default_factory=dict)
     current: str | None = None
     child_sleep: dict[str, Footprint] = field(default_factory=dict)
-    #: the actor that took the step before this node (None at the start)
-    prev: str | None = None
-    #: preemptions the path spent before this node, and what taking ``current`` here costs
-    used: int = 0
-    paid: int = 0
-    #: BPOR's conservative backtrack entries (explored after the regular ones) and whether
-    #: ``current`` is one (its subtree then sleeps only on what this node's own sleep set holds)
-    conservative: list[str] = field(default_factory=list)
-    current_conservative: bool = False
-
-    #: for each actor taken here: whether it still had a step to take after it
-    goes_on: dict[str, bool] = field(default_factory=dict)
-
-    #: the search's preemption bound (None: none)
-    bound: int | None = None
-
-    def cost(self, q: str) -> int:
-        """What taking ``q`` here costs in preemptions: one when it switches away from the previous actor
-        while that actor could still run (CHESS's preemption)."""
-        return 1 if self.prev is not None and q != self.prev and self.prev in self.enabled else 0
-
-    def sleeps_free(self, q: str, p: str) -> bool:
-        """Whether ``q`` (explored here before ``p``) may sleep below ``p`` under a preemption bound: a run
-        below ``p`` that takes ``q``'s step while it sleeps is equivalent to the run with that step moved
-        up here, before ``p``'s, which has no more preemptions exactly when taking ``q`` then ``p`` here
-        costs no more than taking ``p`` (the switches further on cost the same or less). Otherwise the run
-        with the step moved up may be over the bound while the one below ``p`` is not, and ``q`` stays
-        awake (sleep sets and bounds combine only so: Coons, Musuvathi, McKinley, OOPSLA 2013)."""
-        if self.bound is None:
-            return True
-        moved = self.cost(q) + (1 if self.goes_on.get(q, True) else 0)
-        return moved <= self.cost(p)
-
-    def fits(self, q: str) -> bool:
-        """Whether taking ``q`` here keeps the path within the bound."""
-        return self.bound is None or self.used + self.cost(q) <= self.bound
 
 
 def _path(nodes: list[_Node], keep: int) -> list[str]:
@@ -180,9 +133,6 @@ class Exhaustive(Strategy):
         self.donate: Callable[[list[_Node], int], None] | None = None
         #: crash actor -> the actor it ends
         self._crashes = {a.id: a.of for a in runner.scenario.actors if a.kind == "crash" and a.of}
-        #: the search's preemption bound and its root's length
-        self._bound: int | None = None
-        self._root = 0
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -290,32 +240,19 @@ class Exhaustive(Strategy):
         order."""
         r = self.runner
         t = self.tally
-        self._bound = bound
         nodes: list[_Node] = []
-        cut = self._root = len(root)
+        cut = len(root)
         if root or branch is not None:
             try:
                 r.reset()
-                used = 0
                 for c in root:
                     if c not in r.enabled:
                         raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
-                    prev = r.choices[-1] if r.choices else None
-                    paid = 1 if prev is not None and c != prev and prev in r.enabled else 0
-                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c, prev=prev,
-                                       used=used, paid=paid, bound=bound))
-                    used += paid
+                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c))
                     r.step(c)
                 if branch is not None:
-                    node = _Node(list(r.enabled), dict(branch.sleep), done=set(branch.done), fps=dict(branch.fps),
-                                 prev=r.choices[-1] if r.choices else None, used=used, bound=bound,
-                                 goes_on=dict(branch.goes_on))
-                    node.backtrack = [a for a in branch.children if node.fits(a)]
-                    if not node.backtrack:
-                        return
-                    node.current = node.backtrack[0]
-                    node.paid = node.cost(node.current)
-                    nodes.append(node)
+                    nodes.append(_Node(list(r.enabled), dict(branch.sleep), backtrack=list(branch.children),
+                                       done=set(branch.done), fps=dict(branch.fps), current=branch.children[0]))
             except INFRASTRUCTURE as e:  # the whole subtree is lost
                 self._abort(e)
                 return
@@ -342,17 +279,14 @@ class Exhaustive(Strategy):
                     if depth == len(nodes):
                         if r.done:
                             break
-                        parent = nodes[depth - 1] if depth else None
-                        sleep = dict(parent.child_sleep) if parent is not None else {}
-                        node = _Node(list(r.enabled), sleep, prev=r.choices[-1] if r.choices else None,
-                                     used=parent.used + parent.paid if parent is not None else 0, bound=bound)
-                        first = self._first(node, node.prev)
+                        sleep = dict(nodes[depth - 1].child_sleep) if depth else {}
+                        node = _Node(list(r.enabled), sleep)
+                        first = self._first(node, r.choices[-1] if r.choices else None)
                         if first is None:
                             blocked = True
                             break
                         node.backtrack.append(first)
                         node.current = first
-                        node.paid = node.cost(first)  # (a preemption only when the previous actor sleeps)
                         nodes.append(node)
                     node = nodes[depth]
                     p = node.current
@@ -374,17 +308,14 @@ class Exhaustive(Strategy):
                     fps.append(fp)
                     # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
                     # actor whose step an infrastructure error aborted has no footprint: it stays awake)
-                    # (a conservative child sleeps only on what the node itself sleeps on: BPOR)
-                    node.goes_on[p] = p in r.enabled
-                    siblings = {q: node.fps[q] for q in node.done if q != p and q in node.fps}
-                    kept = {q: f for q, f in siblings.items() if node.sleeps_free(q, p)}
-                    node.child_sleep = {q: f for q, f in {**node.sleep, **kept}.items()
+                    node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
+                                                                            if q != p and q in node.fps}}.items()
                                         if q != p and not f.conflicts(fp)}
                     depth += 1
                 at = len(nodes)
                 for k, a, fa in ended:
                     if k >= cut:
-                        self._ended(nodes, actors, fps, preds, k, a, fa)
+                        self._ended(nodes[k], actors, fps, preds, k, a, fa)
                 if blocked:
                     t.blocked += 1
                 else:
@@ -409,22 +340,13 @@ class Exhaustive(Strategy):
             if self.deadline is not None and time.time() > self.deadline:
                 t.complete = False
                 return
-            # backtrack to the deepest node with an awake, unexplored backtrack entry within the bound (not
-            # into the root), then its conservative ones (BPOR)
+            # backtrack to the deepest node with an awake, unexplored backtrack entry (not into the root)
             while len(nodes) > cut:
                 d = len(nodes) - 1
                 node = nodes[d]
-                alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep
-                            and node.fits(a)), None)
-                conservative = False
-                if alt is None:
-                    alt = next((a for a in node.conservative if a not in node.done and a not in node.sleep
-                                and node.fits(a)), None)
-                    conservative = alt is not None
+                alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep), None)
                 if alt is not None:
-                    node.paid = node.cost(alt)
                     node.current = alt
-                    node.current_conservative = conservative
                     keep = d
                     break
                 nodes.pop()
@@ -436,7 +358,7 @@ class Exhaustive(Strategy):
         if prev in order:
             order.remove(prev)
             order.insert(0, prev)
-        return next((a for a in order if a not in node.sleep and node.fits(a)), None)
+        return next((a for a in order if a not in node.sleep), None)
 
     def _races(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int],
                p: str, fp: Footprint) -> None:
@@ -471,56 +393,13 @@ class Exhaustive(Strategy):
                 vmask |= 1 << k
             if not (mine & vmask) and p not in initials:
                 initials.append(p)
-            # what the later step depends on through the steps after i (BPOR's conservative point may not
-            # move p's initial before any of those)
-            via = 0
-            for k in range(i + 1, j):
-                if mine >> k & 1:
-                    via |= preds[k]
-            self._plan(nodes, actors, i, initials, p, via)
+            node = nodes[i]
+            if not any(q in node.backtrack for q in initials):
+                q = p if p in initials else min(initials, key=self.order.index)
+                node.backtrack.append(q)
 
-    def _plan(self, nodes: list[_Node], actors: list[str], i: int, initials: list[str], p: str,
-              later: int) -> None:
-        """Make sure node ``i`` can reverse a race whose reversal starts with one of ``initials`` (the race's
-        later step is ``p``'s, ``later`` its happens-before predecessors as a bit set).
-
-        Under a preemption bound this is BPOR (Coons, Musuvathi, McKinley, "Bounded partial-order
-        reduction", OOPSLA 2013): an initial that node ``i`` cannot take within the bound is not planned
-        there. Either way one initial is also planned,
-        *conservatively*, where the context switch into the actor of step ``i`` happened (the start of its
-        run of steps that ends at ``i``): switching to the initial there instead costs no more than the
-        switch that was made, so the race can be reversed within the bound even where node ``i`` cannot.
-        A node's conservative entries are explored after its regular ones, and their subtrees sleep only on
-        what their node sleeps on (Concuerror's ``bpor`` mode does the same, but explores them only once
-        the bound has cut some race: here they are always explored, which keeps a divided search sound)."""
-        node = nodes[i]
-        if any(q in node.backtrack for q in initials):
-            return
-        bound = self._bound
-        fitting = [q for q in initials if node.fits(q)]
-        if fitting:
-            node.backtrack.append(p if p in fitting else min(fitting, key=self.order.index))
-        if bound is None:
-            return
-        e = actors[i]
-        b = i
-        while b > 0 and actors[b - 1] == e:
-            b -= 1
-        if b == i or b < self._root:
-            return
-        # (not before the last of e's steps that the later step depends on through the steps after i)
-        depends = [k for k in range(b, i) if later >> k & 1]
-        if depends and b < depends[-1]:
-            return
-        start = nodes[b]
-        candidates = [q for q in initials if q in start.enabled]
-        if not candidates or any(q in start.sleep or q in start.done or q in start.backtrack
-                                 or q in start.conservative for q in candidates):
-            return
-        start.conservative.append(p if p in candidates else min(candidates, key=self.order.index))
-
-    def _ended(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int], k: int,
-               a: str, fa: Footprint) -> None:
+    def _ended(self, node: _Node, actors: list[str], fps: list[Footprint], preds: list[int], k: int, a: str,
+               fa: Footprint) -> None:
         """Step ``k`` ended actor ``a`` (a crash) while ``a`` had a step to take (footprint ``fa``, as
         declared): a race with that step, which no run where step ``k`` comes first ever shows — the
         disabling transitions of Flanagan and Godefroid's DPOR (POPL 2005). It is reversed as Source-DPOR
@@ -537,11 +416,8 @@ class Exhaustive(Strategy):
             vmask |= 1 << m
         if not any(fps[m].conflicts(fa) for m in range(k + 1, len(actors)) if vmask >> m & 1):
             initials.append(a)
-        later = 0
-        for m in range(k + 1, len(actors)):
-            if actors[m] == a or fps[m].conflicts(fa):
-                later |= preds[m]
-        self._plan(nodes, actors, k, initials, a, later)
+        if not any(q in node.backtrack for q in initials):
+            node.backtrack.append(a if a in initials else min(initials, key=self.order.index))
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         t = self.tally
@@ -550,16 +426,10 @@ class Exhaustive(Strategy):
         if bound is not None and least > bound:
             t.outside_bound += 1
             return
-        key = ".".join(schedule)
-        if bound is not None and key in t.traces:  # a sleep set the bound kept open let a trace repeat
-            t.repeated += 1
-            return
         _total, within = trace.counts(bound)
         h = self.runner.history()
         t.raw += within
         self._record(h, least, schedule, weight=within)
-        if bound is not None:  # (a divided search's parts may repeat each other's traces: the merge sees it)
-            t.traces[key] = TraceRecord.of(h, within)
 
 
 __all__ = ["Branch", "Exhaustive", "footprint", "independent"]
