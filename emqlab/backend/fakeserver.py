@@ -449,6 +449,32 @@ class _SandboxMixin:
         self.load_lua_modules = set()  # the sandbox loads the modules, not fakeredis's require
         return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
 
+    def _convert_lua_result(self, result: Any, nested: bool = True) -> Any:
+        # The RESP3-shaped tables fakeredis does not know, as Redis 7 writes them for a RESP2 client (the
+        # order of the checks is Redis's: err, ok, double, big_number, map, set, verbatim_string)
+        lua_type = _sandbox.lua51.lua_type
+        resp2 = int(getattr(self, "_client_info", {}).get("resp", 2) or 2) == 2  # (after HELLO 3: RESP3)
+        if resp2 and lua_type(result) == "table" and result[b"err"] is None and result[b"ok"] is None:
+            double = result[b"double"]  # (a bulk string, as Redis 7 writes a double for RESP2)
+            if isinstance(double, (int, float)) and not isinstance(double, bool):
+                return b"%.17g" % double
+            members = result[b"map"]
+            if double is None and result[b"big_number"] is None and lua_type(members) == "table":
+                return [x for k, v in members.items() for x in (self._convert_lua_result(k),
+                                                                 self._convert_lua_result(v))]
+        if lua_type(result) == "table" and all(result[k] is None for k in (b"err", b"ok", b"double")):
+            big = result[b"big_number"]
+            if isinstance(big, bytes):
+                return big.replace(b"\r", b" ").replace(b"\n", b" ")
+            if result[b"map"] is None:
+                members = result[b"set"]
+                if lua_type(members) == "table":
+                    return [self._convert_lua_result(k) for k in members.keys()]
+                verbatim = result[b"verbatim_string"]
+                if lua_type(verbatim) == "table" and isinstance(verbatim[b"string"], bytes):
+                    return verbatim[b"string"]
+        return super()._convert_lua_result(result, nested)  # type: ignore[misc]
+
     def _functions(self) -> Any:
         # (FCALL and FUNCTION LOAD ask for the engine first thing: each call starts on fresh limits)
         if getattr(self._server, "_lua_functions", None) is None:
