@@ -269,6 +269,7 @@ def test_waiting_on_the_wall_clock_is_refused(actor, words) -> None:
         assert w in str(e.value), str(e.value)
 
 
+@pytest.mark.live
 def test_a_split_eval_ro_is_read_only_as_on_redis() -> None:
     """A Python actor's EVAL_RO run split: a write is refused with Redis's error, and a script whose shebang
     does not say no-writes is refused before it runs — on fakeredis and live alike."""
