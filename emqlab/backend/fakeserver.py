@@ -450,29 +450,32 @@ class _SandboxMixin:
         return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
 
     def _convert_lua_result(self, result: Any, nested: bool = True) -> Any:
-        # The RESP3-shaped tables fakeredis does not know, as Redis 7 writes them for a RESP2 client (the
-        # order of the checks is Redis's: err, ok, double, big_number, map, set, verbatim_string)
+        # The RESP3-shaped tables as Redis 7 writes them (checked in its order: err, ok, double, big_number,
+        # map, set, verbatim_string); fakeredis knows err, ok, and double and map for RESP3 clients only
         lua_type = _sandbox.lua51.lua_type
+        if lua_type(result) != "table" or result[b"err"] is not None or result[b"ok"] is not None:
+            return super()._convert_lua_result(result, nested)  # type: ignore[misc]
         resp2 = int(getattr(self, "_client_info", {}).get("resp", 2) or 2) == 2  # (after HELLO 3: RESP3)
-        if resp2 and lua_type(result) == "table" and result[b"err"] is None and result[b"ok"] is None:
-            double = result[b"double"]  # (a bulk string, as Redis 7 writes a double for RESP2)
-            if isinstance(double, (int, float)) and not isinstance(double, bool):
-                return b"%.17g" % double
-            members = result[b"map"]
-            if double is None and result[b"big_number"] is None and lua_type(members) == "table":
-                return [x for k, v in members.items() for x in (self._convert_lua_result(k),
-                                                                 self._convert_lua_result(v))]
-        if lua_type(result) == "table" and all(result[k] is None for k in (b"err", b"ok", b"double")):
-            big = result[b"big_number"]
-            if isinstance(big, bytes):
-                return big.replace(b"\r", b" ").replace(b"\n", b" ")
-            if result[b"map"] is None:
-                members = result[b"set"]
-                if lua_type(members) == "table":
-                    return [self._convert_lua_result(k) for k in members.keys()]
-                verbatim = result[b"verbatim_string"]
-                if lua_type(verbatim) == "table" and isinstance(verbatim[b"string"], bytes):
-                    return verbatim[b"string"]
+        double = result[b"double"]
+        if double is not None:
+            if resp2 and isinstance(double, (int, float)) and not isinstance(double, bool):
+                return b"%.17g" % double  # (a bulk string, as Redis 7 writes a double for RESP2)
+            return super()._convert_lua_result(result, nested)  # type: ignore[misc]
+        big = result[b"big_number"]
+        if isinstance(big, bytes):
+            return big.replace(b"\r", b" ").replace(b"\n", b" ")
+        members = result[b"map"]
+        if members is not None:
+            if resp2 and lua_type(members) == "table":
+                return [x for k, v in members.items()
+                        for x in (self._convert_lua_result(k), self._convert_lua_result(v))]
+            return super()._convert_lua_result(result, nested)  # type: ignore[misc]
+        members = result[b"set"]
+        if lua_type(members) == "table":
+            return [self._convert_lua_result(k) for k in members.keys()]
+        verbatim = result[b"verbatim_string"]
+        if lua_type(verbatim) == "table" and isinstance(verbatim[b"string"], bytes):
+            return verbatim[b"string"]
         return super()._convert_lua_result(result, nested)  # type: ignore[misc]
 
     def _functions(self) -> Any:
