@@ -128,12 +128,8 @@ def vet(cmd: Command, flags: frozenset[str], dialect: Dialect = REDIS7) -> tuple
                 break
     replacement = _NON_BLOCKING.get(name)
     if replacement is not None:
-        timeout = cmd[1]
-        if not _FLOAT.fullmatch(timeout):
-            return messages.TIMEOUT_NOT_FLOAT.encode(), cmd
-        if float(timeout) < 0:
-            return messages.TIMEOUT_NEGATIVE.encode(), cmd
-        return None, (replacement, *cmd[2:])
+        refusal = _timeout(cmd[1])
+        return (refusal, cmd) if refusal is not None else (None, (replacement, *cmd[2:]))
     if name in _UNBLOCKED:
         return _UNBLOCKED[name](cmd)
     return None, cmd
