@@ -354,3 +354,25 @@ def test_the_json_verdict_points_at_its_witnesses_not_at_text_above() -> None:
     assert detail["reason"].endswith('witness in "witnesses"') and "above" not in detail["reason"]
     text = CliRunner().invoke(main, ["simulate", "--split"]).output
     assert "witness above" in text
+
+
+def test_scenarios_by_project_filters_and_refuses_an_unknown_project(tmp_path: Path) -> None:
+    import json
+
+    from emqlab.engine.scenario import ScenarioError, load, shipped
+
+    projects = {s.project for s in shipped()}
+    one = sorted(projects)[0]
+    res = CliRunner().invoke(main, ["scenarios", "--json", "--project", one])
+    got = json.loads(res.output)
+    assert res.exit_code == 0 and got and {s["project"] for s in got} == {one}
+    assert len(got) == sum(s.project == one for s in shipped())
+    bad = CliRunner().invoke(main, ["scenarios", "--project", "no-such-queue"])
+    assert bad.exit_code == 2 and "no scenario of 'no-such-queue'" in bad.output and one in bad.output
+    # a file's project: its package's name, or the line that says otherwise
+    f = tmp_path / "p.yaml"
+    f.write_text("name: p\nproject: Not A Name\nactors: [{id: W1, kind: worker}]\n")
+    with pytest.raises(ScenarioError, match="project"):
+        load(f)
+    f.write_text(f.read_text().replace("Not A Name", "rq"))
+    assert load(f).project == "rq"

@@ -62,11 +62,13 @@ from emqlab.engine.yamlnodes import (
 
 # -- loading -------------------------------------------------------------------------------------------
 
-TOP_KEYS = ("name", "title", "lesson", "source", "anomaly", "queue", "jobs", "state", "places", "actors", "expect",
-            "modes", "preemptions", "invariants")
+TOP_KEYS = ("name", "title", "lesson", "source", "project", "anomaly", "queue", "jobs", "state", "places", "actors",
+            "expect", "modes", "preemptions", "invariants")
 INVARIANT_KEYS = ("name", "field", "agrees", "counter", "equals_count_in", "exists_while_active", "python", "reads")
 #: an invariant's name: what a report shows after ``invariant:``
 INVARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+#: a ``project:``: the queue project whose race the scenario replays, as its package is named
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 PLACE_KEYS = ("key", "type", "jobs", "index", "member")
 #: a place's key (and its index's): relative to the queue's base, letters, digits, ``_ . : -``
 PLACE_KEY = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
@@ -265,6 +267,10 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if "source" in top:
         node = top["source"]
         source = node.ids() if isinstance(node.node, yaml.SequenceNode) else [node.text()]
+    project = top["project"].text() if "project" in top else "bullmq"
+    if not PROJECT_NAME.fullmatch(project):
+        raise top["project"].fail("a project is its package's name: lower-case letters, digits, '.', '_', '-'"
+                                  " (at most 40)")
     anomaly = top["anomaly"].choice(("none", *ANOMALY_KINDS), "anomaly") if "anomaly" in top else "none"
     queue = top["queue"].text() if "queue" in top else "q"
     if "queue" in top:
@@ -280,6 +286,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         title=top["title"].text() if "title" in top else top["name"].text(),
         lesson=" ".join(top["lesson"].text().split()) if "lesson" in top else "",
         source=source,
+        project=project,
         anomaly=anomaly,
         queue=queue,
         jobs=jobs,

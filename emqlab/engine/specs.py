@@ -156,6 +156,8 @@ class Scenario:
     title: str
     lesson: str
     source: list[str]
+    #: the queue project whose race this is (``bullmq`` for emqlab's BullMQ-shaped scripts)
+    project: str
     anomaly: str
     queue: str
     jobs: dict[str, JobSpec]

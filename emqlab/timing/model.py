@@ -195,7 +195,7 @@ def timed_scenario(config: TimingConfig) -> Scenario:
         actors.append(ActorSpec(id="S1", kind="sweep", max_stalled=config.max_stalled))
     actors += [ActorSpec(id=f"L{i}", kind="lease", job=ids[0], of=f"W{i}") for i in range(1, config.workers + 1)]
     return Scenario(name="timed", title=f"{config.jobs} jobs, {config.workers} workers and the sweep",
-                    lesson="", source=[], anomaly="double-placement", queue="q", jobs=jobs,
+                    lesson="", source=[], project="bullmq", anomaly="double-placement", queue="q", jobs=jobs,
                     state={"wait": ids}, locks={}, meta={"opts.maxLenEvents": "10000"}, metrics=False,
                     actors=actors, expect={},
                     modes=list(ALL_MODES))

@@ -38,10 +38,13 @@ from emqlab.ui.cli.common import (
 @click.option("--jobs", "-j", "--processes", "-p", "jobs", type=click.IntRange(1, 4096), default=None,
               help="--check: processes that explore, one case each at a time (default: the number of cores).")
 @click.option("--long", "long_", is_flag=True, help="Each scenario's title, lesson, modes and sources too.")
+@click.option("--project", "projects", multiple=True, metavar="NAME",
+              help="Only the scenarios of this queue project (repeatable), e.g. bullmq, rq.")
 @_wide_option
-def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False, wide: bool = False) -> None:
-    """List the scenario library: one line per scenario (its name, the anomaly it shows, its title); with
-    --long, its lesson, modes and sources too.
+def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False, wide: bool = False,
+              projects: tuple[str, ...] = ()) -> None:
+    """List the scenario library: one line per scenario (its name, its queue project, the anomaly it shows,
+    its title); with --long, its lesson, modes and sources too.
 
     Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
     each of its modes and the anomalies found are compared with the file's `expect:` section.
@@ -51,31 +54,40 @@ def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False,
       emqlab scenarios
       emqlab scenarios --long
       emqlab scenarios --json
+      emqlab scenarios --project rq
       emqlab scenarios --check     # every scenario, every mode, on every core
     """
     from emqlab.engine.scenario import shipped
 
     with _errors():
         lib = shipped()
+    if projects:
+        known = sorted({s.project for s in lib})
+        unknown = [p for p in projects if p not in known]
+        if unknown:
+            raise click.BadParameter(f"no scenario of {', '.join(map(repr, unknown))}; the projects: "
+                                     + ", ".join(known), param_hint="--project")
+        lib = [s for s in lib if s.project in projects]
     if check:
         _check_scenarios(lib, jobs)
         return
     if as_json:
         click.echo(json.dumps([{"name": s.name, "title": s.title, "anomaly": s.anomaly, "lesson": s.lesson,
-                                "source": s.source, "modes": s.modes,
+                                "source": s.source, "project": s.project, "modes": s.modes,
                                 "expect": {m: e.anomalies for m, e in s.expect.items()}} for s in lib], indent=2))
         return
     width = _columns(wide)
     name_w = max(len(s.name) for s in lib)
     kind_w = max(len(s.anomaly) for s in lib)
+    project_w = max(len(s.project) for s in lib)
     for s in lib:
         if not long_:
-            line = f"{s.name:<{name_w}}  {s.anomaly:<{kind_w}}  {s.title}"
+            line = f"{s.name:<{name_w}}  {s.project:<{project_w}}  {s.anomaly:<{kind_w}}  {s.title}"
             if width is not None and len(line) > width:
                 line = line[: width - 1] + "…"
             console.print(Text(line), soft_wrap=True)
             continue
-        console.print(Text.assemble((s.name, "bold cyan"), "  ", (s.anomaly, "red"), "  ",
+        console.print(Text.assemble((s.name, "bold cyan"), "  ", (s.project, "magenta"), "  ", (s.anomaly, "red"), "  ",
                                     (f"({', '.join(s.modes)})", "dim")), soft_wrap=True)
         _say(f"  {s.title}", width, 2)
         if s.lesson:
