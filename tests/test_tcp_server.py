@@ -47,7 +47,7 @@ def test_clients_over_tcp_get_what_a_redis_server_gives() -> None:
         assert r.ping()  # the connection still works after the error
         script = b"error('a\\r\\nb\\nc')"  # (Lua reads the escapes: a CR LF and an LF in the message)
         raw = _raw(tcp.port, b"*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (len(script), script))
-        assert raw.startswith(b"-") and raw.count(b"\r\n") == 1 and b"a b c" in raw
+        assert raw.startswith(b"-") and raw.count(b"\r\n") == 1 and b"a  b c" in raw  # (as Redis: each CR, LF a space)
         assert _raw(tcp.port, b"*1\r\n$4\r\nQUIT\r\n", until_closed=True) == b"+OK\r\n<closed>"
         r3 = redis.Redis.from_url(tcp.url, protocol=3)
         assert r3.ping() and r3.hset("h", "f", "1") == 1 and r3.hgetall("h") == {b"f": b"1"}
@@ -231,3 +231,19 @@ def test_resp3_shaped_script_replies_reach_a_resp2_client_as_redis_writes_them()
             assert over_tcp.eval(src, 0) == want, src
             assert redis.Redis(connection_pool=redis.ConnectionPool(
                 connection_class=EmbeddedConnection, server=tcp.server, protocol=2)).eval(src, 0) == want, src
+
+
+def test_replies_keep_their_type_and_code_and_the_client_its_own_name() -> None:
+    """Over TCP a bulk string stays a bulk string and a status reply a status reply, an error reply keeps its
+    code, and a client that sent no CLIENT SETINFO is not named after the server's own stand-in connection."""
+    def cmd(*args: bytes) -> bytes:
+        return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+    with serve() as tcp:
+        assert _raw(tcp.port, cmd(b"SET", b"k", b"v")) == b"+OK\r\n"
+        assert _raw(tcp.port, cmd(b"GET", b"k")) == b"$1\r\nv\r\n"
+        assert _raw(tcp.port, cmd(b"TYPE", b"k")) == b"+string\r\n"
+        assert _raw(tcp.port, cmd(b"EVAL", b"return redis.error_reply('MY code')", b"0")) == b"-MY code\r\n"
+        assert _raw(tcp.port, cmd(b"EVAL", b"return {err='no code'}", b"0")) == b"-no code\r\n"
+        assert _raw(tcp.port, cmd(b"EVAL", b"return redis.status_reply('FINE')", b"0")) == b"+FINE\r\n"
+        assert b"lib-name=redis-py" not in _raw(tcp.port, cmd(b"CLIENT", b"LIST"), until_closed=False)

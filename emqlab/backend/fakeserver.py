@@ -5,13 +5,15 @@ uses it) and it has no ``INFO`` command (BullMQ reads ``redis_version`` and ``ma
 ``QueueEvents`` before it listens, ``Queue.getJobState`` before it picks a script). The server made here has
 both:
 
-* Redis 7's scripting sandbox, ``lua/lib/sandbox.lua`` — the file the client-side host loads
-  (:mod:`emqlab.scripting.host`): read-only globals and library tables, an error for reading an undefined
-  global, no ``python``, ``debug``, ``os``, ``io``, ``require``, ``loadfile``, ``dofile`` or bytecode, Lua
-  code that cannot reach into a Python object, emqlab's pure-Lua ``cjson``, ``cmsgpack`` and ``bit``, and a
-  budget of Lua instructions and CPU seconds per script (:func:`new_server`'s ``max_instructions``,
-  ``max_seconds``) and of Lua heap (:data:`LUA_MAX_MEMORY`); past Redis's busy-reply threshold other clients
-  get ``BUSY`` and ``SCRIPT KILL``/``FUNCTION KILL`` work (:mod:`emqlab.backend.busy`);
+* Redis 7's scripting: ``EVAL``, ``EVALSHA``, ``EVAL_RO`` and ``EVALSHA_RO`` run on the client-side host
+  (:mod:`emqlab.scripting.host`, by :mod:`emqlab.backend.scripts`), in its sandbox ``lua/lib/sandbox.lua``
+  with its shebang flags, refusals, error texts and replies: read-only globals and library tables, an error
+  for reading an undefined global, no ``python``, ``debug``, ``os``, ``io``, ``require``, ``loadfile``,
+  ``dofile`` or bytecode, Lua code that cannot reach into a Python object, emqlab's pure-Lua ``cjson``,
+  ``cmsgpack`` and ``bit``, and a budget of Lua instructions and CPU seconds per script (:func:`new_server`'s
+  ``max_instructions``, ``max_seconds``) and of Lua heap (:data:`LUA_MAX_MEMORY`); past Redis's busy-reply
+  threshold other clients get ``BUSY`` and ``SCRIPT KILL``/``FUNCTION KILL`` work
+  (:mod:`emqlab.backend.busy`);
 * ``INFO`` with the ``server``, ``clients``, ``memory``, ``persistence``, ``replication``, ``cluster`` and
   ``keyspace`` sections (:func:`info_text`), from clients and from ``redis.call`` inside scripts.
 
@@ -61,14 +63,15 @@ from fakeredis._socket._base import BaseFakeSocket as _BaseFakeSocket
 from fakeredis.commands_mixins import scripting_mixin as _scripting
 
 from emqlab.backend.busy import DEFAULT_BUSY_REPLY_THRESHOLD_MS, BusyMixin, install
+from emqlab.backend.scripts import LUA_MAX_MEMORY, HostScriptsMixin
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
+from emqlab.scripting.dialect import REDIS7
 from emqlab.scripting.registry import lua_dir
-from emqlab.scripting.replies import as_text
-from emqlab.scripting.rules import known_command
 
 __all__ = [
     "DEFAULT_SECTIONS",
+    "DEFAULT_VERSION",
     "LUA_MAX_MEMORY",
     "LUA_MODULES",
     "EmbeddedAsyncConnection",
@@ -86,12 +89,9 @@ LUA_MODULES = frozenset({"cmsgpack", "bit"})
 """The Lua modules every embedded server loads besides ``cjson`` (emqlab's ``lua/lib/*.lua``; the sandbox
 loads them, fakeredis's own ``require`` is not used)."""
 
-LUA_MAX_MEMORY = _sandbox.MAX_MEMORY
-"""Bytes of Lua heap an embedded server's scripts may use in all (past it a script fails with ``not enough
-memory``)."""
-
-# what a script that ran out of the server's Lua heap fails with (after messages.SERVER_ERROR)
-_OUT_OF_MEMORY = messages.OUT_OF_MEMORY % ("the server's", "LUA_MAX_MEMORY", LUA_MAX_MEMORY)
+DEFAULT_VERSION = tuple(int(p) for p in REDIS7.version.split("."))
+"""The Redis version :func:`new_server` emulates by default: the one its scripting follows (Redis 7.0, the
+host's :data:`emqlab.scripting.dialect.REDIS7`) and whose command table ``commands.json`` holds."""
 
 DEFAULT_SECTIONS = ("server", "clients", "memory", "persistence", "replication", "cluster", "keyspace")
 """The sections ``INFO`` (no argument), ``INFO default``, ``INFO all`` and ``INFO everything`` return."""
@@ -229,11 +229,18 @@ class InfoCommandMixin:
             raise SimpleError(messages.SYNTAX_ERROR) from None
         return info_text(self._server, names).encode()
 
+    def hello(self, *args: bytes) -> dict[str, Any]:
+        # the server's name and version as INFO gives them (fakeredis answers with its own)
+        data: dict[str, Any] = super().hello(*args)  # type: ignore[misc]
+        data.update(server="redis", version=_version_text(self._server.version))
+        return data
+
 
 # The decorator registered INFO in fakeredis's global table, which every fakeredis socket consults: a plain
 # socket (without the method) would then crash on INFO instead of answering "unknown command". Keep the
 # signature in a table of our own, consulted only by the sockets below, and put the table back as it was.
-_EXTRA_COMMANDS: dict[str, Signature] = {"info": SUPPORTED_COMMANDS.pop("info")}
+_EXTRA_COMMANDS: dict[str, Signature] = {name: SUPPORTED_COMMANDS.pop(name)
+                                         for name in ("info", "eval_ro", "evalsha_ro")}
 if _UPSTREAM_INFO is not None:
     SUPPORTED_COMMANDS["info"] = _UPSTREAM_INFO
 
@@ -243,7 +250,7 @@ def _server_lookup(self: Any, cmd_name: str) -> Any:
     a connection of fakeredis's own classes on :func:`new_server` answers INFO too. Other servers are
     looked up as before."""
     own = getattr(self._server, "_emqlab_server_commands", None)
-    if own is not None and cmd_name in own and not hasattr(self, own[cmd_name][1].func_name):
+    if own is not None and cmd_name in own and not isinstance(self, HostScriptsMixin):
         impl, sig = own[cmd_name]
         return functools.partial(impl, self), sig
     return _plain_lookup(self, cmd_name)
@@ -264,13 +271,13 @@ def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
 
 
 class _SandboxedLupa:
-    """``lupa.lua51`` as fakeredis's scripting module sees it while an embedded server's Lua runtime is made:
-    the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python). With
-    ``harden`` (the runtime of the server's functions), :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis
-    sets it up, and ``fresh`` is then the function that starts a call on fresh limits."""
+    """``lupa.lua51`` as fakeredis's scripting module sees it while the runtime of an embedded server's functions
+    is made: the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python), and
+    :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis sets it up; ``fresh`` is then the function that
+    starts a call on fresh limits."""
 
-    def __init__(self, harden: fakeredis.FakeServer | None = None) -> None:
-        #: the server whose functions' runtime this makes (None: its EVAL runtime)
+    def __init__(self, harden: fakeredis.FakeServer) -> None:
+        #: the server whose functions' runtime this makes
         self.harden = harden
         self.fresh: Any = None
 
@@ -280,74 +287,24 @@ class _SandboxedLupa:
     def LuaRuntime(self, **options: Any) -> Any:  # noqa: N802 - lupa's name
         options.pop("encoding", None)  # bytes, as new_runtime has it
         runtime = _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
-        if self.harden is not None:
-            self.fresh = _harden_functions(runtime, self.harden)
+        self.fresh = _harden_functions(runtime, self.harden)
         return runtime
-
-
-class _SandboxedRuntime:
-    """A server's Lua runtime as fakeredis's scripting uses it: a script's text is compiled by the sandbox
-    (never as bytecode, into the sandboxed globals) and runs on a fresh instruction budget; everything else
-    is the runtime's own."""
-
-    def __init__(self, runtime: Any, prepare: Any, max_instructions: int) -> None:
-        self._runtime = runtime
-        self._prepare = prepare
-        self._max_instructions = max_instructions
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runtime, name)
-
-    def execute(self, code: bytes | str, *args: Any) -> Any:
-        if isinstance(code, str):
-            code = code.encode()
-        chunk, err = self._prepare(code, self._max_instructions)
-        if chunk is None:  # the text lupa's own execute() gives a syntax error
-            raise _sandbox.lua51.LuaSyntaxError(f"error loading code: {as_text(err)}")
-        try:
-            return chunk(*args)
-        except _sandbox.lua51.LuaMemoryError:  # (its own text is empty)
-            raise _sandbox.lua51.LuaError(messages.SERVER_ERROR + _OUT_OF_MEMORY) from None
 
 
 _runtime_lock = threading.RLock()
 
 
 @contextlib.contextmanager
-def _lupa_swapped(shim: _SandboxedLupa | None = None) -> Iterator[None]:
+def _lupa_swapped(shim: _SandboxedLupa) -> Iterator[None]:
     # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
     # time it takes (the caller holds _runtime_lock), that is the sandbox's. (Another thread's plain fakeredis
     # making a runtime in that instant gets a sandbox-made one too: its own Lua set up the same, minus Python.)
     saved = _scripting.LUA_MODULE
-    _scripting.LUA_MODULE = shim or _SandboxedLupa()  # type: ignore[assignment]
+    _scripting.LUA_MODULE = shim  # type: ignore[assignment]
     try:
         yield
     finally:
         _scripting.LUA_MODULE = saved
-
-
-def _sandboxed_runtime(server: fakeredis.FakeServer, make: Callable[[fakeredis.FakeServer], Any]) -> Any:
-    # fakeredis makes the runtime and its redis.* functions (make: its _get_server_runtime); then the sandbox
-    # takes the runtime over
-    with _runtime_lock:
-        found = getattr(server, "_lua_runtime", None)
-        if found is not None:
-            return found
-        with _lupa_swapped():
-            runtime = make(server)
-        fake_redis = runtime.globals()[b"redis"]
-        helpers = {b"sha1hex": _sandbox.sha1hex, b"log": fake_redis[b"log"], b"known_command": known_command}
-        busy = getattr(server, "_emqlab_busy", None)
-        if busy is not None:
-            helpers.update({b"tick": busy.tick, b"stopped_at": busy.stopped_at})
-        api = _sandbox.load(runtime, lua_dir() / "lib", "server", helpers, fake_redis=fake_redis,
-                            globals=runtime.globals(), budget_hint=b"new_server(max_instructions=...)",
-                            memory_kib=_sandbox.soft_cap_kib(LUA_MAX_MEMORY), max_seconds=_max_seconds(server),
-                            memory_text=_OUT_OF_MEMORY.encode(),
-                            seconds_hint=b"new_server(max_seconds=...)")
-        limit = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
-        server._lua_runtime = _SandboxedRuntime(runtime, api[b"prepare"], limit)  # type: ignore[attr-defined]
-        return server._lua_runtime  # type: ignore[attr-defined]
 
 
 #: Lua run in the runtime of the server's functions as soon as it is made, before fakeredis sets it up (so that
@@ -435,19 +392,16 @@ def _harden_functions(runtime: Any, server: fakeredis.FakeServer) -> Any:
 
 
 class _SandboxMixin:
-    """The server's Lua runtimes are made, the first time a socket needs them, in the sandbox: the one of
-    ``EVAL`` with ``lua/lib/sandbox.lua``; the one of ``FUNCTION``/``FCALL`` (fakeredis's own restricted
-    globals) at least without a way into Python."""
+    """The runtime of the server's ``FUNCTION``/``FCALL`` (fakeredis's own restricted globals) is made, the first
+    time a socket needs it, without a way into Python and hardened (:data:`_HARDEN_FUNCTIONS`); its scripts
+    (``EVAL`` …) run on the server's host (:mod:`emqlab.backend.scripts`), never on fakeredis's own runtime."""
 
     load_lua_modules: set[str]
     _server: fakeredis.FakeServer
 
     def _get_server_runtime(self, server: fakeredis.FakeServer) -> Any:
-        found = getattr(server, "_lua_runtime", None)
-        if found is not None:
-            return found
-        self.load_lua_modules = set()  # the sandbox loads the modules, not fakeredis's require
-        return _sandboxed_runtime(server, super()._get_server_runtime)  # type: ignore[misc]
+        # (fakeredis's own EVAL path, never taken: the server's scripts run on its host, emqlab.backend.scripts)
+        raise SimpleError(messages.SERVER_ERROR + "scripts run on the server's host")
 
     def _convert_lua_result(self, result: Any, nested: bool = True) -> Any:
         # The RESP3-shaped tables as Redis 7 writes them (checked in its order: err, ok, double, big_number,
@@ -494,12 +448,12 @@ class _SandboxMixin:
         return engine
 
 
-class _EmbeddedSocket(BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):
+class _EmbeddedSocket(HostScriptsMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
 
-class _EmbeddedAsyncSocket(BusyMixin, _SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
+class _EmbeddedAsyncSocket(HostScriptsMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
@@ -531,6 +485,15 @@ class EmbeddedAsyncConnection(FakeAsyncRedisConnection):
 
 # -- the server ------------------------------------------------------------------------------------------------
 
+#: the commands an embedded server answers to a connection of fakeredis's own classes too: name -> (the
+#: function taking the socket, its signature)
+_SERVER_COMMANDS = {"info": (InfoCommandMixin.info, _EXTRA_COMMANDS["info"]),
+                    **{name: (getattr(HostScriptsMixin, name), SUPPORTED_COMMANDS[name])
+                       for name in ("eval", "evalsha")},
+                    **{name: (getattr(HostScriptsMixin, name), _EXTRA_COMMANDS[name])
+                       for name in ("eval_ro", "evalsha_ro")},
+                    "script flush": (HostScriptsMixin.script_flush, SUPPORTED_COMMANDS["script flush"])}
+
 
 def new_server(version: tuple[int, ...] | None = None, *,
                max_instructions: int = _sandbox.DEFAULT_MAX_INSTRUCTIONS,
@@ -539,7 +502,8 @@ def new_server(version: tuple[int, ...] | None = None, *,
     """A fresh fakeredis server ready for queue scripts: its Lua runtime created with Redis 7's sandbox
     (``lua/lib/sandbox.lua``) and :data:`LUA_MODULES` loaded, its script cache left empty (as on a new server).
 
-    ``version`` is the Redis version fakeredis emulates (default: fakeredis's default). ``max_instructions``
+    ``version`` is the Redis version fakeredis emulates, and ``INFO`` and ``HELLO`` report (default
+    :data:`DEFAULT_VERSION`, the Redis whose scripting the server's ``EVAL`` follows). ``max_instructions``
     is the budget of Lua instructions of one script or function call (0: none), ``max_seconds`` its CPU
     seconds (0: none); past either the script fails with an ``emqlab server:`` error (an endless loop ends
     instead of hanging its caller; Redis has no such limit). ``busy_reply_threshold_ms`` is Redis's
@@ -548,13 +512,13 @@ def new_server(version: tuple[int, ...] | None = None, *,
     negative threshold, ``RuntimeError`` when the modules do not load (fakeredis without its ``lua`` extra,
     or ``lua/lib`` missing).
     """
-    server = fakeredis.FakeServer() if version is None else fakeredis.FakeServer(version=version)
+    server = fakeredis.FakeServer(version=DEFAULT_VERSION if version is None else version)
     install(server, int(busy_reply_threshold_ms))
     server._emqlab_max_seconds = float(max_seconds)  # type: ignore[attr-defined]
     _server_identity(server)
     server._emqlab_max_instructions = int(max_instructions)  # type: ignore[attr-defined]
-    # INFO answered by the server, whatever the connection's class (fakeredis's own too)
-    server._emqlab_server_commands = {"info": (InfoCommandMixin.info, _EXTRA_COMMANDS["info"])}  # type: ignore[attr-defined]
+    # INFO and the scripts answered by the server, whatever the connection's class (fakeredis's own too)
+    server._emqlab_server_commands = _SERVER_COMMANDS  # type: ignore[attr-defined]
     conn = fakeredis.FakeRedis(server=server, connection_class=EmbeddedConnection, lua_modules=set(), protocol=2)
     try:
         loaded = conn.eval("return {type(cjson), type(cmsgpack), type(bit)}", 0)

@@ -37,9 +37,9 @@ from typing import Any
 # isort: off
 from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without NumPy)
 # isort: on
-from fakeredis._clients._tcp_server import TCPFakeRequestHandler, TcpFakeServer, Writer
+from fakeredis._clients._tcp_server import TCPFakeRequestHandler, TcpFakeServer, Writer, encode_reply
 from fakeredis._commands import SUPPORTED_COMMANDS, command
-from fakeredis._helpers import SimpleString
+from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._typing import RaiseErrorTypes
 
 from emqlab.backend import fakeserver as _fs
@@ -113,6 +113,17 @@ class _TcpSocket(QuitCommandMixin, MonitorCommandMixin, _fs._EmbeddedSocket):
             _publish(self, sig.name, args, from_script)
         return super()._run_command(func, sig, args, from_script)
 
+    def _decode_error(self, error: SimpleError) -> Any:
+        # written to the client as it is, its code kept: parsed into redis-py's ResponseError, "-x y" and
+        # "-MY code" would come back out as "-ERR x y" and "-ERR MY code"
+        return error
+
+    def _decode_result(self, result: Any) -> Any:
+        # a status reply stays one (_encode writes it "+…", and any other string as a bulk string)
+        if isinstance(result, list):
+            return [self._decode_result(x) for x in result]
+        return result
+
 
 class _TcpConnection(_fs.EmbeddedConnection):
     def _connect(self) -> Any:
@@ -138,14 +149,29 @@ def _host_port(address: Any) -> str:
 
 
 class _OneLineWriter(Writer):
-    """fakeredis's reply writer with error texts kept to one line (a CR or LF in ``-ERR …`` breaks RESP)."""
+    """fakeredis's reply writer, with a status reply written ``+…`` and any other string as a bulk string (as
+    Redis does; fakeredis's writes a top-level string ``+…`` whenever it can) and error texts kept to one
+    line (a CR or LF in ``-ERR …`` breaks RESP)."""
 
     def dump(self, value: Any) -> None:
-        if isinstance(value, Exception) and value.args and isinstance(value.args[0], str) \
-                and ("\n" in value.args[0] or "\r" in value.args[0]):
-            text = " ".join(value.args[0].replace("\r", "\n").split())
-            value = type(value)(text, *value.args[1:])
-        super().dump(value)
+        self.write(_encode(value, self.request_handler.protocol_version))
+        self.writer.flush()
+
+
+def _encode(value: Any, protocol: int) -> bytes:
+    if isinstance(value, SimpleString):
+        return b"+" + value.value + b"\r\n"
+    if isinstance(value, (bytes, str)):
+        return encode_reply(value, protocol, nested=True)
+    if isinstance(value, Exception) and value.args and isinstance(value.args[0], str):
+        if "\n" in value.args[0] or "\r" in value.args[0]:
+            value = type(value)(" ".join(value.args[0].replace("\r", "\n").split()), *value.args[1:])
+        return encode_reply(value, protocol)
+    if isinstance(value, (list, tuple)):
+        return b"*%d\r\n" % len(value) + b"".join(_encode(x, protocol) for x in value)
+    if isinstance(value, dict) and protocol == 3:
+        return b"%%%d\r\n" % len(value) + b"".join(_encode(x, protocol) for kv in value.items() for x in kv)
+    return encode_reply(value, protocol, nested=True)
 
 
 class _Handler(TCPFakeRequestHandler):
@@ -165,6 +191,10 @@ class _Handler(TCPFakeRequestHandler):
                          "addr": _host_port(self.connection.getsockname() if unix else self.connection.getpeername()),
                          "fd": self.connection.fileno(), "-monitor": "unix" if unix else None},
             protocol=2)
+        # (this in-process connection is the client's stand-in: it must not name itself redis-py in CLIENT
+        # LIST, the client's own CLIENT SETINFO does that; redis-py >= 8 reads driver_info, older lib_name)
+        for attr in ("driver_info", "lib_name", "lib_version"):
+            setattr(self.current_client, attr, None)
         old.disconnect()
         self.server.clients[self.client_address] = self.current_client
         self.server.hangups.add(self)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,7 @@ from emqlab.scripting.replies import (
     lua_error_text,
     reply_to_lua,
     tree_to_py,
+    wire_error,
 )
 from emqlab.scripting.rules import (
     Compiled,
@@ -102,7 +104,24 @@ from emqlab.scripting.sandbox import (
 )
 
 __all__ = ["DEFAULT_MAX_INSTRUCTIONS", "STATUS_REPLY_COMMANDS", "Command", "Compiled", "LuaHost", "LuaScriptError",
-           "ScriptRun", "Status"]
+           "ScriptRun", "Serving", "Status"]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A host that runs a server's own scripts (the embedded server's ``EVAL``,
+    :mod:`emqlab.backend.scripts`) rather than a client's: ``prefix`` starts the errors of its limits
+    (:data:`emqlab.protocol.messages.SERVER_ERROR`), ``memory_text`` follows it when the Lua heap is spent,
+    ``hints`` name the settings in the limits' texts (``budget_hint``, ``commands_hint``, ``seconds_hint``:
+    bytes); ``tick()`` is asked by the count hook whether the run must stop (a ``SCRIPT KILL``),
+    ``stopped_at(line)`` told the line it stopped at, ``log(level, message)`` takes ``redis.log``."""
+
+    prefix: str
+    memory_text: str
+    hints: dict[str, bytes]
+    tick: Callable[[], bool]
+    stopped_at: Callable[[Any], None]
+    log: Callable[[Any, Any], None]
 
 
 class LuaHost:
@@ -115,6 +134,7 @@ class LuaHost:
     script that ``SELECT``\\ s another (:meth:`run` reads it from a redis-py client). ``dialect``: the server
     the host's scripts are compared with (:mod:`emqlab.scripting.dialect`; Redis 7.0 by default; for a live
     server ``server_dialect(conn)``): its error texts, the commands a script may call, its sandbox's globals.
+    ``serving``: the host runs a server's own scripts (:class:`Serving`).
 
     >>> host = LuaHost()
     >>> run = host.start(b"return redis.call('GET', KEYS[1])", [b"k"], [])
@@ -127,7 +147,8 @@ class LuaHost:
 
     def __init__(self, lib_dir: str | Path | None = None, *, max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
                  max_commands: int = DEFAULT_MAX_COMMANDS, max_memory: int = MAX_MEMORY,
-                 max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0, dialect: Dialect = REDIS7) -> None:
+                 max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0, dialect: Dialect = REDIS7,
+                 serving: Serving | None = None) -> None:
         self.dialect = dialect
         self.runtime = new_runtime(unpack_returned_tuples=False, max_memory=max_memory or None)
         lib = Path(lib_dir) if lib_dir else lua_dir() / "lib"
@@ -135,9 +156,14 @@ class LuaHost:
         self.max_instructions = int(max_instructions)
         self.max_commands = int(max_commands)
         self.max_memory = int(max_memory)
-        self._oom = messages.HOST_ERROR + messages.OUT_OF_MEMORY % (
-            "the host's", "LuaHost(max_memory=...)", self.max_memory)
-        soft_oom = self._oom[len(messages.HOST_ERROR):]
+        self.serving = serving
+        prefix = serving.prefix if serving is not None else messages.HOST_ERROR
+        self._oom = prefix + (serving.memory_text if serving is not None else messages.OUT_OF_MEMORY % (
+            "the host's", "LuaHost(max_memory=...)", self.max_memory))
+        soft_oom = self._oom[len(prefix):]
+        hints = serving.hints if serving is not None else {
+            "budget_hint": b"LuaHost(max_instructions=...)", "commands_hint": b"LuaHost(max_commands=...)",
+            "seconds_hint": b"LuaHost(max_seconds=...)"}
         self.db = int(db)
         self._interrupted = False
         #: the stop signal's exception that ended a run inside the Lua hook (raised again by _step)
@@ -148,12 +174,14 @@ class LuaHost:
             b"tick": self._tick,
             b"known_command": lambda name, sub: known_command(name, sub),
         }
-        api = _sandbox.load(self.runtime, lib, "host", helpers, budget_hint=b"LuaHost(max_instructions=...)",
-                             commands_hint=b"LuaHost(max_commands=...)", memory_text=soft_oom.encode(),
+        if serving is not None:
+            helpers[b"stopped_at"] = serving.stopped_at
+            helpers[b"log"] = serving.log
+        api = _sandbox.load(self.runtime, lib, helpers, memory_text=soft_oom.encode(),
                              memory_kib=soft_cap_kib(self.max_memory), max_seconds=float(max_seconds),
-                             seconds_hint=b"LuaHost(max_seconds=...)",
                              dialect=self.runtime.table_from(dialect.lua_options()),
-                             msg=self.runtime.table_from(dialect.lua_texts()))
+                             msg=self.runtime.table_from(dialect.lua_texts()), error_prefix=prefix.encode(),
+                             **hints)
         self._start = api[b"start"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
@@ -175,6 +203,8 @@ class LuaHost:
         # Ctrl-C, SystemExit for SIGTERM / SIGHUP (emqlab.ui.entry); the hook then ends the run, and _step
         # raises that same exception once Lua has unwound (a SIGHUP must not come back as a Ctrl-C)
         try:
+            if self.serving is not None and self.serving.tick():
+                return True
             return self._interrupted
         except (KeyboardInterrupt, SystemExit) as e:
             self._interrupted = True
@@ -226,14 +256,17 @@ class LuaHost:
 
     # -- running ---------------------------------------------------------------------------------------
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = (), *,
-              db: int | None = None, confine: bytes | None = None, read_only: bool = False) -> ScriptRun:
+              db: int | None = None, confine: bytes | None = None, read_only: bool = False,
+              resp3: bool = False) -> ScriptRun:
         """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
         ``db``: the caller's database (default :attr:`db`), restored after a ``SELECT`` in the script.
         ``confine``: a run's key prefix; a command that names a key outside it, or reaches every key,
         another database or server, is refused (:func:`emqlab.scripting.rules.confine`).
         ``read_only``: the run is an ``EVAL_RO``/``EVALSHA_RO``: its writes are refused as in a
         ``flags=no-writes`` script, and a script whose shebang lacks that flag is refused before it runs
-        (:class:`LuaScriptError`, Redis's text).
+        (:class:`LuaScriptError`, Redis's text). ``resp3``: the result is for a RESP3 client (the embedded
+        server's): a ``{double=…}`` comes back a float, a ``{map=…}`` a
+        :class:`emqlab.scripting.replies.MapReply`.
 
         A run holds its Lua coroutine until it ends (a value or an error) or is closed
         (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
@@ -249,7 +282,7 @@ class LuaHost:
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
                          self._table_from([as_bytes(a) for a in args]))
         return ScriptRun(self, co, hashlib.sha1(text).hexdigest(), flags, self.db if db is None else int(db),
-                         confine)
+                         confine, resp3)
 
     @property
     def live_runs(self) -> int:
@@ -322,11 +355,14 @@ class ScriptRun:
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "confine", "_ended", "_where", "_asked", "_sort")
+                 "caller_db", "db", "restoring", "refused", "confine", "resp3", "_ended", "_where", "_asked",
+                 "_sort")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
-                 caller_db: int = 0, confine: bytes | None = None) -> None:
+                 caller_db: int = 0, confine: bytes | None = None, resp3: bool = False) -> None:
         self.host = host
+        #: the result is for a RESP3 client: a ``{double=…}`` a float, a ``{map=…}`` a MapReply
+        self.resp3 = resp3
         self.co = co
         self.sha = sha
         self.flags = flags
@@ -439,8 +475,7 @@ class ScriptRun:
 
     def _advance(self, out: tuple[Any, ...]) -> None:
         while out[0] == 0:
-            args = out[1]
-            cmd: Command = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
+            cmd: Command = out[2:]  # (0, where, the command's words)
             asked = cmd
             refusal, cmd = vet(cmd, self.flags, self.host.dialect)
             if refusal is None and self.confine is not None:
@@ -448,7 +483,7 @@ class ScriptRun:
             if refusal is None:
                 self._asked = asked
                 self.commands += 1
-                self._where = args[b"where"] or b""
+                self._where = out[1] or b""
                 if constant_sort(cmd):
                     # Redis sorts a set's members ALPHA when a script sorts it BY a constant; which type
                     # the key holds only the backend knows: ask it first
@@ -472,19 +507,20 @@ class ScriptRun:
     def _finish(self, out: tuple[Any, ...]) -> None:
         self.done = True
         if out[0] == 1:
-            tree = self.host._to_reply(out[1])
+            tree = self.host._to_reply(out[1], self.resp3)
             try:
-                self.result = tree_to_py(tree)
-            except LuaScriptError as e:
-                self.error = self._located(str(e), None)
+                self.result = tree_to_py(tree, status=self.host.serving is not None)
+            except LuaScriptError as e:  # a returned {err=…}: Redis adds nothing
+                self.error = e
         else:
             source = as_text(out[2]) if len(out) > 2 and out[2] is not None else "@user_script"
             line = int(out[3]) if len(out) > 3 and out[3] is not None else 0
-            self.error = self._located(lua_error_text(out[1]), True, line or lua_error_line(out[1]), source)
-
-    def _located(self, msg: str, raised: Any, line: int = 0, source: str = "@user_script") -> LuaScriptError:
-        line = line or line_of(msg)
-        if raised is None:  # a returned {err=…}: Redis adds nothing
-            return LuaScriptError(msg)
-        return LuaScriptError(msg + self.host.dialect.error_suffix(self.sha, source, line))
+            msg, err = lua_error_text(out[1]), out[1]
+            line = line or lua_error_line(err) or line_of(msg)
+            suffix = self.host.dialect.error_suffix(self.sha, source, line)
+            # on the wire: a raised table's err as it is (a command's error keeps its code), a raised
+            # string after ERR (Redis's error handler), each with the suffix
+            raw = err[b"err"] if self.host._lua_type(err) == "table" else None
+            raw = as_bytes(raw) if isinstance(raw, bytes) else b"ERR " + as_bytes(msg)
+            self.error = LuaScriptError(msg + suffix, wire_error(raw + suffix.encode()))
 

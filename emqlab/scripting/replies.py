@@ -31,8 +31,23 @@ STATUS_REPLY_COMMANDS: frozenset[str] = frozenset(
 
 class LuaScriptError(redis.exceptions.ResponseError):
     """An error reply produced by a script run in the host (an error raised inside the script, or a
-    ``{err=…}`` return). The message has Redis 7's shape, e.g. ``user_script:3: boom script: <sha1>, on
-    @user_script:3.``"""
+    ``{err=…}`` return). The message has Redis 7's shape as redis-py gives it (a leading ``ERR`` dropped),
+    e.g. ``user_script:3: boom script: <sha1>, on @user_script:3.``; ``reply`` is the error as Redis writes
+    it after the ``-`` (its code kept, CR and LF as spaces: ``ERR user_script:3: boom …``), or ``None``
+    where the host made the error itself before the script ran (a compile error, a refused shebang)."""
+
+    def __init__(self, message: str, reply: bytes | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class MapReply(list[Any]):
+    """A ``{map=…}`` reply for a RESP3 client: its keys and values in turn (``tree_to_py(…)`` of a RESP3 tree)."""
+
+
+def wire_error(text: bytes) -> bytes:
+    """An error reply's text as Redis writes it: each CR and LF a space (RESP's error is one line)."""
+    return text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
 @dataclass(frozen=True)
@@ -150,17 +165,18 @@ def _to_int(v: Any) -> int:
     return int(v)
 
 
-def tree_to_py(tree: Any) -> Any:
+def tree_to_py(tree: Any, status: bool = False) -> Any:
     """The reply tree from Lua (``{kind, value}`` tables) as Python values, without Python recursion (a
-    reply may nest thousands of arrays deep)."""
+    reply may nest thousands of arrays deep). A status reply is its bytes, as redis-py gives it, or with
+    ``status`` a :class:`Status`."""
     if isinstance(tree, bytes):
         return tree
     kind = tree[1]
     if kind == b"err":
-        raise LuaScriptError(_strip_err(as_text(tree[2])))
-    if kind != b"array":
-        return _leaf(tree)
-    root: list[Any] = []
+        raise _error_reply(tree[2])
+    if kind not in _NODES:
+        return _leaf(tree, status)
+    root: list[Any] = MapReply() if kind == b"map" else []
     stack: list[tuple[Any, int, list[Any]]] = [(tree, 2, root)]
     while stack:
         node, i, out = stack.pop()
@@ -173,26 +189,36 @@ def tree_to_py(tree: Any) -> Any:
                 out.append(item)
                 continue
             k = item[1]
-            if k == b"array":
-                child: list[Any] = []
+            if k in _NODES:
+                child: list[Any] = MapReply() if k == b"map" else []
                 out.append(child)
                 stack.append((node, i, out))
                 node, i, out = item, 2, child
                 continue
             if k == b"err":
-                out.append(LuaScriptError(_strip_err(as_text(item[2]))))
+                out.append(_error_reply(item[2]))
             else:
-                out.append(_leaf(item))
+                out.append(_leaf(item, status))
     return root
 
 
-def _leaf(tree: Any) -> Any:
+#: the kinds of a reply tree's inner nodes (``map``: a RESP3 client's ``{map=…}``)
+_NODES = (b"array", b"map")
+
+
+def _error_reply(text: bytes) -> LuaScriptError:
+    return LuaScriptError(_strip_err(as_text(text)), wire_error(text))
+
+
+def _leaf(tree: Any, status: bool) -> Any:
     kind = tree[1]
     if kind == b"int":
         return _to_int(tree[2])
     if kind == b"nil":
         return None
-    return tree[2]  # status
+    if kind == b"double":  # (a RESP3 client's {double=…})
+        return float(tree[2])
+    return Status(tree[2]) if status else tree[2]  # status
 
 
 def _strip_err(msg: str) -> str:

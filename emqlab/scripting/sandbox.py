@@ -72,15 +72,15 @@ def sha1hex(s: bytes) -> bytes:
     return hashlib.sha1(s).hexdigest().encode()
 
 
-def load(runtime: lua51.LuaRuntime, lib: Path, mode: str, py: dict[bytes, Any], **options: Any) -> Any:
-    """Run ``lib/sandbox.lua`` in ``runtime`` for ``mode`` (``"host"`` or ``"server"``) and return the API
-    table it gives (see the file's header). ``py``: the Python helpers the sandbox calls (``sha1hex``,
-    ``log``, ``known_command``, the host's ``tick``); the sandbox's texts come from
-    :mod:`emqlab.protocol.messages`; ``options``: the mode's further options (Lua values
+def load(runtime: lua51.LuaRuntime, lib: Path, py: dict[bytes, Any], **options: Any) -> Any:
+    """Run ``lib/sandbox.lua`` in ``runtime`` and return the host's API table it gives (see the file's
+    header). ``py``: the Python helpers the sandbox calls (``sha1hex``, ``log``, ``known_command``, ``tick``,
+    ``stopped_at``); the sandbox's texts come from
+    :mod:`emqlab.protocol.messages`; ``options``: the further options (Lua values
     or tables). The library modules of :data:`LIB_MODULES` found in ``lib`` are loaded; a missing one is
     left out. Raises ``FileNotFoundError`` without ``lib/sandbox.lua``."""
     source = (lib / SANDBOX_FILE).read_bytes()
-    fields: dict[bytes, Any] = {b"mode": mode.encode(), b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY,
+    fields: dict[bytes, Any] = {b"py": runtime.table_from(py), b"hook_every": HOOK_EVERY,
                                 b"msg": runtime.table_from(messages.lua_table())}
     for name in (*LIB_MODULES, PATTERNS):
         p = lib / f"{name}.lua"

@@ -1,9 +1,9 @@
 --[[
-  sandbox.lua -- Redis 7.0's scripting sandbox, for emqlab's two Lua environments: the client-side host
+  sandbox.lua -- Redis 7.0's scripting sandbox, for emqlab's one Lua environment: the host
   (emqlab/scripting/host.py, a lupa runtime that runs each script as a coroutine and yields every
-  redis.call to Python) and the embedded fakeredis server (emqlab/backend/fakeserver.py, whose redis.call
-  fakeredis provides). Both load this one file; the rules each of them follows are listed in the
-  docstring of emqlab/scripting/host.py and checked against a Redis 7.0 server.
+  redis.call to Python). It runs the scripts of a client-side split run and, on the embedded server
+  (emqlab/backend/scripts.py), every EVAL; the rules it follows are listed in the docstring of
+  emqlab/scripting/host.py and checked against a Redis 7.0 server.
 
   What a script can reach is built here: the globals and library tables of Redis 7.0, read-only (the
   message is Redis's, "Attempt to modify a readonly table"); reading an undefined global an error
@@ -12,36 +12,34 @@
   with ESC is compiled as text); redis.*, cjson, cmsgpack and bit (lua/lib/*.lua); math.random on
   Redis's own generator; a budget of Lua instructions enforced by a count hook.
 
-  The file is three sections:
-    1. shared   -- everything both environments have;
+  The file is two sections:
+    1. shared   -- the environment a script sees;
     2. host     -- the yielding redis.call, pcall/xpcall/coroutines a command may yield through, script
-                   runs by id and the conversion of a result to a reply tree; returns the host's API;
-    3. server   -- fakeredis's redis.call wrapped, the sandboxed global table installed as the global
-                   table of the runtime's main thread; returns the server's API.
+                   runs by id and the conversion of a result to a reply tree; returns the host's API.
 
   Called with one table of options:
-    mode        'host' or 'server';
     py          Python helpers: sha1hex(s), log(level, msg), known_command(name, sub), tick() (true
                 when the run must stop: a Ctrl-C is pending, or on the server a SCRIPT KILL came) and
-                (server) stopped_at(line), told the script's line when tick() stopped it;
+                (optional) stopped_at(line), told the script's line when tick() stopped it;
     cjson, cmsgpack, bit   the modules' source texts (a missing one is not loaded);
     patterns    the source of lua/lib/patterns.lua (the bounded pattern functions), match_steps its bound;
     hook_every  instructions between two calls of the count hook;
     budget_hint the text that names the setting of the budget in the budget's error;
-    commands_hint (host) the same for the cap on a run's commands;
+    commands_hint the same for the cap on a run's commands;
     memory_kib, memory_text  the Lua heap (KiB) past which a run ends, checked by the count hook, and the
-                text of its error (after the host's or server's prefix);
+                text of its error (after error_prefix);
     max_seconds, seconds_hint  the CPU seconds a run may use (0: no limit) and the setting's name;
-    (server) fake_redis  fakeredis's own redis table; globals  the runtime's global table.
+    error_prefix  what starts an error of the limits (default MSG.host_error; the embedded server's
+                host has MSG.server_error);
+    dialect, msg  the server the scripts are compared with, and the texts of its errors.
 ]]
 
 local opts = ...
--- the sandbox's own code reads the standard library from a private copy of the globals: the server's
--- global table is emptied below and refilled with what a script may reach
+-- the sandbox's own code reads the standard library from a private copy of the globals
 local std = {}
 for k, v in next, _G do if k ~= 'python' then std[k] = v end end
 setfenv(1, std)
-local mode, py, hook_every = opts.mode, opts.py, opts.hook_every
+local py, hook_every = opts.py, opts.hook_every
 -- every text an error carries, by name (emqlab/protocol/messages.py: the one home of them)
 local MSG = opts.msg
 
@@ -97,7 +95,7 @@ local real_type, real_tostring, real_select, real_unpack = type, tostring, selec
 local co_create, co_resume, co_yield, co_status, co_running =
   coroutine.create, coroutine.resume, coroutine.yield, coroutine.status, coroutine.running
 local sethook, getinfo = debug.sethook, debug.getinfo
-local floor, fmt, gsub, sub = math.floor, string.format, string.gsub, string.sub
+local floor, fmt, gsub, sub, find = math.floor, string.format, string.gsub, string.sub, string.find
 local pack_n = function(...) return {n = real_select('#', ...), ...} end
 
 local READONLY = MSG.readonly_table
@@ -118,9 +116,8 @@ local function protect(t)
   return real_setmetatable({}, {__index = t, __newindex = ro_newindex, [RO] = true})
 end
 
--- instruction budget (and, on the host, Ctrl-C): a count hook on every coroutine a run uses --------
--- (the budget's error is a table {err=..., budget=true} on the host, where the host reads it, and the
--- plain message on the server, which fakeredis puts in its error reply)
+-- instruction budget (and Ctrl-C, SCRIPT KILL): a count hook on every coroutine a run uses ------------
+-- (the budget's error is a table {err=..., budget=true}: the host reads it)
 local budget = {limit = 0, used = 0, abort = nil, before = 0, clock0 = 0}
 local real_collect, heap_cap_kib = collectgarbage, opts.memory_kib or 0
 -- the most steps one pattern match may take (lua/lib/patterns.lua; about the 5 s CPU limit)
@@ -142,8 +139,7 @@ local function script_line()
   return 0
 end
 local function budget_error(text, kind)
-  if mode == 'host' then return {err = MSG.host_error .. text, [kind] = true} end
-  return MSG.server_error .. text
+  return {err = (opts.error_prefix or MSG.host_error) .. text, [kind] = true}
 end
 local function hook()
   if budget.abort then real_error(budget.abort, 0) end
@@ -220,7 +216,15 @@ local function reply_table(field, name)
     if real_select('#', ...) ~= 1 or real_type(msg) ~= 'string' then
       return {err = MSG.reply_helper_arguments}
     end
-    if field == 'err' and sub(msg, 1, 1) == '-' then msg = sub(msg, 2) end
+    if field == 'err' then
+      -- Redis 7.0 (luaRedisErrorReplyCommand, luaPushErrorBuff): the text, its '-' added when missing, is
+      -- 'CODE message' split at its first space, or all message with the code ERR; CR and LF trimmed
+      if sub(msg, 1, 1) == '-' then msg = sub(msg, 2) end
+      local code, text = 'ERR', msg
+      local space = find(msg, ' ', 1, true)
+      if space then code, text = sub(msg, 1, space - 1), sub(msg, space + 1) end
+      msg = code .. ' ' .. (gsub(gsub(text, '^[\r\n]+', ''), '[\r\n]+$', ''))
+    end
     return {[field] = msg}
   end
 end
@@ -487,7 +491,6 @@ local function new_env(keys, argv) return fill_env({}, keys, argv) end
 
 -- 2. host =============================================================================================
 -- Everything is built once per host; a run gets a fresh global table (new_env).
-if mode == 'host' then
 
 local CMD = {}                                   -- first value of a command yield
 -- the yielding core of redis.call / redis.pcall ----------------------------------------------------
@@ -683,7 +686,9 @@ local function step(id, tag, value, limit, max_commands)
     release(id)
     return 2, yield_boundary()
   end
-  return 0, r[3]
+  -- (a command as several values: Python gets them in one call, not one per argument)
+  local args = r[3]
+  return 0, args.where, real_unpack(args, 1, args.n)
 end
 
 local function drop(id) release(id) end
@@ -696,7 +701,8 @@ end
 
 -- Lua value -> Redis reply, as a Python-friendly tree: {kind, value} (Redis's RESP2 conversion rules)
 local STACK_LIMIT = 7995
-local function to_reply(v, depth)
+-- (resp3: the reply of a RESP3 client's EVAL on the embedded server: a double and a map kept as such)
+local function to_reply(v, depth, resp3)
   local t = real_type(v)
   if depth > STACK_LIMIT then return {'err', MSG.stack_limit} end
   if t == 'string' then return v end
@@ -708,23 +714,26 @@ local function to_reply(v, depth)
   local ok = real_rawget(v, 'ok')
   if real_type(ok) == 'string' then return {'status', ok} end
   local d = real_rawget(v, 'double')
-  if real_type(d) == 'number' then return number_text(d, true) end
+  if real_type(d) == 'number' then
+    if resp3 then return {'double', d} end
+    return number_text(d, true)
+  end
   local big = real_rawget(v, 'big_number')
   -- Redis writes a big number as a bulk string on RESP2, its CR and LF bytes mapped to spaces first
   if real_type(big) == 'string' then return (gsub(big, '[\r\n]', ' ')) end
   local map = real_rawget(v, 'map')
   if real_type(map) == 'table' then
-    local out = {'array'}
+    local out = {resp3 and 'map' or 'array'}
     for k, x in real_next, map do
-      out[#out + 1] = to_reply(k, depth + 1)
-      out[#out + 1] = to_reply(x, depth + 1)
+      out[#out + 1] = to_reply(k, depth + 1, resp3)
+      out[#out + 1] = to_reply(x, depth + 1, resp3)
     end
     return out
   end
   local set = real_rawget(v, 'set')
   if real_type(set) == 'table' then
     local out = {'array'}
-    for k in real_next, set do out[#out + 1] = to_reply(k, depth + 1) end
+    for k in real_next, set do out[#out + 1] = to_reply(k, depth + 1, resp3) end
     return out
   end
   local verbatim = real_rawget(v, 'verbatim_string')
@@ -737,74 +746,12 @@ local function to_reply(v, depth)
   while true do
     local x = real_rawget(v, i)
     if x == nil then break end
-    out[i + 1] = to_reply(x, depth + 1)
+    out[i + 1] = to_reply(x, depth + 1, resp3)
     i = i + 1
   end
   return out
 end
 
 return {start = start, step = step, drop = drop, live_runs = live_runs,
-        memory_kib = memory_kib, to_reply = function(v) return to_reply(v, 1) end, null = null}
+        memory_kib = memory_kib, to_reply = function(v, resp3) return to_reply(v, 1, resp3) end, null = null}
 
-end
-
--- 3. server ===========================================================================================
--- fakeredis runs every script in the global table of its runtime's main thread and sets KEYS and ARGV
--- there: that table becomes the g of one environment and its read-only proxy the thread's global table.
-local fake = opts.fake_redis
-local fake_call, fake_pcall, fake_setresp = fake.call, fake.pcall, fake.setresp
--- (Lua functions around fakeredis's Python ones: a script never holds a Python object it could index)
-redis.call = function(...) return fake_call(...) end
-redis.pcall = function(...) return fake_pcall(...) end
-if fake_setresp then redis.setresp = function(...) return fake_setresp(...) end end
-
--- pcall, xpcall and coroutines as Lua's, except that a run past its budget cannot be caught
-local function rethrow(r)
-  if not r[1] and budget.abort then real_error(budget.abort, 0) end
-  return real_unpack(r, 1, r.n)
-end
-local real_xpcall = xpcall
-base.pcall = function(f, ...) return rethrow(pack_n(real_pcall(f, ...))) end
-base.xpcall = function(f, handler) return rethrow(pack_n(real_xpcall(f, handler))) end
-local lib_coroutine = {}
-for k, v in real_next, coroutine do lib_coroutine[k] = v end
-lib_coroutine.create = guarded('create', function(f)
-  if real_type(f) ~= 'function' then real_error(fmt(MSG.bad_argument, 1, 'create', fmt(MSG.expected, 'Lua function')), 0) end
-  return new_coroutine(f, false)
-end)
-lib_coroutine.resume = guarded('resume', function(co, ...) return rethrow(pack_n(co_resume(co, ...))) end)
-lib_coroutine.wrap = function(f)
-  local co = lib_coroutine.create(f)
-  return function(...)
-    local r = pack_n(co_resume(co, ...))
-    if not r[1] then real_error(budget.abort or r[2], 0) end
-    return real_unpack(r, 2, r.n)
-  end
-end
-base.coroutine = protect(lib_coroutine)
-
-local G = opts.globals
-local keys, argv = real_rawget(G, 'KEYS'), real_rawget(G, 'ARGV')
-local names = {}
-for k in real_next, G do names[#names + 1] = k end
-for i = 1, #names do real_rawset(G, names[i], nil) end
-local env = fill_env(G, keys or {}, argv or {})
-current_env = env
-setfenv(0, env)                 -- the main thread's globals: every chunk fakeredis loads from now on
-sethook(hook, '', hook_every)   -- (the main thread: lupa calls into Lua on it)
-
--- a script's text compiled as fakeredis's lupa would (chunk name "<python>"), but never as bytecode;
--- each run starts with the whole budget
-local function prepare(src, limit)
-  reset_budget(limit)
-  if sub(src, 1, 1) == '\27' then
-    local _, msg = refuse_binary(src, '@user_script')
-    return nil, msg
-  end
-  local f, err = real_loadstring(src, '@user_script')  -- (Redis's chunk name: errors say user_script:N)
-  if not f then return nil, err end
-  setfenv(f, env)
-  return f, nil
-end
-
-return {prepare = prepare, null = null}
