@@ -475,7 +475,8 @@ class ScriptRun:
 
     def _advance(self, out: tuple[Any, ...]) -> None:
         while out[0] == 0:
-            cmd: Command = out[2:]  # (0, where, the command's words)
+            args = out[1]
+            cmd: Command = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
             asked = cmd
             refusal, cmd = vet(cmd, self.flags, self.host.dialect)
             if refusal is None and self.confine is not None:
@@ -483,7 +484,7 @@ class ScriptRun:
             if refusal is None:
                 self._asked = asked
                 self.commands += 1
-                self._where = out[1] or b""
+                self._where = args[b"where"] or b""
                 if constant_sort(cmd):
                     # Redis sorts a set's members ALPHA when a script sorts it BY a constant; which type
                     # the key holds only the backend knows: ask it first

@@ -686,9 +686,7 @@ local function step(id, tag, value, limit, max_commands)
     release(id)
     return 2, yield_boundary()
   end
-  -- (a command as several values: Python gets them in one call, not one per argument)
-  local args = r[3]
-  return 0, args.where, real_unpack(args, 1, args.n)
+  return 0, r[3]
 end
 
 local function drop(id) release(id) end
