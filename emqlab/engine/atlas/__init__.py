@@ -1,0 +1,54 @@
+"""The race atlas's actors: other queue projects' released client code run unmodified under the scheduler, and
+where that cannot be done, their commands modelled in our own words (each module says which).
+
+* :mod:`emqlab.engine.atlas.rqlib` — RQ's released code (``pip install "emqlab[atlas]"`` installs the pinned
+  version), its key prefixes set to the run's queue base.
+* :mod:`emqlab.engine.atlas.arqmodel`, :mod:`emqlab.engine.atlas.saqmodel` — arq's and SAQ's commands,
+  modelled (their keys are fixed module constants or fixed ``saq:`` names, their workers block or await
+  timers), over redis-py.
+
+Nothing here imports a queue library at module import: the real-library actors import it when they run and
+name ``pip install "emqlab[atlas]"`` when it is missing (:func:`require`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: the versions the atlas's scenarios were written against (pyproject's ``atlas`` extra pins them)
+PINNED: dict[str, str] = {"rq": "1.16.2"}
+
+
+class MissingLibrary(ImportError):
+    """A real-library actor ran without its library installed."""
+
+
+def require(name: str) -> ModuleType:
+    """Import the queue library ``name`` (``rq``); raises :class:`MissingLibrary` naming the extra to
+    install when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise MissingLibrary(f"this actor runs the released {name} package ({name}=={PINNED.get(name, '?')}),"
+                             f" which is not installed: pip install \"emqlab[atlas]\"") from e
+
+
+__all__ = ["PINNED", "MissingLibrary", "require"]
+
+
+def one_registry(final: object, history: object) -> list[str]:
+    """A scenario rule (``invariants: [{name: one-registry, python: "emqlab.engine.atlas:one_registry"}]``):
+    every job is in at most one place, and a job whose hash has a ``status`` of ``finished``/``failed``
+    is in the registry of that name (``…:finished:…``/``…:failed:…``). Returns the sentences that break it."""
+    broken = []
+    placements = getattr(final, "placements", {})
+    jobs = getattr(final, "jobs", {})
+    for job, places in sorted(placements.items()):
+        if len(places) > 1:
+            broken.append(f"job {job} is in {' and '.join(places)} at once")
+        status = (jobs.get(job) or {}).get("status")
+        if status in ("finished", "failed") and not any(f":{status}:" in p for p in places):
+            where = " and ".join(places) if places else "no place"
+            broken.append(f"job {job}'s status says {status} but it is in {where}")
+    return broken
