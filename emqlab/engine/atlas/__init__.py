@@ -36,19 +36,3 @@ def require(name: str) -> ModuleType:
 
 __all__ = ["PINNED", "MissingLibrary", "require"]
 
-
-def one_registry(final: object, history: object) -> list[str]:
-    """A scenario rule (``invariants: [{name: one-registry, python: "emqlab.engine.atlas:one_registry"}]``):
-    every job is in at most one place, and a job whose hash has a ``status`` of ``finished``/``failed``
-    is in the registry of that name (``…:finished:…``/``…:failed:…``). Returns the sentences that break it."""
-    broken = []
-    placements = getattr(final, "placements", {})
-    jobs = getattr(final, "jobs", {})
-    for job, places in sorted(placements.items()):
-        if len(places) > 1:
-            broken.append(f"job {job} is in {' and '.join(places)} at once")
-        status = (jobs.get(job) or {}).get("status")
-        if status in ("finished", "failed") and not any(f":{status}:" in p for p in places):
-            where = " and ".join(places) if places else "no place"
-            broken.append(f"job {job}'s status says {status} but it is in {where}")
-    return broken

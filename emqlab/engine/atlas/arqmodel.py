@@ -28,8 +28,9 @@ def _k(q: Any, name: str, job: str) -> str:
 def finish(r: Any, q: Any) -> None:
     """A worker that runs job ``job`` (default ``"1"``; its in-progress key seeded) finishes it:
     arq's ``finish_job`` transaction — the result set, the retry counter and the definition deleted, the job
-    out of the queue (``keep_result: false``: no result, as for a cron job). The in-progress key is deleted (arq's releases before the fix for arq#196) or, in an
-    atomic run (unless ``keep: false``; ``keep: true`` in any run), kept for 60 s (``keep_cronjob_progress``, arq's later releases)."""
+    out of the queue (``keep_result: false``: no result, as for a cron job). The in-progress key is deleted
+    (arq's releases before the fix for arq#196) or, in an atomic run (unless ``keep: false``; ``keep: true``
+    in any run), kept for 60 s (``keep_cronjob_progress``, arq's later releases)."""
     job = str(q.params.get("job", "1"))
     q.begin(job, q.token())
     keep = bool(q.params.get("keep", q.mode == "atomic"))

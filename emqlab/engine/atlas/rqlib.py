@@ -53,6 +53,13 @@ def configure(r: Any, q: Any) -> Any:
     docstring). Returns the ``rq`` module."""
     rq = require("rq")
     import importlib
+    import logging
+
+    # RQ logs each abandoned job as a warning; with no handler anywhere Python would print it on stderr
+    # (its last-resort handler), once per explored run
+    logger = logging.getLogger("rq")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
 
     base = q.keys.base
     for module, cls, attr, default in _PREFIXES:
@@ -101,10 +108,9 @@ def success(r: Any, q: Any) -> None:
                        job_id, "finished", "1")
         q.end(job_id, 0 if moved else -1)
         return
+    import rq
     from rq.job import Job
     from rq.utils import utcnow
-
-    import rq
 
     job = Job.fetch(job_id, connection=r, serializer=serializer)
     job._result = q.params.get("value", True)
@@ -132,4 +138,39 @@ def cleanup(r: Any, q: Any) -> None:
     started.cleanup(timestamp=due)
 
 
-__all__ = ["cleanup", "configure", "success"]
+_GUARDED_ENQUEUE = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[3], 'status', 'queued')
+  redis.call('RPUSH', KEYS[2], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+def schedule(r: Any, q: Any) -> None:
+    """A scheduler that believes it holds the queue's scheduler lock: RQ's
+    ``RQScheduler.enqueue_scheduled_jobs`` (the due ids of the scheduled registry read, then each job fetched,
+    enqueued and removed from the registry in one MULTI). RQ takes the lock under a fixed
+    ``rq:scheduler-lock:<queue>`` key and makes its own connection (in a forked process), so the actor gives
+    the scheduler its connection and its acquired lock instead (``_connection``, ``_acquired_locks``: the
+    state ``acquire_locks`` leaves). Atomic: per due job, one script of our own that enqueues the job only
+    if its own ZREM took it out of the registry."""
+    serializer, queue, _ = _objects(r, q)
+    from rq.registry import ScheduledJobRegistry
+
+    if q.mode == "atomic":
+        registry = ScheduledJobRegistry(queue.name, connection=r, serializer=serializer)
+        for job_id in r.zrangebyscore(registry.key, 0, "+inf"):
+            jid = job_id.decode()
+            r.eval(_GUARDED_ENQUEUE, 3, registry.key, queue.key, q.keys.job(jid), jid)
+        return
+    from rq.scheduler import RQScheduler
+
+    scheduler = RQScheduler([queue], connection=r, serializer=serializer)
+    scheduler._connection = r
+    scheduler._acquired_locks = {queue.name}
+    scheduler.enqueue_scheduled_jobs()
+
+
+__all__ = ["cleanup", "configure", "schedule", "success"]
