@@ -89,4 +89,91 @@ def sweep(r: Any, q: Any) -> None:
                 tr.execute()
 
 
-__all__ = ["sweep", "worker"]
+
+def heartbeat_worker(r: Any, q: Any) -> None:
+    """A worker running job ``job`` (default ``"1"``, in ``active``): its heartbeat, then its abort check,
+    then the job's end. The heartbeat is SAQ's ``job.update()``: before saq#215 it writes the whole record
+    from the worker's copy, status included (``active``); in an atomic run (the fix) only ``touched``. The
+    abort check (SAQ's worker reads the statuses of the jobs it runs) reads the status: ``aborting`` cancels
+    the job and finishes it ``aborted`` (recorded as a ``cancel``), else the job runs to its end and
+    finishes ``complete``; either finish is one MULTI out of ``active`` and ``incomplete`` that deletes the
+    record (SAQ's ``ttl: -1``: no record kept) and the abort key."""
+    k = q.keys
+    job = str(q.params.get("job", "1"))
+    q.begin(job, q.token())
+    if q.mode == "atomic":
+        r.hset(k.job(job), "touched", q.now())
+    else:
+        r.hset(k.job(job), mapping={"status": "active", "touched": q.now()})
+    status = r.hget(k.job(job), "status")
+    with r.pipeline(transaction=True) as tr:
+        tr.lrem(k.key("saq:active"), 1, job).zrem(k.key("saq:incomplete"), job)
+        tr.delete(k.job(job), k.key(f"saq:abort:{job}"))
+        tr.execute()
+    if status == b"aborting":
+        from emqlab.protocol.outcome import Outcome, Result
+
+        q.note(Result("cancel", job=job, outcome=Outcome.of(0)))
+    q.end(job, 0)
+
+
+# SAQ's abort, fixed in our own words: the record is written only if it still exists, in the same step
+_ABORT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local dequeued = redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'aborting')
+redis.call('SET', KEYS[4], ARGV[2], 'EX', ARGV[3])
+if dequeued == 0 then redis.call('LREM', KEYS[5], 0, ARGV[1]) end
+return dequeued
+"""
+
+
+def abort(r: Any, q: Any) -> None:
+    """SAQ's ``queue.abort`` of job ``job``, given the job as its caller fetched it (the record read
+    first; nothing to abort if it is gone): one MULTI — out of ``queued`` and ``incomplete``, the record
+    written whole from that copy with status ``aborting``, the abort key ``saq:abort:<job>`` set for ``ttl``
+    seconds (default 5) — then, the job not being in ``queued``, out of ``active``. (SAQ also publishes the
+    status; nothing here listens.) In an atomic run, one script of our own that writes only if the record
+    still exists."""
+    k = q.keys
+    job = str(q.params.get("job", "1"))
+    ttl = int(q.params.get("ttl", 5))
+    record = r.hgetall(k.job(job))
+    if not record:
+        return
+    if q.mode == "atomic":
+        r.eval(_ABORT, 5, k.job(job), k.key("saq:queued"), k.key("saq:incomplete"), k.key(f"saq:abort:{job}"),
+               k.key("saq:active"), job, "aborted", ttl)
+        return
+    copy = {a.decode(): b.decode() for a, b in record.items()}
+    with r.pipeline(transaction=True) as tr:
+        tr.lrem(k.key("saq:queued"), 0, job).zrem(k.key("saq:incomplete"), job)
+        tr.hset(k.job(job), mapping={**copy, "status": "aborting"}).setex(k.key(f"saq:abort:{job}"), ttl, "aborted")
+        dequeued = tr.execute()[0]
+    if not dequeued:
+        r.lrem(k.key("saq:active"), 0, job)
+
+
+def abort_seen(final: Any, history: Any) -> list[str]:
+    """A scenario rule: once a job's abort is asked for (the step that writes its ``saq:abort:`` key), a
+    worker's read of the job's status never answers ``active``. Names the read, the abort and the last
+    write of the status between them."""
+    out: list[str] = []
+    steps = list(getattr(history, "steps", ()))
+    for a in steps:
+        aborts = [key for key in a.keys if key.startswith("saq:abort:")]
+        if not aborts or a.read_only:
+            continue
+        job = aborts[0].split(":")[-1]
+        for s in steps:
+            if s.index > a.index and s.op == "HGET" and s.args[:2] == (job, "status") and s.reply == "active":
+                writes = [w for w in steps if a.index < w.index < s.index and job in w.keys and not w.read_only]
+                by = f"; {writes[-1].actor}'s {writes[-1].op} (step {writes[-1].index}) wrote it back" if writes else ""
+                out.append(f"{s.actor} read job {job}'s status as active (step {s.index}) after {a.actor} had"
+                           f" asked to abort it (step {a.index}){by}")
+        break
+    return out
+
+
+__all__ = ["abort", "abort_seen", "heartbeat_worker", "sweep", "worker"]
