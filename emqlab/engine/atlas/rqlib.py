@@ -47,10 +47,11 @@ _PREFIXES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def configure(r: Any, q: Any) -> Any:
+def configure(r: Any, q: Any, version: tuple[int, int, int] = (4, 0, 0)) -> Any:
     """Import RQ (:class:`emqlab.engine.atlas.MissingLibrary` if it is not installed), put the run's base in
-    front of RQ's key prefixes and give ``r`` RQ's cached server version (4, 0, 0) (see the module's
-    docstring). Returns the ``rq`` module."""
+    front of RQ's key prefixes and give ``r`` RQ's cached server version ``version`` (default (4, 0, 0): see
+    the module's docstring; a worker that only dequeues is given (7, 0, 0), for RQ's LMOVE). Returns the
+    ``rq`` module."""
     rq = require("rq")
     import importlib
     import logging
@@ -66,13 +67,13 @@ def configure(r: Any, q: Any) -> Any:
         # a registry's key_template goes through str.format: the base's hash-tag braces are escaped there
         head = base.replace("{", "{{").replace("}", "}}") if attr == "key_template" else base
         setattr(getattr(importlib.import_module(module), cls), attr, head + default)
-    setattr(r, "__rq_redis_server_version", (4, 0, 0))
+    setattr(r, "__rq_redis_server_version", version)
     return rq
 
 
-def _objects(r: Any, q: Any) -> tuple[Any, Any, Any]:
+def _objects(r: Any, q: Any, version: tuple[int, int, int] = (4, 0, 0)) -> tuple[Any, Any, Any]:
     """RQ's JSON serializer, the queue ``q.params['queue']`` (default ``default``) and its started registry."""
-    rq = configure(r, q)
+    rq = configure(r, q, version)
     from rq.registry import StartedJobRegistry
     from rq.serializers import JSONSerializer
 
@@ -173,4 +174,45 @@ def schedule(r: Any, q: Any) -> None:
     scheduler.enqueue_scheduled_jobs()
 
 
-__all__ = ["cleanup", "configure", "schedule", "success"]
+def take(r: Any, q: Any) -> None:
+    """A worker listening on one queue takes its next job: RQ's ``Queue.dequeue_any`` (on Redis 6.2 and
+    later one ``LMOVE`` from the queue to its intermediate list, then the job fetched), then
+    ``Worker.prepare_job_execution`` (one MULTI: the worker's and the job's heartbeat, the job ``started``
+    in the started registry, out of the intermediate list). The job then runs (its execution stays open:
+    the scenario is about what happens meanwhile)."""
+    serializer, queue, _ = _objects(r, q, version=(7, 0, 0))
+    import rq
+
+    got = rq.Queue.dequeue_any([queue], None, connection=r, serializer=serializer)
+    if not got:
+        return
+    job, _queue = got
+    q.begin(job.id, q.token())
+    worker = rq.Worker([queue], connection=r, name=q.actor, serializer=serializer, prepare_for_work=False)
+    worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
+
+
+def clean_intermediate(r: Any, q: Any) -> None:
+    """A cleanup of the queue's intermediate list (jobs a worker moved out of the queue but never
+    registered as started). Atomic: RQ 1.16.2's ``IntermediateQueue.cleanup``, which fails an entry only
+    when it has seen it in an earlier pass at least a minute before (a first pass marks it). Split: the
+    one-pass cleanup of RQ 1.16.0 (``clean_intermediate_queue``), in our own words since 1.16.2 no longer
+    ships it: read the list; for each entry not in the started registry, fetch the job, fail it with RQ's
+    own ``Worker.handle_job_failure`` and take it out of the list."""
+    serializer, queue, started = _objects(r, q)
+    import rq
+    from rq.intermediate_queue import IntermediateQueue
+
+    worker = rq.Worker([queue], connection=r, name=q.actor, serializer=serializer, prepare_for_work=False)
+    if q.mode == "atomic":
+        IntermediateQueue(queue.key, connection=r).cleanup(worker, queue)
+        return
+    for job_id in [j.decode() for j in r.lrange(queue.intermediate_queue_key, 0, -1)]:
+        if job_id not in started:
+            job = queue.fetch_job(job_id)
+            if job:
+                worker.handle_job_failure(job, queue, exc_string="Job was stuck in intermediate queue.")
+            r.lrem(queue.intermediate_queue_key, 1, job_id)
+
+
+__all__ = ["clean_intermediate", "cleanup", "configure", "schedule", "success", "take"]
