@@ -48,7 +48,7 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("snapshot-sweep", "split"), ("split-promoter", "split"),
               # the race atlas (other queue projects): each in its split mode, which shows the report
               ("rq-cleanup-after-success", "split"), ("rq-two-schedulers", "split"),
-              ("rq-intermediate-cleanup", "split"),
+              ("rq-intermediate-cleanup", "split"), ("rq-dequeue-crash", "split"),
               ("arq-status-not-found", "split"), ("arq-cron-rerun", "split"),
               ("saq-sweep-before-process", "split"), ("saq-heartbeat-overwrites-abort", "split")]
 

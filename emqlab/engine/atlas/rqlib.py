@@ -175,21 +175,26 @@ def schedule(r: Any, q: Any) -> None:
 
 
 def take(r: Any, q: Any) -> None:
-    """A worker listening on one queue takes its next job: RQ's ``Queue.dequeue_any`` (on Redis 6.2 and
-    later one ``LMOVE`` from the queue to its intermediate list, then the job fetched), then
-    ``Worker.prepare_job_execution`` (one MULTI: the worker's and the job's heartbeat, the job ``started``
-    in the started registry, out of the intermediate list). The job then runs (its execution stays open:
-    the scenario is about what happens meanwhile)."""
+    """A worker takes its next job: RQ's ``Queue.dequeue_any`` (listening on one queue, on Redis 6.2 and
+    later: one ``LMOVE`` from the queue to its intermediate list; on several: ``LPOP`` from the first that has
+    a job), the job fetched, then ``Worker.prepare_job_execution`` (one MULTI: the worker's and the job's
+    heartbeat, the job ``started`` in the started registry, out of the intermediate list when it came
+    through it, as RQ's worker does). The job then runs (its execution stays open: the scenario is about
+    what happens meanwhile). ``queues`` (default ``[queue]``) are the queues it listens on, in order;
+    ``queues_atomic`` replaces them in an atomic run."""
     serializer, queue, _ = _objects(r, q, version=(7, 0, 0))
     import rq
 
-    got = rq.Queue.dequeue_any([queue], None, connection=r, serializer=serializer)
+    names = q.params.get("queues_atomic") if q.mode == "atomic" else None
+    names = names or q.params.get("queues") or [queue.name]
+    queues = [rq.Queue(str(n), connection=r, serializer=serializer) for n in names]
+    got = rq.Queue.dequeue_any(queues, None, connection=r, serializer=serializer)
     if not got:
         return
     job, _queue = got
     q.begin(job.id, q.token())
-    worker = rq.Worker([queue], connection=r, name=q.actor, serializer=serializer, prepare_for_work=False)
-    worker.prepare_job_execution(job, remove_from_intermediate_queue=True)
+    worker = rq.Worker(queues, connection=r, name=q.actor, serializer=serializer, prepare_for_work=False)
+    worker.prepare_job_execution(job, remove_from_intermediate_queue=len(queues) == 1)
 
 
 def clean_intermediate(r: Any, q: Any) -> None:
