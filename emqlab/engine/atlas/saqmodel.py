@@ -57,27 +57,33 @@ def worker(r: Any, q: Any) -> None:
 
 def sweep(r: Any, q: Any) -> None:
     """SAQ's ``sweep`` (give it ``mode: atomic``: SAQ's script is one step in every run). One script reads
-    every job in ``active`` with its record (it runs once per lock period). Each job whose status is not
-    ``active`` is aborted: one MULTI out of ``queued`` and ``incomplete``, the record ``aborting``; not found
-    in ``queued``, out of ``active``. Then, with retries left (the record's ``retries``, default 1, above its
+    every job in ``active`` with its record (it runs once per lock period; SAQ judges from that copy). An id
+    whose record is gone only leaves ``active`` and ``incomplete``. Each job whose status is not ``active``
+    is aborted: one MULTI out of ``queued`` and ``incomplete``, the record ``aborting``; not found in
+    ``queued``, out of ``active``. Then, with retries left (the record's ``retries``, default 1, above its
     ``attempts``), it is retried: one MULTI out of ``active`` and ``queued``, back in ``incomplete`` and at
     the tail of ``queued``, the record ``queued``; else one MULTI finishes it ``aborted``. (SAQ waits up to
     ``abort`` seconds for the abort to be seen between the two; the model does not wait.)"""
     k = q.keys
     active, queued, incomplete = k.key("saq:active"), k.key("saq:queued"), k.key("saq:incomplete")
     seen = r.eval("local out = {} for i, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do"
-                  " out[i] = {id, redis.call('HGET', ARGV[1] .. id, 'status') or false} end return out",
-                  1, active, k.base)
-    for job_id, status in seen:
-        if status == b"active":
-            continue
+                  " out[i] = {id, redis.call('HGETALL', ARGV[1] .. id)} end return out", 1, active, k.base)
+    for job_id, flat in seen:
+        record = dict(zip(flat[::2], flat[1::2], strict=True))
         job = job_id.decode()
+        if not record:  # SAQ's "missing job": the id only leaves the lists
+            with r.pipeline(transaction=True) as tr:
+                tr.lrem(active, 0, job).zrem(incomplete, job)
+                tr.execute()
+            continue
+        if record.get(b"status") == b"active":
+            continue
         with r.pipeline(transaction=True) as tr:
             tr.lrem(queued, 0, job).zrem(incomplete, job).hset(k.job(job), "status", "aborting")
             dequeued = tr.execute()[0]
         if not dequeued:
             r.lrem(active, 0, job)
-        retries, attempts = r.hmget(k.job(job), "retries", "attempts")
+        retries, attempts = record.get(b"retries"), record.get(b"attempts")
         if int(retries or 1) > int(attempts or 0):
             with r.pipeline(transaction=True) as tr:
                 tr.lrem(active, 1, job).lrem(queued, 1, job).zadd(incomplete, {job: 0}).rpush(queued, job)
