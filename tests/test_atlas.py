@@ -88,3 +88,13 @@ def test_emqlab_imports_without_the_atlas_libraries() -> None:
             "from emqlab.engine.scenario import load; load('rq-two-schedulers'); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_a_run_without_rq_stops_with_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An RQ actor run where RQ is not installed stops the run with one error naming the extra."""
+    from emqlab.engine.pyactors import ActorError
+
+    monkeypatch.setitem(sys.modules, "rq", None)
+    with pytest.raises(ActorError, match=r'W1 raised MissingLibrary: .*pip install "emqlab\[atlas\]"'):
+        with Runner(load("rq-cleanup-after-success"), "split", connect()) as r:
+            r.run()
