@@ -28,7 +28,8 @@ def worker(r: Any, q: Any) -> None:
     """A worker that takes the next job and runs it: SAQ's ``dequeue`` (the job moved from ``queued`` to
     ``active``, then its record read), then ``process``, whose first write marks the job ``active``, then
     the job runs and ``finish`` (one MULTI: out of ``active`` and ``incomplete``, the record ``complete``,
-    or deleted when its ``ttl`` field is ``-1``, SAQ's option to keep none).
+    or deleted when its ``ttl`` field is ``-1``, SAQ's option to keep none); with ``finish: false`` the job
+    is still running when the run ends.
     In an atomic run the move and the ``active`` mark are one script (the fix, in our words)."""
     k = q.keys
     queued, active = k.key("saq:queued"), k.key("saq:active")
@@ -45,6 +46,8 @@ def worker(r: Any, q: Any) -> None:
     q.begin(job, q.token())
     if q.mode != "atomic":  # SAQ's process: the record written whole from the copy read, now "active"
         r.hset(k.job(job), mapping={**{a.decode(): b.decode() for a, b in record.items()}, "status": "active"})
+    if not q.params.get("finish", True):  # the job is still running when the scenario ends
+        return
     with r.pipeline(transaction=True) as tr:
         tr.lrem(active, 1, job).zrem(k.key("saq:incomplete"), job)
         if record.get(b"ttl") == b"-1":  # SAQ's ttl -1: no record kept after the finish
