@@ -28,9 +28,10 @@ def _k(q: Any, name: str, job: str) -> str:
 def finish(r: Any, q: Any) -> None:
     """A worker that runs job ``job`` (default ``"1"``; its in-progress key seeded) finishes it:
     arq's ``finish_job`` transaction — the result set, the retry counter and the definition deleted, the job
-    out of the queue (``keep_result: false``: no result, as for a cron job). The in-progress key is deleted
-    (arq's releases before the fix for arq#196) or, in an atomic run (unless ``keep: false``; ``keep: true``
-    in any run), kept for 60 s (``keep_cronjob_progress``, arq's later releases)."""
+    out of the abort set and the queue (``keep_result: false``: no result, as for a cron job). The
+    in-progress key is deleted (arq's releases before the fix for arq#196) or, in an atomic run (unless
+    ``keep: false``; ``keep: true`` in any run), kept for 60 s (``keep_cronjob_progress``, arq's later
+    releases)."""
     job = str(q.params.get("job", "1"))
     q.begin(job, q.token())
     keep = bool(q.params.get("keep", q.mode == "atomic"))
@@ -40,7 +41,7 @@ def finish(r: Any, q: Any) -> None:
         if q.params.get("keep_result", True):  # a cron job keeps none (keep_result 0): no result key
             tr.set(_k(q, "result", job), b"ok")
         tr.delete(_k(q, "retry", job), q.keys.job(job))
-        tr.zrem(q.keys.key(QUEUE), job)
+        tr.zrem(q.keys.key("arq:abort"), job).zrem(q.keys.key(QUEUE), job)
         if not keep:
             tr.delete(_k(q, "in-progress", job))
         tr.execute()
@@ -87,7 +88,7 @@ def start(r: Any, q: Any) -> None:
     q.begin(job, q.token())
     with r.pipeline(transaction=True) as tr:
         tr.delete(_k(q, "in-progress", job), _k(q, "retry", job), q.keys.job(job))
-        tr.zrem(q.keys.key(QUEUE), job)
+        tr.zrem(q.keys.key("arq:abort"), job).zrem(q.keys.key(QUEUE), job)
         tr.execute()
     q.end(job, 0)
 
@@ -121,4 +122,40 @@ def status_found(final: Any, history: Any) -> str | None:
     return None
 
 
-__all__ = ["enqueue", "finish", "start", "status", "status_found"]
+# the abort, fixed in our own words: the abort is filed only while the job is still queued, in the same step
+_ABORT = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+def abort(r: Any, q: Any) -> None:
+    """arq's ``Job.abort`` of job ``job``: the job's info read (its definition and its score in the queue),
+    then the id filed in the abort set ``arq:abort`` (scored by the time), whether or not the job was still
+    there by then. In an atomic run, one script of our own files it only while the job is in the queue."""
+    job = str(q.params.get("job", "1"))
+    if q.mode == "atomic":
+        r.eval(_ABORT, 2, q.keys.key(QUEUE), q.keys.key("arq:abort"), job, q.now())
+        return
+    with r.pipeline(transaction=False) as p:  # Job.info: the definition and the score, one round trip
+        p.hgetall(q.keys.job(job)).zscore(q.keys.key(QUEUE), job)
+        p.execute()
+    r.zadd(q.keys.key("arq:abort"), {job: q.now()})
+
+
+def abort_outlives_job(final: Any, history: Any) -> str | None:
+    """A scenario rule (reads ``arq:abort``): an id in the abort set belongs to a job that still exists
+    (else the abort waits for the next job under that id and aborts it before it starts)."""
+    values = getattr(final, "values", {}) or {}
+    jobs = getattr(final, "jobs", {}) or {}
+    stale = [j for j in values.get("arq:abort") or [] if not (jobs.get(j) or {}).get("exists")]
+    if stale:
+        return (f"job {', '.join(stale)} is in arq:abort but no longer exists: the next job enqueued under that id"
+                " would be aborted before it starts")
+    return None
+
+
+__all__ = ["abort", "abort_outlives_job", "enqueue", "finish", "start", "status", "status_found"]
