@@ -3,9 +3,11 @@
 
 Modelled, not run: SAQ is asyncio; its Redis queue names every key ``saq:<queue>:…`` and ``saq:job:<queue>:…``
 (not under a run's prefix without overriding its methods), its dequeue is a blocking ``BLMOVE`` (which
-nothing else could ever unblock under the scheduler: one actor runs at a time), and its sweep waits on a
-pub/sub message with a timeout. Each actor sends the commands SAQ's released code sends for one transition
-(named in its docstring), in the same round trips, with the blocking move as its non-blocking form.
+nothing else could ever unblock under the scheduler: one actor runs at a time), every status update also
+``PUBLISH``es on a channel (a command on no key, which a scheduled actor may not send: channels are the
+whole server's), and its sweep waits on a pub/sub message with a timeout. Each actor sends the commands
+SAQ's released code sends for one transition (named in its docstring), in the same round trips, with the
+blocking move as its non-blocking form and without the publishes.
 
 Keys, relative to the run's base: ``saq:queued`` (a list, taken from the left), ``saq:active`` (a list),
 ``saq:incomplete`` (a sorted set of the jobs not finished) and a job's record ``<id>`` (the run's job
