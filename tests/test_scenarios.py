@@ -45,7 +45,12 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("failure-fields-orphan", "split"), ("progress-after-removal", "split"),
               ("recovery-by-identity", "split"), ("refresh-after-fail", "split"), ("renew-after-finish", "split"),
               ("retry-all-loop", "split"), ("shared-token", "split"), ("shutdown-requeue", "split"),
-              ("snapshot-sweep", "split"), ("split-promoter", "split")]
+              ("snapshot-sweep", "split"), ("split-promoter", "split"),
+              # the race atlas (other queue projects): each in its split mode, which shows the report
+              ("rq-cleanup-after-success", "split"), ("rq-two-schedulers", "split"),
+              ("rq-intermediate-cleanup", "split"), ("rq-dequeue-crash", "split"),
+              ("arq-status-not-found", "split"), ("arq-cron-rerun", "split"), ("arq-abort-outlives-job", "split"),
+              ("saq-sweep-before-process", "split"), ("saq-heartbeat-overwrites-abort", "split")]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
 _LONGER_LESSONS = {"two-workers": 4}
