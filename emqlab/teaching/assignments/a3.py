@@ -1,11 +1,13 @@
 """The one home of assignment 3, "Predict the anomaly rate at a given RTT, then measure it": the pinned
-timed run (:data:`A3_RUN`), the window model, the points and the hidden variant the answers are checked at,
-and the four graders.
+timed run (:data:`A3_RUN`), the points and the hidden variants the answers are checked at, and the four
+graders. The expected numbers are the grader's own seeded timed runs; the model the student writes is
+compared with the instructor's answer key (:mod:`emqlab.teaching.key`), not with one held here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +45,7 @@ def warm() -> None:
         _timed("split", rtt, seed)
 
 
-def _a3_measure_variants(measure: Any) -> str | None:
+def _a3_measure_variants(measure: Any, model: Any) -> str | None:
     """Feedback when ``measure(rtt_ms, seed)`` is wrong at a hidden variant, else None."""
     if not callable(measure):
         return "measure must be a function of (rtt_ms, seed) returning (p_marked, predicted, measured)."
@@ -59,7 +61,7 @@ def _a3_measure_variants(measure: Any) -> str | None:
             return "measure must return three numbers: (p_marked, predicted, measured)."
         measured, marked, finishes = _timed("split", rtt, seed)
         p = marked / finishes if finishes else 0.0
-        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _model(rtt, A3_INTERVAL_MS, p)),
+        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _key_model(model, rtt, p)),
                               ("measured", got[2], measured)):
             if not math.isclose(float(x), want, rel_tol=1e-6, abs_tol=0.02 if what == "p_marked" else 1e-6):
                 return (f"Your numbers at RTT 5 ms and seed 0 are right, but at another RTT and seed (a hidden "
@@ -91,8 +93,10 @@ def _a3_p_marked_variants(measure: Any) -> str | None:
     return None
 
 
-def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
-    return 1000.0 * p_marked * rtt_ms / (interval_ms + rtt_ms) if interval_ms + rtt_ms > 0 else 0.0
+def _key_model(model: Any, rtt_ms: float, p_marked: float, interval_ms: float = A3_INTERVAL_MS) -> float:
+    """The answer key's model (the instructor's ``predicted_per_1000``, :mod:`emqlab.teaching.key`) at a
+    point: the package holds no model of its own."""
+    return float(model(rtt_ms, interval_ms, p_marked))
 
 
 _A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0, 1.0), (20.0, 10.0, 0.25),
@@ -102,11 +106,12 @@ _A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0,
 PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS)}
 
 
-def grade_a3_model(predicted_per_1000: Any) -> Verdict:
+def grade_a3_model(predicted_per_1000: Any, key: Mapping[str, Any]) -> Verdict:
+    """``predicted_per_1000`` against the answer key's at every point of :data:`PROBES`."""
     if not callable(predicted_per_1000):
         return Verdict(False, "predicted_per_1000 must be a function of (rtt_ms, interval_ms, p_marked).")
     for rtt, interval, p in _A3_POINTS:
-        want = _model(rtt, interval, p)
+        want = _key_model(key["predicted_per_1000"], rtt, p, interval)
         try:
             got = float(predicted_per_1000(rtt, interval, p))
         except NotImplementedError:
@@ -116,11 +121,11 @@ def grade_a3_model(predicted_per_1000: Any) -> Verdict:
             return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) raised {type(e).__name__}: {e}.")
         if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
             return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, which is "
-                                  f"{direction(got, want)} the window model. Re-read Question 1: a marked finish "
-                                  "is hit with probability RTT / (interval + RTT), only a share p_marked of the "
-                                  "finishes are marked, and the answer is per 1,000 jobs. Check each factor, and "
-                                  "the edge cases (RTT 0, a very long interval).")
-    return Verdict(True, "Your model matches 1000 × p_marked × RTT / (interval + RTT) at every point checked.")
+                                  f"{direction(got, want)} the window model. Re-read Question 1: the chance that "
+                                  "a marked finish is hit, the share p_marked of finishes that are marked, and "
+                                  "the unit (per 1,000 jobs). Check each factor, and the edge cases (RTT 0, a very "
+                                  "long interval).")
+    return Verdict(True, "Your model matches the window model at every point checked.")
 
 
 def grade_a3_p_marked(P_MARKED: Any, measure: Any = None) -> Verdict:  # noqa: N803
@@ -140,12 +145,13 @@ def grade_a3_p_marked(P_MARKED: Any, measure: Any = None) -> Verdict:  # noqa: N
 
 
 def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N803
-                      measure: Any = None) -> Verdict:
+                      measure: Any = None, *, key: Mapping[str, Any]) -> Verdict:
     measured, _, _ = _timed("split")
     for name, v in (("MEASURED", MEASURED), ("PREDICTED", PREDICTED), ("P_MARKED", P_MARKED)):
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             return Verdict(False, f"{name} must be a number.")
-    want_pred = _model(A3_RTT_MS, A3_INTERVAL_MS, float(P_MARKED))
+    model = key["predicted_per_1000"]
+    want_pred = _key_model(model, A3_RTT_MS, float(P_MARKED))
     if not math.isclose(float(PREDICTED), want_pred, rel_tol=1e-6, abs_tol=1e-6):
         return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, {direction(float(PREDICTED), want_pred)} the "
                               f"window model at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval with "
@@ -155,7 +161,7 @@ def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N80
                               f"anomalies_per_1000 of {_A3_CALL.format(mode='split')}. A timed run is deterministic "
                               "for its seed and parameters: did you change one of them, or copy a number?")
     if measure is not None:
-        bad = _a3_measure_variants(measure)
+        bad = _a3_measure_variants(measure, model)
         if bad:
             return Verdict(False, bad)
     return Verdict(True, "Both numbers are right, and measure() gives the right numbers at another RTT and seed "
@@ -177,11 +183,12 @@ def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
 ASSIGNMENT = Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given RTT, then measure it",
                         "a3-rate-vs-rtt.ipynb", [
     GradedCell("a3_model", 2, "a3_model_answer", ("predicted_per_1000",), grade_a3_model,
-               "the model: anomalies per 1,000 jobs"),
+               "the model: anomalies per 1,000 jobs", key=("predicted_per_1000",)),
     GradedCell("a3_p_marked", 1, "a3_measure_answer", ("P_MARKED", "measure"), grade_a3_p_marked,
                "the share of finishes whose job is marked"),
     GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED", "measure"),
-               grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked")),
+               grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked"),
+               key=("predicted_per_1000",)),
     GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
                "the atomic finish at the same RTT"),
-])
+], key_cells=("a3_model_answer",))

@@ -38,6 +38,9 @@ class GradedCell:
     what: str
     #: graded cells whose answers this one builds on: when one of them fails, so does this one's feedback say
     depends: tuple[str, ...] = ()
+    #: names of the instructor's answer key (:mod:`emqlab.teaching.key`) the grader compares with: it is
+    #: called with ``key=`` their values; without a key the cell cannot be graded
+    key: tuple[str, ...] = ()
 
 
 @dataclass
@@ -49,6 +52,9 @@ class Assignment:
     title: str
     notebook: str
     cells: list[GradedCell]
+    #: the source notebook's answer cells that define the answer key's values (run by
+    #: :class:`emqlab.teaching.key.Key`, in the instructor's folder only)
+    key_cells: tuple[str, ...] = ()
 
     @property
     def max_score(self) -> float:
