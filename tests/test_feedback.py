@@ -104,7 +104,8 @@ def test_a3_feedback_never_gives_the_numbers() -> None:
         G.grade_a3_p_marked(0.5), G.grade_a3_p_marked(1.5),
         G.grade_a3_measured(MEASURED=measured + 3, PREDICTED=model(5, 30, p), P_MARKED=p, key=k),
         G.grade_a3_measured(MEASURED=measured, PREDICTED=40.0, P_MARKED=p, key=k),
-        G.grade_a3_atomic(3.0),
+        G.grade_a3_atomic(3.0, lambda rtt, seed: (14, 3.0)),
+        G.grade_a3_atomic(0.0, lambda rtt, seed: (14, 0.0)),
     ]
     for v in wrong:
         assert not v.passed

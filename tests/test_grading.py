@@ -403,7 +403,24 @@ def test_a3_wrong_model_and_measurement() -> None:
     v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=50.0, P_MARKED=0.9, key=k)
     assert not v.passed and "PREDICTED is 50.00" in v.feedback
     assert not G.grade_a3_p_marked(0.5).passed
-    assert not G.grade_a3_atomic(3.0).passed
+    assert not G.grade_a3_atomic(3.0, lambda rtt, seed: (0, 3.0)).passed
+
+
+def test_a3_a_typed_in_atomic_rate_fails_the_hidden_variant() -> None:
+    """The atomic rate is 0 at every RTT and seed, so it is checked with the sweeps that ran meanwhile, which
+    differ from run to run: typed-in numbers fail, the run's own pass."""
+    runs = {(rtt, seed): a3._run("atomic", rtt, seed) for rtt, seed in ((5.0, 0), *G.A3_VARIANTS)}
+    assert {r[0] for r in runs.values()} == {0.0} and len({r[3] for r in runs.values()}) == len(runs)
+    sweeps = runs[(5.0, 0)][3]
+    typed = G.grade_a3_atomic(0.0, lambda rtt, seed: (sweeps, 0.0))
+    assert not typed.passed and "hidden check" in typed.feedback and "sweep_runs" in typed.feedback
+    assert not G.grade_a3_atomic(0.0, None).passed
+
+    def computed(rtt_ms: float, seed: int) -> tuple[int, float]:
+        measured, _, _, n = a3._run("atomic", rtt_ms, seed)
+        return n, measured
+
+    assert G.grade_a3_atomic(0, computed).passed
 
 
 def test_a3_a_typed_in_p_marked_fails_the_hidden_variant() -> None:
@@ -456,7 +473,7 @@ def test_check_raises_with_the_feedback(tmp_path: Path) -> None:
 
 def test_grading_is_deterministic() -> None:
     a = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
-    a3._timed.cache_clear()  # recompute the timed runs: same seed, same numbers
+    a3._run.cache_clear()  # recompute the timed runs: same seed, same numbers
     b = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
     a.pop("elapsed_s"), b.pop("elapsed_s")
     assert a == b

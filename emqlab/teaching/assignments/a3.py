@@ -25,11 +25,18 @@ _A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
 
 
 @lru_cache(maxsize=8)
-def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
+def _run(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int, int]:
+    """The grader's own timed run: (anomalies_per_1000, marked_finishes, finishes, sweep_runs)."""
     from emqlab.timing.run import simulate
 
     r = simulate(mode, keep_history=False, **{**A3_RUN, "rtt_ms": rtt_ms, "seed": seed})
-    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)
+    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes), int(r.sweep_runs)
+
+
+def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
+    """(anomalies_per_1000, marked_finishes, finishes) of :func:`_run`."""
+    measured, marked, finishes, _ = _run(mode, rtt_ms, seed)
+    return measured, marked, finishes
 
 
 #: measure(rtt_ms, seed) is also checked here, where no number from the notebook's own run can help (at
@@ -42,7 +49,8 @@ def warm() -> None:
     _timed("split")
     _timed("atomic")
     for rtt, seed in A3_VARIANTS:
-        _timed("split", rtt, seed)
+        _run("split", rtt, seed)
+        _run("atomic", rtt, seed)
 
 
 def _a3_measure_variants(measure: Any, model: Any) -> str | None:
@@ -103,7 +111,8 @@ _A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0,
               (0.2, 30000.0, 0.2), (7.5, 45.0, 0.8)]
 
 #: the answer functions of assignment 3 and the points an isolated run evaluates them at
-PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS)}
+PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS),
+                                            "measure_atomic": list(A3_VARIANTS)}
 
 
 def grade_a3_model(predicted_per_1000: Any, key: Mapping[str, Any]) -> Verdict:
@@ -169,15 +178,50 @@ def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N80
                          "differ, the written answer should say which effect the model leaves out.")
 
 
-def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
-    measured, _, _ = _timed("atomic")
+def _numbers(got: Any, n: int) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == n
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got))
+
+
+def _a3_atomic_variants(measure_atomic: Any) -> str | None:
+    """Feedback when ``measure_atomic(rtt_ms, seed)`` is not (sweep_runs, anomalies_per_1000) of the atomic
+    run at a hidden variant, else None."""
+    if not callable(measure_atomic):
+        return "measure_atomic must be a function of (rtt_ms, seed) returning (sweep_runs, measured)."
+    for rtt, seed in A3_VARIANTS:
+        try:
+            got = measure_atomic(rtt, seed)
+        except NotImplementedError:
+            return "measure_atomic still has the stub: write its body in the answer cell 'a3_atomic_answer'."
+        except Exception as e:  # noqa: BLE001
+            return f"measure_atomic at another RTT and seed raised {type(e).__name__}: {str(e)[:200]}."
+        if not _numbers(got, 2):
+            return "measure_atomic must return two numbers: (sweep_runs, measured)."
+        measured, _, _, sweeps = _run("atomic", rtt, seed)
+        for what, x, want in (("sweep_runs", got[0], float(sweeps)), ("measured", got[1], measured)):
+            if not math.isclose(float(x), want, rel_tol=1e-9, abs_tol=1e-9):
+                return (f"At another RTT and seed (a hidden check) measure_atomic's {what} is "
+                        f"{direction(float(x), want)} what that atomic run gives: measure_atomic must run its own "
+                        "simulation with the rtt_ms and seed it is given (a typed-in number only fits one run).")
+    return None
+
+
+def grade_a3_atomic(ATOMIC_MEASURED: Any, measure_atomic: Any) -> Verdict:  # noqa: N803
+    """ATOMIC_MEASURED is the atomic run's anomalies_per_1000 at 5 ms and seed 0; ``measure_atomic`` must give
+    the atomic run's (sweep_runs, anomalies_per_1000) at every hidden variant of :data:`A3_VARIANTS`: the
+    rate is the same at every variant, the number of sweeps is not, so a typed-in answer fails."""
+    measured, _, _, _ = _run("atomic")
     if not isinstance(ATOMIC_MEASURED, (int, float)) or isinstance(ATOMIC_MEASURED, bool):
         return Verdict(False, "ATOMIC_MEASURED must be a number.")
-    if math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
-        return Verdict(True, "Right: the atomic finish has no window for the sweep to run in.")
-    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 of "
-                          f"{_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
-                          "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
+    if not math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
+        return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 "
+                              f"of {_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
+                              "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
+    bad = _a3_atomic_variants(measure_atomic)
+    if bad:
+        return Verdict(False, bad)
+    return Verdict(True, "Right, here and at another RTT and seed: the sweep runs all through the atomic run, "
+                         "and no finish has a window for it to run in.")
 
 
 ASSIGNMENT = Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given RTT, then measure it",
@@ -189,6 +233,6 @@ ASSIGNMENT = Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given R
     GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED", "measure"),
                grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked"),
                key=("predicted_per_1000",)),
-    GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
+    GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED", "measure_atomic"), grade_a3_atomic,
                "the atomic finish at the same RTT"),
 ], key_cells=("a3_model_answer",))
