@@ -243,9 +243,16 @@ def _window(case_name: str) -> tuple[tuple[str, ...], int, int]:
     grade time, never stored. Raises ``ValueError`` when no position double-places."""
     case = A1_CASES[case_name]
     lines = tuple(command_line(s) for s in case.solo().steps if s.actor == "W1")
-    schedules = [f"v1:W1*{k}.S1" if k else "v1:S1" for k in range(len(lines) + 1)]
-    hits = [k for k, sched in enumerate(schedules)
-            if any(x.kind == "double-placement" for x in case.replay(sched).findings)]
+    from emqlab.explore.checked import parse_schedule
+
+    hits = []
+    with case.runner("split") as r:  # one runner, reset before each replay (as an exploration does)
+        actors = [a.id for a in r.scenario.actors]
+        for k in range(len(lines) + 1):
+            r.reset()
+            h = r.run(parse_schedule(f"v1:W1*{k}.S1" if k else "v1:S1", actors))
+            if any(x.kind == "double-placement" for x in h.findings):
+                hits.append(k)
     if not hits:
         raise ValueError(f"{case_name}: no sweep position double-places")
     return lines, hits[0], hits[-1] + 1
