@@ -2,9 +2,10 @@
 and the hidden variants the grader builds from it, the arguments its answer functions are probed at, and its
 three graders.
 
-``schedule_for`` must double-place on every case of :data:`A1_SCHEDULE_CASES` and ``runs_with_anomaly`` must
-count right at every probe of :data:`A1_COUNT_PROBES`: a schedule string or a number copied from one run fits
-that run only.
+``schedule_for`` must double-place on every case of :data:`A1_SCHEDULE_CASES`, ``gap_of`` must name the
+window the grader finds there (by replaying the sweep after each of W1's commands: :func:`_window`), and
+``runs_with_anomaly`` must count right at every probe of :data:`A1_COUNT_PROBES`: a schedule string, a pair
+or a number copied from one run fits that run only. No expected answer is stored here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, conn, direction
+from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, conn, direction, shared
 
 A1_SCENARIO = "stalled-finish"
 
@@ -102,7 +103,7 @@ def _a1_base() -> Any:
     return load(A1_SCENARIO)
 
 
-@lru_cache(maxsize=16)
+@shared(maxsize=16)
 def _a1_solo(case: A1Case) -> Any:
     with case.runner("split") as r:
         return r.run()
@@ -235,16 +236,16 @@ def command_line(step: Any) -> str:
     return " ".join([str(step.op), *(str(a) for a in step.args)])
 
 
-@lru_cache(maxsize=16)
+@shared(maxsize=16)
 def _window(case_name: str) -> tuple[tuple[str, ...], int, int]:
     """W1's commands on ``case_name`` (split, as :meth:`A1Case.solo` runs them) and the window the grader
     finds by replaying the sweep after each of them: (W1's command lines, the last W1 step before the
     first double-placing sweep, the first W1 step after the last one), steps counted from 1. Computed at
     grade time, never stored. Raises ``ValueError`` when no position double-places."""
-    case = A1_CASES[case_name]
-    lines = tuple(command_line(s) for s in case.solo().steps if s.actor == "W1")
     from emqlab.explore.checked import parse_schedule
 
+    case = A1_CASES[case_name]
+    lines = tuple(command_line(s) for s in case.solo().steps if s.actor == "W1")
     hits = []
     with case.runner("split") as r:  # one runner, reset before each replay (as an exploration does)
         actors = [a.id for a in r.scenario.actors]
@@ -335,7 +336,7 @@ def grade_a1_gap(gap_of: Any) -> Verdict:
                          "when it takes one of those away.")
 
 
-@lru_cache(maxsize=16)
+@shared(maxsize=16)
 def _explore_counts(case: str, mode: str) -> tuple[int, int]:
     """(runs explored, the sum of ``runs_with`` over the anomaly kinds) of an exhaustive exploration of an
     a1 case: the grader's own reference, computed, never stored."""

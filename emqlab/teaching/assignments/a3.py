@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
-from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, direction
+from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, direction, shared
 
 A3_RTT_MS = 5.0
 A3_INTERVAL_MS = 30.0
@@ -24,7 +23,7 @@ A3_RUN: dict[str, Any] = {"rtt_ms": A3_RTT_MS, "jobs": A3_JOBS, "seed": A3_SEED,
 _A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
 
 
-@lru_cache(maxsize=8)
+@shared(maxsize=8)
 def _run(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int, int]:
     """The grader's own timed run: (anomalies_per_1000, marked_finishes, finishes, sweep_runs)."""
     from emqlab.timing.run import simulate

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+import functools
+import threading
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from emqlab.engine.history import DEFAULT_WIDTH
 
@@ -95,6 +97,32 @@ def feedback_block(feedback: str, indent: int = FEEDBACK_INDENT) -> str:
 
 
 # -- the engine, as graders use it -----------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class SharedRun(Generic[T]):
+    """A reference run of the graders (:func:`shared`): cached like :func:`functools.lru_cache`, and computed
+    once even when the threads of ``emqlab grade FOLDER --jobs N`` ask for it at the same time (an
+    ``lru_cache`` alone lets each of them compute it). ``cache_clear()`` empties it."""
+
+    def __init__(self, fn: Callable[..., T], maxsize: int) -> None:
+        self._cached = functools.lru_cache(maxsize=maxsize)(fn)
+        self._lock = threading.RLock()
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Hashable) -> T:
+        with self._lock:  # the runs are CPU-bound Python: one at a time costs no throughput
+            return self._cached(*args)
+
+    def cache_clear(self) -> None:
+        self._cached.cache_clear()
+
+
+def shared(maxsize: int) -> Callable[[Callable[..., T]], SharedRun[T]]:
+    """Decorate a grader's reference run (a pure function of hashable arguments): :class:`SharedRun`."""
+    return lambda fn: SharedRun(fn, maxsize)
+
 
 
 def conn() -> Any:
