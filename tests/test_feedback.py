@@ -16,6 +16,8 @@ from emqlab.teaching import grading as G
 from emqlab.teaching.assignments import a3
 from emqlab.teaching.assignments.base import conn
 
+from .answer_key import key, model, pair
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
 
@@ -40,6 +42,10 @@ def _count(scenario: Any, mode: str) -> int:
     return sum(explore(scenario, mode, conn=conn()).runs_with.values())
 
 
+WRONG_GAPS = [("GET 1:lock", "SREM stalled 1"), ("DEL 1:lock", "LREM active -1 1"), ("HMGET 1 a", "ZADD completed 5 1"),
+              ("", ""), ("DEL", "SREM")]
+
+
 def a1_wrong() -> list[tuple[str, G.Verdict]]:
     def fixed(schedule: str) -> Any:
         return lambda alone: schedule
@@ -50,7 +56,7 @@ def a1_wrong() -> list[tuple[str, G.Verdict]]:
     counts = [lambda sc, mode: 0, lambda sc, mode: 1 if mode == "split" else 0, lambda sc, mode: 3,
               lambda sc, mode: _count(sc, mode) + 1]
     return [("schedule", G.grade_a1_schedule(f)) for f in schedules] + \
-           [("gap", G.grade_a1_gap(g)) for g in (("GET", "SREM"), ("DEL", "LREM"), ("HMGET", "ZADD"), ("", ""))] + \
+           [("gap", G.grade_a1_gap(pair(*g))) for g in WRONG_GAPS] + \
            [("atomic", G.grade_a1_atomic(n, _count)) for n in (1, 3, 21)] + \
            [("atomic", G.grade_a1_atomic(0, f)) for f in counts]
 
@@ -76,8 +82,8 @@ def test_a1_feedback_never_gives_the_answer() -> None:
             for m in re.finditer(r"step (\d+)", text):
                 assert f"S1 ran at step {m.group(1)}" in text, text
         if what == "gap":  # beyond the echo of the student's own pair
-            rest = text.split("): ", 1)[1]
-            assert "DEL" not in rest and "SREM" not in rest, text
+            rest = text.split("): ", 1)[1] if "): " in text else text.split("'), ", 1)[1]
+            assert "DEL" not in rest and "SREM" not in rest and "1:lock" not in rest, text
         if what == "atomic":
             # no number at all, once the echo of the student's own number is taken out
             rest = re.sub(r"ATOMIC_RUNS_WITH_ANOMALY is \d+", "", text)
@@ -87,17 +93,19 @@ def test_a1_feedback_never_gives_the_answer() -> None:
 def test_a3_feedback_never_gives_the_numbers() -> None:
     measured, marked, finishes = a3._timed("split")
     p = marked / finishes
-    secret = numbers(measured) | numbers(p) | numbers(a3._model(5, 30, p)) | {str(marked), str(finishes)}
+    secret = numbers(measured) | numbers(p) | numbers(model(5, 30, p)) | {str(marked), str(finishes)}
     for rtt, interval, pm in a3._A3_POINTS:
-        secret |= numbers(a3._model(rtt, interval, pm))
+        secret |= numbers(model(rtt, interval, pm))
     secret -= {"5", "30", "200"}  # the assignment's own parameters
+    k = {"predicted_per_1000": key("a3-rate-vs-rtt")["predicted_per_1000"]}
     wrong = [
-        G.grade_a3_model(lambda rtt, interval, pm: 1000 * pm * rtt / interval),
-        G.grade_a3_model(lambda rtt, interval, pm: 1000 * rtt / (interval + rtt)),
+        G.grade_a3_model(lambda rtt, interval, pm: 1000 * pm * rtt / interval, key=k),
+        G.grade_a3_model(lambda rtt, interval, pm: 1000 * rtt / (interval + rtt), key=k),
         G.grade_a3_p_marked(0.5), G.grade_a3_p_marked(1.5),
-        G.grade_a3_measured(MEASURED=measured + 3, PREDICTED=a3._model(5, 30, p), P_MARKED=p),
-        G.grade_a3_measured(MEASURED=measured, PREDICTED=40.0, P_MARKED=p),
-        G.grade_a3_atomic(3.0),
+        G.grade_a3_measured(MEASURED=measured + 3, PREDICTED=model(5, 30, p), P_MARKED=p, key=k),
+        G.grade_a3_measured(MEASURED=measured, PREDICTED=40.0, P_MARKED=p, key=k),
+        G.grade_a3_atomic(3.0, lambda rtt, seed: (14, 3.0)),
+        G.grade_a3_atomic(0.0, lambda rtt, seed: (14, 0.0)),
     ]
     for v in wrong:
         assert not v.passed
@@ -109,8 +117,10 @@ def test_a3_feedback_never_gives_the_numbers() -> None:
 def test_a3_hidden_variant_catches_a_hard_coded_measure() -> None:
     measured, marked, finishes = a3._timed("split")
     p = marked / finishes
-    pinned = (p, a3._model(5, 30, p), measured)
-    right = G.grade_a3_measured(MEASURED=measured, PREDICTED=pinned[1], P_MARKED=p, measure=lambda r, s: pinned)
+    pinned = (p, model(5, 30, p), measured)
+    k = {"predicted_per_1000": key("a3-rate-vs-rtt")["predicted_per_1000"]}
+    right = G.grade_a3_measured(MEASURED=measured, PREDICTED=pinned[1], P_MARKED=p, measure=lambda r, s: pinned,
+                                key=k)
     assert not right.passed
     assert "another RTT and seed" in right.feedback and "hard-coded or copied" in right.feedback
     assert not leaks(right.feedback, numbers(measured))

@@ -20,6 +20,7 @@ from emqlab.teaching.assignments import a1, a3
 from emqlab.teaching.assignments.base import conn
 from emqlab.ui.cli import main
 
+from .answer_key import gap_of, key, model, pair
 from .test_golden import golden
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,16 +265,34 @@ def test_a1_stubbed_function() -> None:
 
 
 @pytest.mark.parametrize(("gap", "words"), [
-    (("DEL", "LREM"), ["closes earlier than LREM"]),
-    (("GET", "SREM"), ["does not open after GET", "no lock"]),
-    ("DEL", ["pair of command names"]),
+    (("DEL 1:lock", "LREM active -1 1"), ["closes earlier than LREM"]),
+    (("GET 1:lock", "SREM stalled 1"), ["does not open after GET", "no lock"]),
+    (("DEL", "SREM"), ["the right commands, but not with their arguments"]),
+    ("DEL", ["pair of W1's commands"]),
 ])
 def test_a1_wrong_gap_says_why(gap: Any, words: list[str]) -> None:
-    v = G.grade_a1_gap(gap)
+    v = G.grade_a1_gap(pair(*gap) if isinstance(gap, tuple) else lambda alone: gap)
     assert not v.passed
     for w in words:
         assert w in v.feedback, v.feedback
-    assert G.grade_a1_gap(("del 1:lock", "srem stalled 1")).passed
+
+
+def test_a1_gap_is_the_window_the_grader_finds_and_is_written_any_way() -> None:
+    """The window is computed by replaying the sweep after each of W1's commands: it opens at the DEL of
+    the job's lock and closes at the SREM of its mark, on every case; an honest gap_of written in other
+    spellings passes, and a typed-in pair fails the hidden variant with another job id."""
+    for name in G.A1_SCHEDULE_CASES:
+        lines, opens, closes = a1._window(name)
+        job = G.A1_CASES[name].job
+        assert (lines[opens - 1], lines[closes - 1]) == (f"DEL {job}:lock", f"SREM stalled {job}"), name
+        assert closes == opens + 1
+    assert G.grade_a1_gap(gap_of).passed
+    assert G.grade_a1_gap(lambda h: [x.lower().replace(" ", "   ", 1) for x in gap_of(h)]).passed
+    assert G.grade_a1_gap(lambda h: tuple(" ".join((s.op, *s.args)) for s in h.steps
+                                          if s.actor == "W1" and s.op in ("DEL", "SREM"))[:2]).passed
+    typed = G.grade_a1_gap(pair("DEL 1:lock", "SREM stalled 1"))
+    assert not typed.passed and "another job id" in typed.feedback and "hidden check" in typed.feedback
+    assert not G.grade_a1_gap(("DEL 1:lock", "SREM stalled 1")).passed  # the pair itself, not a function
 
 
 def runs_with_anomaly(scenario: Any, mode: str) -> int:
@@ -363,20 +382,45 @@ def test_a2_syntax_error() -> None:
 
 
 def test_a2_wrong_two_workers_answer() -> None:
-    v = G.grade_a2_two_workers(True)
-    assert not v.passed and "W2" in v.feedback
-    assert not G.grade_a2_two_workers("no").passed
+    k = {"TWO_WORKERS_SPLIT_SAFE": key("a2-repair-finish")["TWO_WORKERS_SPLIT_SAFE"]}
+    assert G.grade_a2_two_workers(k["TWO_WORKERS_SPLIT_SAFE"], key=k).passed
+    v = G.grade_a2_two_workers(not k["TWO_WORKERS_SPLIT_SAFE"], key=k)
+    assert not v.passed and "W2" in v.feedback and "stolen-lock" in v.feedback
+    assert not G.grade_a2_two_workers("no", key=k).passed
+    # without the answer key the cell cannot be graded, and says so
+    v = G.run_grader(G.ASSIGNMENTS["a2-repair-finish"].cell("a2_two_workers"),
+                     {"TWO_WORKERS_SPLIT_SAFE": k["TWO_WORKERS_SPLIT_SAFE"]}, None)
+    assert not v.passed and "--key" in v.feedback
 
 
 def test_a3_wrong_model_and_measurement() -> None:
-    v = G.grade_a3_model(lambda rtt, interval, p: 1000 * p * rtt / interval)
-    assert not v.passed and "RTT / (interval + RTT)" in v.feedback
-    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=a3._model(5, 30, 0.9), P_MARKED=0.9)
+    k = {"predicted_per_1000": key("a3-rate-vs-rtt")["predicted_per_1000"]}
+    v = G.grade_a3_model(lambda rtt, interval, p: 1000 * p * rtt / interval, key=k)
+    assert not v.passed and "Re-read Question 1" in v.feedback
+    assert G.grade_a3_model(lambda r, i, p: p * r * 1e3 / (r + i) if r + i else 0.0, key=k).passed
+    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=model(5, 30, 0.9), P_MARKED=0.9, key=k)
     assert not v.passed and "deterministic for its seed" in v.feedback
-    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=50.0, P_MARKED=0.9)
+    v = G.grade_a3_measured(MEASURED=1.0, PREDICTED=50.0, P_MARKED=0.9, key=k)
     assert not v.passed and "PREDICTED is 50.00" in v.feedback
     assert not G.grade_a3_p_marked(0.5).passed
-    assert not G.grade_a3_atomic(3.0).passed
+    assert not G.grade_a3_atomic(3.0, lambda rtt, seed: (0, 3.0)).passed
+
+
+def test_a3_a_typed_in_atomic_rate_fails_the_hidden_variant() -> None:
+    """The atomic rate is 0 at every RTT and seed, so it is checked with the sweeps that ran meanwhile, which
+    differ from run to run: typed-in numbers fail, the run's own pass."""
+    runs = {(rtt, seed): a3._run("atomic", rtt, seed) for rtt, seed in ((5.0, 0), *G.A3_VARIANTS)}
+    assert {r[0] for r in runs.values()} == {0.0} and len({r[3] for r in runs.values()}) == len(runs)
+    sweeps = runs[(5.0, 0)][3]
+    typed = G.grade_a3_atomic(0.0, lambda rtt, seed: (sweeps, 0.0))
+    assert not typed.passed and "hidden check" in typed.feedback and "sweep_runs" in typed.feedback
+    assert not G.grade_a3_atomic(0.0, None).passed
+
+    def computed(rtt_ms: float, seed: int) -> tuple[int, float]:
+        measured, _, _, n = a3._run("atomic", rtt_ms, seed)
+        return n, measured
+
+    assert G.grade_a3_atomic(0, computed).passed
 
 
 def test_a3_a_typed_in_p_marked_fails_the_hidden_variant() -> None:
@@ -386,7 +430,7 @@ def test_a3_a_typed_in_p_marked_fails_the_hidden_variant() -> None:
     right = marked / finishes
 
     def typed_in(rtt_ms: float, seed: int) -> tuple[float, float, float]:
-        return right, a3._model(rtt_ms, 30, right), 0.0
+        return right, model(rtt_ms, 30, right), 0.0
 
     v = G.grade_a3_p_marked(right, measure=typed_in)
     assert not v.passed and "a hidden check" in v.feedback
@@ -414,17 +458,22 @@ def test_answer_cell_that_raises_is_reported() -> None:
     assert any(e.grade_id == "a1_gap_answer" for e in report.errors)
 
 
-def test_check_raises_with_the_feedback() -> None:
-    assert "Right" in G.check("a1_gap", {"GAP": ("DEL", "SREM")})
+def test_check_raises_with_the_feedback(tmp_path: Path) -> None:
+    assert "Right" in G.check("a1_gap", {"gap_of": gap_of})
     with pytest.raises(AssertionError, match="closes earlier than LREM"):
-        G.check("a1_gap", {"GAP": ("DEL", "LREM")})
+        G.check("a1_gap", {"gap_of": pair("DEL 1:lock", "LREM active -1 1")})
     with pytest.raises(AssertionError, match="not defined"):
         G.check("a1_gap", {})
+    # a cell graded against the key reads it from the folder named (here one without the notebook)
+    right = {"TWO_WORKERS_SPLIT_SAFE": key("a2-repair-finish")["TWO_WORKERS_SPLIT_SAFE"]}
+    assert "Right" in G.check("a2_two_workers", right)
+    with pytest.raises(AssertionError, match="answer key"):
+        G.check("a2_two_workers", right, key=tmp_path)
 
 
 def test_grading_is_deterministic() -> None:
     a = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
-    a3._timed.cache_clear()  # recompute the timed runs: same seed, same numbers
+    a3._run.cache_clear()  # recompute the timed runs: same seed, same numbers
     b = G.grade_notebook(NOTEBOOKS["a3-rate-vs-rtt"]).to_dict()
     a.pop("elapsed_s"), b.pop("elapsed_s")
     assert a == b

@@ -27,7 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
 A1 = SOURCES / "a1-double-placement.ipynb"
 #: wrong answers for a1's last two questions: a notebook with them scores 0 unless a forgery works
-WRONG_GAP = 'GAP = ("GET", "LPOS")\n'
+WRONG_GAP = 'def gap_of(alone):\n    return ("GET 1:lock", "LPOS active 1")\n'
+#: a right gap_of (a1's second answer), in the words of a student
+RIGHT_GAP = ('def gap_of(alone):\n    w1 = [s for s in alone.steps if s.actor == "W1"]\n'
+             '    i = [s.op for s in w1].index("DEL")\n'
+             '    return tuple(" ".join((s.op, *s.args)) for s in (w1[i], w1[i + 1]))\n')
 WRONG_COUNT = "ATOMIC_RUNS_WITH_ANOMALY = 7\n"
 
 
@@ -89,11 +93,11 @@ HARD_CODED = 'def schedule_for(alone):\n    return "v1:W1*9.S1"\n'
 def test_a_hard_coded_schedule_fails_a_hidden_variant_through_the_sandbox() -> None:
     """schedule_for crosses back as its values at the grader's probes (each a typed history the child builds
     from a case's name); the grader replays each value on its own copy of that case."""
-    report = grade(a1(HARD_CODED, gap='GAP = ("DEL", "SREM")\n'))
+    report = grade(a1(HARD_CODED, gap=RIGHT_GAP))
     fb = cell_feedback(report, "a1_schedule")
     assert report.score == 1 and "a hidden variant" in fb and "copied" in fb, report.text()
     solution = "".join(cell(G.read_notebook(A1), "a1_schedule_answer")["source"])
-    report = grade(a1(solution, gap='GAP = ("DEL", "SREM")\n'))
+    report = grade(a1(solution, gap=RIGHT_GAP))
     assert report.score == 4, report.text()  # the schedule and the gap; the count is still wrong
 
 
@@ -148,7 +152,8 @@ def test_writing_to_the_grader_channel_only_loses_the_answers() -> None:
 
 def test_edited_locked_and_test_cells_are_ignored_and_noted() -> None:
     nb = a1("# YOUR CODE HERE\nraise NotImplementedError()")
-    cell(nb, "a1_setup")["source"] = ("import emqlab.grading as G\nG.grade_a1_gap = lambda GAP: G.Verdict(True, '')\n"
+    cell(nb, "a1_setup")["source"] = ("import emqlab.grading as G\n"
+                                      "G.grade_a1_gap = lambda gap_of: G.Verdict(True, '')\n"
                                       "schedule_for = lambda alone: 'v1:S1'\n")
     cell(nb, "a1_schedule")["source"] = 'schedule_for = lambda alone: "v1:W1*9.S1"\n'  # a test cell that would answer
     report = grade(nb)
@@ -184,14 +189,14 @@ def test_reading_the_hidden_tests_is_refused() -> None:
 # -- resources ---------------------------------------------------------------------------------------------------
 
 def test_an_infinite_loop_is_stopped_per_cell() -> None:
-    report = grade(a1("while True:\n    pass\n", gap='GAP = ("DEL", "SREM")\n'), cell_timeout_s=2)
+    report = grade(a1("while True:\n    pass\n", gap=RIGHT_GAP), cell_timeout_s=2)
     assert report.score == 1  # the other answers still count
     assert "ran longer than 2 s and was stopped" in cell_feedback(report, "a1_schedule")
 
 
 def test_a_loop_that_ignores_the_alarm_is_stopped_by_the_grader() -> None:
     loop = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
-    report = grade(a1(loop, gap='GAP = ("DEL", "SREM")\n'), timeout_s=6, cell_timeout_s=1)
+    report = grade(a1(loop, gap=RIGHT_GAP), timeout_s=6, cell_timeout_s=1)
     assert report.score == 0
     msg = cell_feedback(report, "a1_gap")
     assert "stopped after 6 s while running code cell 3 ('a1_schedule_answer')" in msg

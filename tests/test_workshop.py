@@ -55,3 +55,29 @@ def test_a_workshop_never_overwrites_and_says_where_the_notebooks_are(tmp_path: 
         write_workshop(tmp_path / "new", notebooks=tmp_path)
     res = CliRunner().invoke(main, ["workshop", str(tmp_path / "full")])
     assert res.exit_code == 2 and "is not empty" in res.output
+
+
+def test_grading_against_the_workshops_answer_key(tmp_path: Path) -> None:
+    """`emqlab grade --key kit/instructor`: the instructor's folder is the answer key. With it the solution
+    gets full marks; with a folder that lacks it, the key's cells score 0 and say why while the others are
+    graded by the engine; a graded notebook cannot read the key's folder."""
+    from emqlab.teaching import grading as G
+
+    kit = tmp_path / "kit"
+    write_workshop(kit)
+    solution = kit / "instructor" / "a2-repair-finish.ipynb"
+    res = CliRunner().invoke(main, ["grade", str(solution), "--key", str(kit / "instructor")])
+    assert res.exit_code == 0 and "score 7/7" in res.output, res.output
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    report = G.grade_notebook(solution, key=empty)
+    cells = {c.grade_id: c for c in report.cells}
+    assert not cells["a2_two_workers"].passed and "--key DIR" in cells["a2_two_workers"].feedback
+    assert all(c.passed for gid, c in cells.items() if gid != "a2_two_workers")
+    assert any("No answer key here" in n for n in report.notes)
+    nb = G.read_notebook(solution)
+    peek = f"TWO_WORKERS_SPLIT_SAFE = 'False' in open({str(kit / 'instructor' / 'answer-key.md')!r}).read()\n"
+    next(c for c in nb["cells"] if G.grade_id(c) == "a2_two_workers_answer")["source"] = peek
+    report = G.grade_notebook(nb, name="peek.ipynb", key=kit / "instructor")
+    assert not next(c for c in report.cells if c.grade_id == "a2_two_workers").passed
+    assert any("PermissionError" in e.error for e in report.errors if e.grade_id == "a2_two_workers_answer")

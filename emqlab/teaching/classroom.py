@@ -46,11 +46,13 @@ def student_of(path: Path, root: Path) -> str:
 
 
 def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Row], None] | None = None,
-                 jobs: int = 1, feedback: str | Path | None = None) -> list[Row]:
+                 jobs: int = 1, feedback: str | Path | None = None, key: Any = None) -> list[Row]:
     """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does), ``jobs`` at a time (each
     runs in its own sandboxed process, so a thread per notebook only waits for it); the rows in submission
     order whatever the order they finish in. With ``feedback``, a folder: one text file per notebook there,
-    ``<student>/<notebook>.txt``, the report the student gets back (or why it could not be graded)."""
+    ``<student>/<notebook>.txt``, the report the student gets back (or why it could not be graded). ``key``:
+    the answer key (a folder or a :class:`~emqlab.teaching.key.Key`; default
+    :func:`~emqlab.teaching.key.find_key`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     base = Path(root)
@@ -58,7 +60,7 @@ def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Ro
     def one(p: Path) -> tuple[Row, str]:
         row = Row(student_of(p, base), str(p.relative_to(base)))
         try:
-            report = grade_notebook(p, limits=limits)
+            report = grade_notebook(p, limits=limits, key=key)
         except GradingError as e:
             row.status, row.message = "error", str(e)
             return row, f"{row.notebook}: could not be graded: {e}\n"

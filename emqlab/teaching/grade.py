@@ -4,8 +4,10 @@
 
 :func:`grade_notebook` grades a notebook **without nbgrader**: it runs the notebook's code cells except the
 test cells (IPython magics and shell lines are skipped), collects the answers, and gives each graded cell to
-its grader (:mod:`emqlab.teaching.assignments`). A grader is a pure function of the answers, so the same
-notebook always gets the same grade. A cell scores all of its points or none, as in nbgrader (a test cell
+its grader (:mod:`emqlab.teaching.assignments`). A grader is a pure function of the answers and of the
+instructor's answer key (:mod:`emqlab.teaching.key`: the few answers no engine run gives), so the same
+notebook and the same key always get the same grade; the package itself holds no expected answer. A
+cell scores all of its points or none, as in nbgrader (a test cell
 passes or fails), and its feedback says what was right or, in terms of the recorded steps, what went wrong.
 The hidden tests in the source notebooks call :func:`check` with the same graders, so ``nbgrader autograde``
 and ``emqlab grade`` agree.
@@ -32,6 +34,7 @@ from emqlab.engine.history import DEFAULT_WIDTH, wrap
 from emqlab.protocol.verdict import ExitCode
 from emqlab.teaching.assignments import ASSIGNMENTS, PROBES, warm
 from emqlab.teaching.assignments.base import FEEDBACK_INDENT, Assignment, GradedCell, Verdict, feedback_block
+from emqlab.teaching.key import NO_KEY, Key, find_key
 from emqlab.teaching.notebooks import GradingError, assignment_of, grade_id, read_notebook, validate_notebook
 from emqlab.teaching.run import CellError, NotebookRun, run_notebook
 from emqlab.teaching.sandbox import (
@@ -128,7 +131,7 @@ def find_assignment(nb: Mapping[str, Any], path: str) -> Assignment:
     return ASSIGNMENTS[aid]
 
 
-def _grade_cell(cell: GradedCell, run: NotebookRun) -> Verdict:
+def _grade_cell(cell: GradedCell, run: NotebookRun, key: Mapping[str, Any] | None = None) -> Verdict:
     missing = [n for n in cell.names if n not in run.namespace]
     if missing:
         err = run.error_in(cell.answer_cell)
@@ -141,18 +144,37 @@ def _grade_cell(cell: GradedCell, run: NotebookRun) -> Verdict:
                                   f"{err.cell}) raised {err.error}.")
         return Verdict(False, f"{names} not defined: write it in the answer cell '{cell.answer_cell}'.")
     try:
-        return cell.grader(**{n: run.namespace[n] for n in cell.names})
+        return run_grader(cell, run.namespace, key)
     except Exception as e:  # noqa: BLE001 - a grader must never crash the grade of the other cells
         return Verdict(False, f"Grading {cell.grade_id} failed: {type(e).__name__}: {e}")
 
 
-def grade_cells(assignment: Assignment, run: NotebookRun) -> list[CellGrade]:
-    """Grade every test cell of ``assignment`` on the answers in ``run``. A failed cell whose answers build on
-    another failed cell (:attr:`GradedCell.depends`) says so first: the cause is there."""
+def run_grader(cell: GradedCell, answers: Mapping[str, Any], key: Mapping[str, Any] | None) -> Verdict:
+    """``cell``'s grader on ``answers``, given the answer key's values when it names some
+    (:attr:`GradedCell.key`); without them the verdict is :data:`emqlab.teaching.key.NO_KEY`."""
+    values = {n: answers[n] for n in cell.names}
+    if not cell.key:
+        return cell.grader(**values)
+    if key is None or any(n not in key for n in cell.key):
+        return Verdict(False, NO_KEY)
+    return cell.grader(**values, key={n: key[n] for n in cell.key})
+
+
+def key_answers(assignment: Assignment, key: Key | None) -> dict[str, Any] | None:
+    """The answer key's values for ``assignment`` (None without a key, or when it lacks this notebook)."""
+    if key is None or not assignment.key_cells:
+        return None
+    return key.answers(assignment)
+
+
+def grade_cells(assignment: Assignment, run: NotebookRun, key: Mapping[str, Any] | None = None) -> list[CellGrade]:
+    """Grade every test cell of ``assignment`` on the answers in ``run`` (``key``: the answer key's values,
+    :func:`key_answers`). A failed cell whose answers build on another failed cell
+    (:attr:`GradedCell.depends`) says so first: the cause is there."""
     grades: list[CellGrade] = []
     failed: dict[str, GradedCell] = {}
     for cell in assignment.cells:
-        v = _grade_cell(cell, run)
+        v = _grade_cell(cell, run, key)
         feedback = v.feedback
         if not v.passed:
             causes = [failed[d] for d in cell.depends if d in failed]
@@ -167,13 +189,17 @@ def grade_cells(assignment: Assignment, run: NotebookRun) -> list[CellGrade]:
 
 
 def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None = None, isolated: bool = True,
-                   limits: Limits | None = None) -> GradeReport:
+                   limits: Limits | None = None, key: str | Path | Key | None = None) -> GradeReport:
     """Grade a notebook (a path or a loaded notebook dict). Deterministic; raises :class:`GradingError` when
-    the notebook is not an emqlab assignment.
+    the notebook is not an emqlab assignment, or ``key`` is not a folder.
 
     ``isolated`` (the default) runs the notebook's code in a separate, limited process
     (:func:`grade_isolated`, ``limits`` a :class:`~emqlab.teaching.sandbox.Limits`)
-    and grades the answers that come back; ``isolated=False`` runs it in this process."""
+    and grades the answers that come back; ``isolated=False`` runs it in this process. ``key`` is the
+    instructor's answer key (a folder or a :class:`~emqlab.teaching.key.Key`; default
+    :func:`~emqlab.teaching.key.find_key`): the source notebooks, whose locked cells run as released and whose
+    key cells hold the answers no engine run gives."""
+    the_key = key if isinstance(key, Key) else find_key(key)
     started = time.perf_counter()
     file: str | None = None
     if isinstance(source, Mapping):
@@ -183,41 +209,52 @@ def grade_notebook(source: str | Path | Mapping[str, Any], *, name: str | None =
         nb, path, file = read_notebook(source), name or str(source), str(source)
     assignment = find_assignment(nb, path)
     if isolated:
-        return grade_isolated(nb, path, assignment, limits or DEFAULT_LIMITS, file=file)
+        return grade_isolated(nb, path, assignment, limits or DEFAULT_LIMITS, file=file, key=the_key)
     run = run_notebook(nb)
-    grades = grade_cells(assignment, run)
+    grades = grade_cells(assignment, run, key_answers(assignment, the_key))
     return GradeReport(path, assignment.id, assignment.title, grades, run.errors, time.perf_counter() - started)
 
 
-def check(gid: str, namespace: Mapping[str, Any]) -> str:
+def check(gid: str, namespace: Mapping[str, Any], key: str | Path | None = None) -> str:
     """Grade one test cell inside a notebook (its hidden tests call this with ``globals()``): return the
-    feedback when the answer is right; raise ``AssertionError`` with the feedback when it is not."""
-    cell = next((c for a in ASSIGNMENTS.values() for c in a.cells if c.grade_id == gid), None)
-    if cell is None:
+    feedback when the answer is right; raise ``AssertionError`` with the feedback when it is not. A cell
+    graded against the answer key reads it from ``key`` (a folder), ``$EMQLAB_KEY`` or the checkout
+    (:func:`~emqlab.teaching.key.find_key`)."""
+    found = next(((a, c) for a in ASSIGNMENTS.values() for c in a.cells if c.grade_id == gid), None)
+    if found is None:
         raise KeyError(f"no graded cell {gid!r}")
+    assignment, cell = found
     missing = [n for n in cell.names if n not in namespace]
     if missing:
         raise AssertionError(f"{', '.join(missing)} is not defined: run the answer cell '{cell.answer_cell}' first.")
-    v = cell.grader(**{n: namespace[n] for n in cell.names})
+    v = run_grader(cell, namespace, key_answers(assignment, find_key(key)) if cell.key else None)
     if not v.passed:
         raise AssertionError(v.feedback)
     return v.feedback
 
 
 def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Assignment, limits: Limits = DEFAULT_LIMITS,
-                   *, file: str | None = None) -> GradeReport:
+                   *, file: str | None = None, key: Key | None = None) -> GradeReport:
     """Grade ``nb`` (an assignment's submission) with its code run by
-    :func:`emqlab.teaching.sandbox.run_isolated`; the graders run here, on the answers that came back."""
+    :func:`emqlab.teaching.sandbox.run_isolated`; the graders run here, on the answers that came back.
+    ``key``: the answer key (its source notebook gives the released locked cells; its folder is closed to
+    the notebook's code)."""
     started = time.perf_counter()
-    release = release_version(assignment.notebook)
-    cells, notes = cells_to_run(nb, release, source_version(assignment.notebook))
+    src = key.notebook(assignment.notebook) if key is not None else None
+    release = release_version(assignment.notebook, src)
+    cells, notes = cells_to_run(nb, release, source_version(assignment.notebook, src))
     if release is None:
         notes.append("The source notebook is not available here, so edits of locked cells cannot be detected; "
                      "test cells still never run.")
     names = sorted({n for c in assignment.cells for n in c.names})
     probes = {n: pts for n, pts in PROBES.items() if n in names}
-    src = source_notebook(assignment.notebook)
-    deny = [str(src.parent)] if src is not None else []
+    src = src or source_notebook(assignment.notebook)
+    deny = sorted({str(p) for p in (src.parent if src is not None else None,
+                                    key.folder if key is not None else None) if p is not None})
+    answers = key_answers(assignment, key)
+    if answers is None and any(c.key for c in assignment.cells):
+        notes.append("No answer key here: the cells graded against the instructor's key score 0 "
+                     "(emqlab grade --key DIR).")
     try:
         run = run_isolated(cells, names, probes, limits, deny_dirs=deny, meanwhile=lambda: warm(assignment.id))
     except OSError as e:  # the grader could not start or talk to the child: a grade of 0 with the reason
@@ -226,7 +263,7 @@ def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Assignment, lim
     if run.failure is not None:
         grades = [CellGrade(c.grade_id, c.what, 0.0, c.points, False, run.failure) for c in assignment.cells]
     else:
-        grades = grade_cells(assignment, NotebookRun(dict(run.answers), list(run.errors)))
+        grades = grade_cells(assignment, NotebookRun(dict(run.answers), list(run.errors)), answers)
     stubbed = any(e.stubbed and any(e.grade_id == c.answer_cell for c in assignment.cells) for e in run.errors)
     if stubbed:
         notes.append(unsaved_hint(file))
@@ -237,4 +274,5 @@ def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Assignment, lim
 
 
 __all__ = ["EXIT_BELOW_FULL", "EXIT_CANNOT_GRADE", "EXIT_FULL_MARKS", "Assignment", "CellGrade", "GradeReport",
-           "GradedCell", "Verdict", "check", "find_assignment", "grade_cells", "grade_isolated", "grade_notebook"]
+           "GradedCell", "Verdict", "check", "find_assignment", "grade_cells", "grade_isolated", "grade_notebook",
+           "key_answers", "run_grader"]

@@ -58,6 +58,8 @@ from emqlab.teaching.grade import (
     check,
     grade_cells,
     grade_notebook,
+    key_answers,
+    run_grader,
 )
 from emqlab.teaching.notebooks import (
     BEGIN_HIDDEN,
@@ -93,6 +95,7 @@ __all__ = [
     "feedback_width", "grade_a1_atomic", "grade_a1_gap", "grade_a1_schedule", "grade_a2_lease",
     "grade_a2_sequential", "grade_a2_sweep", "grade_a2_two_workers", "grade_a3_atomic", "grade_a3_measured",
     "grade_a3_model", "grade_a3_p_marked", "grade_cells", "grade_id", "grade_notebook", "graded_cells",
-    "is_grade", "is_locked", "is_solution", "make_student_versions", "probe_arguments", "read_notebook",
+    "is_grade", "is_locked", "is_solution", "key_answers", "make_student_versions", "probe_arguments",
+    "read_notebook", "run_grader",
     "run_notebook", "student_version", "try_finish", "validate_notebook", "write_notebook",
 ]

@@ -29,10 +29,16 @@ TESTS = "tests"
 
 def check(assignment: str, grade_id: str, *values: Any) -> bool:
     """Run emqlab's grader of ``grade_id`` (in ``assignment``) on ``values`` (the answer names the cell
-    grades, in order). Prints the feedback when it fails; returns whether it passed."""
+    grades, in order). Prints the feedback when it fails; returns whether it passed. A cell graded against
+    the answer key reads it where :func:`emqlab.teaching.key.find_key` looks (``$EMQLAB_KEY``: set it where
+    otter grades; a student's kernel has none, so there such a cell says so and fails)."""
+    from emqlab.teaching.grade import key_answers, run_grader
+    from emqlab.teaching.key import find_key
+
     a = ASSIGNMENTS[assignment]
     cell = a.cell(grade_id)
-    verdict = cell.grader(*values)
+    key = key_answers(a, find_key()) if cell.key else None
+    verdict = run_grader(cell, dict(zip(cell.names, values, strict=True)), key)
     if not verdict.passed:
         print(verdict.feedback)
     return verdict.passed

@@ -266,14 +266,15 @@ def _release(path: str, mtime: float) -> dict[str, Any]:
     return student_version(read_notebook(path))
 
 
-def release_version(notebook_name: str) -> dict[str, Any] | None:
-    p = source_notebook(notebook_name)
+def release_version(notebook_name: str, path: Path | None = None) -> dict[str, Any] | None:
+    """The student version of an assignment's source notebook (``path``, else :func:`source_notebook`)."""
+    p = path or source_notebook(notebook_name)
     return _release(str(p), p.stat().st_mtime) if p is not None else None
 
 
-def source_version(notebook_name: str) -> dict[str, Any] | None:
-    """The source notebook of an assignment (:func:`source_notebook`), read, if there is one."""
-    p = source_notebook(notebook_name)
+def source_version(notebook_name: str, path: Path | None = None) -> dict[str, Any] | None:
+    """The source notebook of an assignment (``path``, else :func:`source_notebook`), read, if there is one."""
+    p = path or source_notebook(notebook_name)
     return read_notebook(p) if p is not None else None
 
 

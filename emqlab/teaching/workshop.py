@@ -4,7 +4,8 @@ the levels' solutions and their own because-sentences, the 14 keys in protocol o
 syntax — so that what the handout and the key say is what the engine does.
 
 The assignments with their solutions are read from the checkout's ``notebooks/assignments`` and written to
-``instructor/`` only: the installed package holds no answers (``docs/instructors.md``).
+``instructor/`` only: the installed package holds no answers, and ``instructor/`` is the answer key
+``emqlab grade --key`` takes (:mod:`emqlab.teaching.key`; ``docs/instructors.md``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ AGENDA = """# Agenda
 | 3:15 | Atomic is not exactly-once: levels 5, 10–15 | discussion |
 | 3:30 | end | |
 
-Grade the submissions with `emqlab grade submitted/ --csv grades.csv --feedback feedback/` and hand each
-student their `feedback/<student>/<notebook>.txt`.
+Grade the submissions with `emqlab grade submitted/ --key instructor/ --csv grades.csv --feedback feedback/`
+and hand each student their `feedback/<student>/<notebook>.txt`.
 """
 
 
@@ -161,12 +162,14 @@ def _readme() -> str:
 
 - `students/`: what each student gets (the lesson notebooks and the assignments without their
   solutions). Hand out this folder only.
-- `instructor/`: the assignments with their solutions and `answer-key.md` (the levels). Keep it.
+- `instructor/`: the assignments with their solutions and `answer-key.md` (the levels). Keep it: it is
+  the answer key `emqlab grade --key instructor/` grades against (the package itself holds no answer).
 - `agenda.md`: 90 minutes, and half a day.
 - `handout.md`: one page to print: schedule strings, the board, the anomalies, the 14 keys, the commands.
 
 Students: `pip install emqlab` (or the wheel you give them), then `jupyter lab students/` and `emqlab play`.
-Grading: `emqlab grade submitted/ --csv grades.csv --feedback feedback/` (one folder per student).
+Grading: `emqlab grade submitted/ --key instructor/ --csv grades.csv --feedback feedback/` (one folder
+per student).
 """
 
 

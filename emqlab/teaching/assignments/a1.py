@@ -2,9 +2,10 @@
 and the hidden variants the grader builds from it, the arguments its answer functions are probed at, and its
 three graders.
 
-``schedule_for`` must double-place on every case of :data:`A1_SCHEDULE_CASES` and ``runs_with_anomaly`` must
-count right at every probe of :data:`A1_COUNT_PROBES`: a schedule string or a number copied from one run fits
-that run only.
+``schedule_for`` must double-place on every case of :data:`A1_SCHEDULE_CASES`, ``gap_of`` must name the
+window the grader finds there (by replaying the sweep after each of W1's commands: :func:`_window`), and
+``runs_with_anomaly`` must count right at every probe of :data:`A1_COUNT_PROBES`: a schedule string, a pair
+or a number copied from one run fits that run only. No expected answer is stored here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, conn, direction
+from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, conn, direction, shared
 
 A1_SCENARIO = "stalled-finish"
 
@@ -102,7 +103,7 @@ def _a1_base() -> Any:
     return load(A1_SCENARIO)
 
 
-@lru_cache(maxsize=16)
+@shared(maxsize=16)
 def _a1_solo(case: A1Case) -> Any:
     with case.runner("split") as r:
         return r.run()
@@ -134,7 +135,7 @@ def probe_arguments(name: str, key: Sequence[Any]) -> tuple[Any, ...]:
     to the isolated run): assignment 1's functions get typed objects built from the case named in ``key``
     (the solo :class:`~emqlab.engine.history.History`; the :class:`~emqlab.engine.specs.Scenario` and a mode); the
     other functions get ``key`` itself."""
-    if name == "schedule_for":
+    if name in ("schedule_for", "gap_of"):
         return (A1_CASES[str(key[0])].solo(),)
     if name == "runs_with_anomaly":
         return (A1_CASES[str(key[0])].scenario(), str(key[1]))
@@ -152,13 +153,14 @@ def _at(fn: Any, name: str, key: Sequence[Any]) -> Any:
     return fn(*probe_arguments(name, key))
 
 
-def _a1_steps(h: Any, job: str = "1") -> dict[str, int | None]:
-    """Where the sweeps and W1's DEL <job>:lock / SREM stalled happened in a history of an a1 case."""
+def _a1_steps(h: Any, case_name: str) -> dict[str, int | None]:
+    """Where the sweep ran, and W1's last step before and first step after the window (:func:`_window`),
+    in a history of an a1 case."""
+    _, opens, closes = _window(case_name)
     sweep = next((s.index for s in h.steps if s.actor.startswith("S")), None)
-    dele = next((s.index for s in h.steps if s.actor == "W1" and s.op == "DEL"
-                 and s.args[:1] == (f"{job}:lock",)), None)
-    srem = next((s.index for s in h.steps if s.actor == "W1" and s.op == "SREM"), None)
-    return {"sweep": sweep, "del": dele, "srem": srem}
+    w1 = [s.index for s in h.steps if s.actor == "W1"]
+    return {"sweep": sweep, "opens": w1[opens - 1] if opens - 1 < len(w1) else None,
+            "closes": w1[closes - 1] if closes - 1 < len(w1) else None}
 
 
 def _a1_replay_verdict(case: A1Case, schedule: str) -> Verdict:
@@ -173,8 +175,8 @@ def _a1_replay_verdict(case: A1Case, schedule: str) -> Verdict:
     found = next((x for x in h.findings if x.kind == "double-placement"), None)
     if found is not None:
         return Verdict(True, f"Replaying {h.schedule} with a split finish: {found.because}.")
-    pos = _a1_steps(h, case.job)
-    s, d, r = pos["sweep"], pos["del"], pos["srem"]
+    pos = _a1_steps(h, case.name)
+    s, d, r = pos["sweep"], pos["opens"], pos["closes"]
     if s is None:
         why = "S1 never ran, so nothing raced W1's finish. Give S1 a step inside the schedule"
     elif d is not None and s < d:
@@ -228,33 +230,113 @@ def grade_a1_schedule(schedule_for: Any) -> Verdict:
                          "the job lands in two places.")
 
 
-def grade_a1_gap(GAP: Any) -> Verdict:  # noqa: N803
-    """GAP names W1's two commands between which the sweep must run: (DEL, SREM)."""
-    if not isinstance(GAP, (tuple, list)) or len(GAP) != 2 or not all(isinstance(x, str) for x in GAP):
-        return Verdict(False, "GAP must be a pair of command names, e.g. ('GET', 'LPOS').")
-    first, second = (x.strip().split()[0].upper() if x.strip() else "" for x in GAP)
-    if (first, second) == ("DEL", "SREM"):
-        return Verdict(True, "Right: the window opens when the finish deletes the lock (DEL 1:lock) while the "
-                             "job is still marked and active, and closes when it removes the mark (SREM stalled).")
+def command_line(step: Any) -> str:
+    """A step as the history shows its command: the name and its arguments (keys relative to the queue),
+    e.g. ``'GET 1:lock'``."""
+    return " ".join([str(step.op), *(str(a) for a in step.args)])
+
+
+@shared(maxsize=16)
+def _window(case_name: str) -> tuple[tuple[str, ...], int, int]:
+    """W1's commands on ``case_name`` (split, as :meth:`A1Case.solo` runs them) and the window the grader
+    finds by replaying the sweep after each of them: (W1's command lines, the last W1 step before the
+    first double-placing sweep, the first W1 step after the last one), steps counted from 1. Computed at
+    grade time, never stored. Raises ``ValueError`` when no position double-places."""
+    from emqlab.explore.checked import parse_schedule
+
+    case = A1_CASES[case_name]
+    lines = tuple(command_line(s) for s in case.solo().steps if s.actor == "W1")
+    hits = []
+    with case.runner("split") as r:  # one runner, reset before each replay (as an exploration does)
+        actors = [a.id for a in r.scenario.actors]
+        for k in range(len(lines) + 1):
+            r.reset()
+            h = r.run(parse_schedule(f"v1:W1*{k}.S1" if k else "v1:S1", actors))
+            if any(x.kind == "double-placement" for x in h.findings):
+                hits.append(k)
+    if not hits:
+        raise ValueError(f"{case_name}: no sweep position double-places")
+    return lines, hits[0], hits[-1] + 1
+
+
+def _tokens(line: Any) -> list[str]:
+    parts = str(line).split()
+    return [parts[0].upper(), *parts[1:]] if parts else []
+
+
+def _gap_verdict(case_name: str, gap: Any) -> Verdict | None:
+    """Feedback when ``gap`` is not the window of ``case_name``, else None."""
+    if not isinstance(gap, (tuple, list)) or len(gap) != 2 or not all(isinstance(x, str) for x in gap):
+        return Verdict(False, "gap_of must return a pair of W1's commands as the history shows them, each its name "
+                              "and arguments, e.g. ('GET 1:lock', 'LPOS active 1').")
+    lines, opens, closes = _window(case_name)
+    want = [_tokens(lines[opens - 1]), _tokens(lines[closes - 1])]
+    got = [_tokens(x) for x in gap]
+    if got == want:
+        return None
+    if [g[:1] for g in got] == [w[:1] for w in want]:
+        return Verdict(False, f"gap_of returns {tuple(gap)!r}: the right commands, but not with their arguments as "
+                              "this run's history shows them (the job's id and the keys differ from run to run: read "
+                              "them from the steps you are given).")
+    where = {tuple(_tokens(x)): i + 1 for i, x in enumerate(lines)}
+    at = [where.get(tuple(g)) for g in got]
     problems = []
-    if first != "DEL":
-        problems.append(f"the window does not open after {first or 'an empty name'}: the sweep recovers a job "
-                        "that is active, marked and *unlocked*, so look for the command after which W1's job has "
-                        "no lock any more")
-    if second != "SREM":
-        if second == "LREM":
-            problems.append("it closes earlier than LREM: the sweep stops treating the job as a recovery "
+    if got[0] != want[0]:
+        if at[0] is not None and at[0] > opens:
+            problems.append(f"the window opens before {got[0][0]}: the sweep recovers a job that is active, marked "
+                            "and *unlocked*, so look for the command after which W1's job has no lock any more")
+        else:
+            problems.append(f"the window does not open after {got[0][0] if got[0] else 'an empty command'}: the "
+                            "sweep recovers a job that is active, marked and *unlocked*, so look for the command "
+                            "after which W1's job has no lock any more")
+    if got[1] != want[1]:
+        if at[1] is not None and at[1] > closes:
+            problems.append(f"it closes earlier than {got[1][0]}: the sweep stops treating the job as a recovery "
                             "candidate as soon as one of its three conditions is gone; which earlier command "
                             "removes one?")
         else:
-            problems.append(f"it does not close at {second or 'an empty name'}: look for the first command after "
-                            "the window opens that takes away one of the sweep's three conditions (active, "
-                            "marked, unlocked)")
+            problems.append(f"it does not close at {got[1][0] if got[1] else 'an empty command'}: look for the first "
+                            "command after the window opens that takes away one of the sweep's three conditions "
+                            "(active, marked, unlocked)")
+    if at[0] is None or at[1] is None:
+        problems.append("(each command must be one of W1's, written as the history shows it)")
     text = "; ".join(problems)
-    return Verdict(False, f"GAP is {tuple(GAP)!r}: {text}" + ("" if text.endswith("?") else "."))
+    return Verdict(False, f"gap_of returns {tuple(gap)!r}: {text}" + ("" if text.endswith("?") else "."))
 
 
-@lru_cache(maxsize=16)
+def grade_a1_gap(gap_of: Any) -> Verdict:
+    """``gap_of(history)`` must return, for W1's solo history of each case of :data:`A1_SCHEDULE_CASES`, the
+    pair of W1's commands (name and arguments) right before and right after the positions at which the
+    sweep double-places, which the grader finds by replaying every position."""
+    if isinstance(gap_of, (tuple, list, str)):
+        return Verdict(False, "gap_of must be a function that reads W1's solo history and returns the pair of "
+                              "commands, not the pair itself: the grader calls it on other runs too.")
+    if not callable(gap_of):
+        return Verdict(False, "gap_of must be a function of W1's solo history (a History) returning a pair of "
+                              "W1's commands, e.g. ('GET 1:lock', 'LPOS active 1').")
+    for name in A1_SCHEDULE_CASES:
+        case = A1_CASES[name]
+        where = "On the assignment's case" if name == "assignment" else f"On a hidden variant ({case.about})"
+        try:
+            gap = _at(gap_of, "gap_of", (name,))
+        except NotImplementedError:
+            return Verdict(False, "gap_of still has the stub ('# YOUR CODE HERE' / raise NotImplementedError()): "
+                                  "write its body in the answer cell 'a1_gap_answer'.")
+        except Exception as e:  # noqa: BLE001 - the student's function may raise anything
+            return Verdict(False, f"{where}, gap_of raised {type(e).__name__}: {str(e)[:200]}. Look the steps up by "
+                                  "what they are (the actor, the command, its keys), not by a position.")
+        bad = _gap_verdict(name, gap)
+        if bad is not None:
+            if name == "assignment":
+                return bad
+            return Verdict(False, f"Your pair fits the assignment's case, but a hidden check gives gap_of another "
+                                  f"run. {where}, {bad.feedback[0].lower()}{bad.feedback[1:]}")
+    return Verdict(True, "Right, on the assignment's case and on every hidden variant: the window opens when the "
+                         "finish gives up the job's lock while the job is still marked and active, and closes "
+                         "when it takes one of those away.")
+
+
+@shared(maxsize=16)
 def _explore_counts(case: str, mode: str) -> tuple[int, int]:
     """(runs explored, the sum of ``runs_with`` over the anomaly kinds) of an exhaustive exploration of an
     a1 case: the grader's own reference, computed, never stored."""
@@ -315,19 +397,21 @@ def warm() -> None:
         _explore_counts(case, mode)
     for case in A1_SCHEDULE_CASES:
         A1_CASES[case].solo()
+        _window(case)
 
 
 #: the answer functions of assignment 1 and the probes (case names, and modes) an isolated run evaluates
 #: them at (:func:`probe_arguments` turns a probe into the typed arguments)
 PROBES: dict[str, list[tuple[Any, ...]]] = {"schedule_for": [(n,) for n in A1_SCHEDULE_CASES],
+                                            "gap_of": [(n,) for n in A1_SCHEDULE_CASES],
                                             "runs_with_anomaly": list(A1_COUNT_PROBES)}
 
 ASSIGNMENT = Assignment("a1-double-placement", "Find a schedule that double-places a job",
                         "a1-double-placement.ipynb", [
     GradedCell("a1_schedule", 3, "a1_schedule_answer", ("schedule_for",), grade_a1_schedule,
                "a schedule that double-places the job, from W1's history"),
-    GradedCell("a1_gap", 1, "a1_gap_answer", ("GAP",), grade_a1_gap,
-               "the two commands that bound the window"),
+    GradedCell("a1_gap", 1, "a1_gap_answer", ("gap_of",), grade_a1_gap,
+               "the two commands that bound the window, from W1's history"),
     GradedCell("a1_atomic", 1, "a1_atomic_answer", ("ATOMIC_RUNS_WITH_ANOMALY", "runs_with_anomaly"),
                grade_a1_atomic, "anomalous runs with an atomic finish"),
 ])

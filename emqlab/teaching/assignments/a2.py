@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -242,17 +242,18 @@ def grade_a2_lease(FINISH_LUA: Any) -> Verdict:  # noqa: N803
                          f"when your finish returns 0, and left to the sweep when it refuses ({refused} run(s)).")
 
 
-def grade_a2_two_workers(TWO_WORKERS_SPLIT_SAFE: Any) -> Verdict:  # noqa: N803
+def grade_a2_two_workers(TWO_WORKERS_SPLIT_SAFE: Any, key: Mapping[str, Any]) -> Verdict:  # noqa: N803
+    """A yes/no question no run can answer for every finish: graded against the instructor's key
+    (``key["TWO_WORKERS_SPLIT_SAFE"]``, :mod:`emqlab.teaching.key`), which the package does not hold."""
     if not isinstance(TWO_WORKERS_SPLIT_SAFE, bool):
         return Verdict(False, "TWO_WORKERS_SPLIT_SAFE must be True or False.")
-    if TWO_WORKERS_SPLIT_SAFE is False:
-        return Verdict(True, "Right: with a second worker the job can leave `active` and come back under W2's lock "
-                             "between any two of W1's commands, so no order of separate commands can tell W1's "
-                             "job from W2's (an ABA problem). The lock check and the writes must be one step.")
-    return Verdict(False, "TWO_WORKERS_SPLIT_SAFE is True, but no order helps in two-workers: after W1 checks its "
-                          "lock, the lease can lapse, the sweep requeue the job and W2 take it back into `active` "
-                          "with its own lock, so W1's LREM succeeds on W2's job. Only one atomic step can check the "
-                          "lock and write together.")
+    if TWO_WORKERS_SPLIT_SAFE is key["TWO_WORKERS_SPLIT_SAFE"]:
+        return Verdict(True, "Right. Compare with the stolen-lock witness of `emqlab simulate --split --scenario "
+                             "two-workers`: what W2 does between two of W1's commands, and what W1 can see of it.")
+    return Verdict(False, f"TWO_WORKERS_SPLIT_SAFE is {TWO_WORKERS_SPLIT_SAFE}, which is not the answer. Run "
+                          "`emqlab simulate --split --scenario two-workers` and read the stolen-lock witness: "
+                          "after W1 checks its lock, what can the lease, the sweep and W2 do before W1's writes, "
+                          "and what could a later command of W1 see of it?")
 
 
 ASSIGNMENT = Assignment("a2-repair-finish", "Repair a split finish", "a2-repair-finish.ipynb", [
@@ -263,5 +264,5 @@ ASSIGNMENT = Assignment("a2-repair-finish", "Repair a split finish", "a2-repair-
     GradedCell("a2_lease", 2, "a2_finish_answer", ("FINISH_LUA",), grade_a2_lease,
                "consistent when the lease lapses too"),
     GradedCell("a2_two_workers", 1, "a2_two_workers_answer", ("TWO_WORKERS_SPLIT_SAFE",), grade_a2_two_workers,
-               "can any order save two-workers?"),
-])
+               "can any order save two-workers?", key=("TWO_WORKERS_SPLIT_SAFE",)),
+], key_cells=("a2_two_workers_answer",))

@@ -1,15 +1,16 @@
 """The one home of assignment 3, "Predict the anomaly rate at a given RTT, then measure it": the pinned
-timed run (:data:`A3_RUN`), the window model, the points and the hidden variant the answers are checked at,
-and the four graders.
+timed run (:data:`A3_RUN`), the points and the hidden variants the answers are checked at, and the four
+graders. The expected numbers are the grader's own seeded timed runs; the model the student writes is
+compared with the instructor's answer key (:mod:`emqlab.teaching.key`), not with one held here.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from collections.abc import Mapping
 from typing import Any
 
-from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, direction
+from emqlab.teaching.assignments.base import Assignment, GradedCell, Verdict, direction, shared
 
 A3_RTT_MS = 5.0
 A3_INTERVAL_MS = 30.0
@@ -22,12 +23,19 @@ A3_RUN: dict[str, Any] = {"rtt_ms": A3_RTT_MS, "jobs": A3_JOBS, "seed": A3_SEED,
 _A3_CALL = "simulate('{mode}', rtt_ms=5, seed=0, **RUN)"
 
 
-@lru_cache(maxsize=8)
-def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
+@shared(maxsize=8)
+def _run(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int, int]:
+    """The grader's own timed run: (anomalies_per_1000, marked_finishes, finishes, sweep_runs)."""
     from emqlab.timing.run import simulate
 
     r = simulate(mode, keep_history=False, **{**A3_RUN, "rtt_ms": rtt_ms, "seed": seed})
-    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes)
+    return float(r.anomalies_per_1000), int(r.marked_finishes), int(r.finishes), int(r.sweep_runs)
+
+
+def _timed(mode: str, rtt_ms: float = A3_RTT_MS, seed: int = A3_SEED) -> tuple[float, int, int]:
+    """(anomalies_per_1000, marked_finishes, finishes) of :func:`_run`."""
+    measured, marked, finishes, _ = _run(mode, rtt_ms, seed)
+    return measured, marked, finishes
 
 
 #: measure(rtt_ms, seed) is also checked here, where no number from the notebook's own run can help (at
@@ -40,10 +48,11 @@ def warm() -> None:
     _timed("split")
     _timed("atomic")
     for rtt, seed in A3_VARIANTS:
-        _timed("split", rtt, seed)
+        _run("split", rtt, seed)
+        _run("atomic", rtt, seed)
 
 
-def _a3_measure_variants(measure: Any) -> str | None:
+def _a3_measure_variants(measure: Any, model: Any) -> str | None:
     """Feedback when ``measure(rtt_ms, seed)`` is wrong at a hidden variant, else None."""
     if not callable(measure):
         return "measure must be a function of (rtt_ms, seed) returning (p_marked, predicted, measured)."
@@ -59,7 +68,7 @@ def _a3_measure_variants(measure: Any) -> str | None:
             return "measure must return three numbers: (p_marked, predicted, measured)."
         measured, marked, finishes = _timed("split", rtt, seed)
         p = marked / finishes if finishes else 0.0
-        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _model(rtt, A3_INTERVAL_MS, p)),
+        for what, x, want in (("p_marked", got[0], p), ("predicted", got[1], _key_model(model, rtt, p)),
                               ("measured", got[2], measured)):
             if not math.isclose(float(x), want, rel_tol=1e-6, abs_tol=0.02 if what == "p_marked" else 1e-6):
                 return (f"Your numbers at RTT 5 ms and seed 0 are right, but at another RTT and seed (a hidden "
@@ -91,22 +100,26 @@ def _a3_p_marked_variants(measure: Any) -> str | None:
     return None
 
 
-def _model(rtt_ms: float, interval_ms: float, p_marked: float) -> float:
-    return 1000.0 * p_marked * rtt_ms / (interval_ms + rtt_ms) if interval_ms + rtt_ms > 0 else 0.0
+def _key_model(model: Any, rtt_ms: float, p_marked: float, interval_ms: float = A3_INTERVAL_MS) -> float:
+    """The answer key's model (the instructor's ``predicted_per_1000``, :mod:`emqlab.teaching.key`) at a
+    point: the package holds no model of its own."""
+    return float(model(rtt_ms, interval_ms, p_marked))
 
 
 _A3_POINTS = [(1.0, 30.0, 1.0), (75.0, 30.0, 1.0), (5.0, 30.0, 0.5), (0.0, 30.0, 1.0), (20.0, 10.0, 0.25),
               (0.2, 30000.0, 0.2), (7.5, 45.0, 0.8)]
 
 #: the answer functions of assignment 3 and the points an isolated run evaluates them at
-PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS)}
+PROBES: dict[str, list[tuple[Any, ...]]] = {"predicted_per_1000": list(_A3_POINTS), "measure": list(A3_VARIANTS),
+                                            "measure_atomic": list(A3_VARIANTS)}
 
 
-def grade_a3_model(predicted_per_1000: Any) -> Verdict:
+def grade_a3_model(predicted_per_1000: Any, key: Mapping[str, Any]) -> Verdict:
+    """``predicted_per_1000`` against the answer key's at every point of :data:`PROBES`."""
     if not callable(predicted_per_1000):
         return Verdict(False, "predicted_per_1000 must be a function of (rtt_ms, interval_ms, p_marked).")
     for rtt, interval, p in _A3_POINTS:
-        want = _model(rtt, interval, p)
+        want = _key_model(key["predicted_per_1000"], rtt, p, interval)
         try:
             got = float(predicted_per_1000(rtt, interval, p))
         except NotImplementedError:
@@ -116,11 +129,11 @@ def grade_a3_model(predicted_per_1000: Any) -> Verdict:
             return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) raised {type(e).__name__}: {e}.")
         if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
             return Verdict(False, f"predicted_per_1000({rtt:g}, {interval:g}, {p:g}) is {got:.4g}, which is "
-                                  f"{direction(got, want)} the window model. Re-read Question 1: a marked finish "
-                                  "is hit with probability RTT / (interval + RTT), only a share p_marked of the "
-                                  "finishes are marked, and the answer is per 1,000 jobs. Check each factor, and "
-                                  "the edge cases (RTT 0, a very long interval).")
-    return Verdict(True, "Your model matches 1000 × p_marked × RTT / (interval + RTT) at every point checked.")
+                                  f"{direction(got, want)} the window model. Re-read Question 1: the chance that "
+                                  "a marked finish is hit, the share p_marked of finishes that are marked, and "
+                                  "the unit (per 1,000 jobs). Check each factor, and the edge cases (RTT 0, a very "
+                                  "long interval).")
+    return Verdict(True, "Your model matches the window model at every point checked.")
 
 
 def grade_a3_p_marked(P_MARKED: Any, measure: Any = None) -> Verdict:  # noqa: N803
@@ -140,12 +153,13 @@ def grade_a3_p_marked(P_MARKED: Any, measure: Any = None) -> Verdict:  # noqa: N
 
 
 def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N803
-                      measure: Any = None) -> Verdict:
+                      measure: Any = None, *, key: Mapping[str, Any]) -> Verdict:
     measured, _, _ = _timed("split")
     for name, v in (("MEASURED", MEASURED), ("PREDICTED", PREDICTED), ("P_MARKED", P_MARKED)):
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             return Verdict(False, f"{name} must be a number.")
-    want_pred = _model(A3_RTT_MS, A3_INTERVAL_MS, float(P_MARKED))
+    model = key["predicted_per_1000"]
+    want_pred = _key_model(model, A3_RTT_MS, float(P_MARKED))
     if not math.isclose(float(PREDICTED), want_pred, rel_tol=1e-6, abs_tol=1e-6):
         return Verdict(False, f"PREDICTED is {float(PREDICTED):.2f}, {direction(float(PREDICTED), want_pred)} the "
                               f"window model at RTT {A3_RTT_MS:g} ms and a {A3_INTERVAL_MS:g} ms stalled interval with "
@@ -155,7 +169,7 @@ def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N80
                               f"anomalies_per_1000 of {_A3_CALL.format(mode='split')}. A timed run is deterministic "
                               "for its seed and parameters: did you change one of them, or copy a number?")
     if measure is not None:
-        bad = _a3_measure_variants(measure)
+        bad = _a3_measure_variants(measure, model)
         if bad:
             return Verdict(False, bad)
     return Verdict(True, "Both numbers are right, and measure() gives the right numbers at another RTT and seed "
@@ -163,25 +177,61 @@ def grade_a3_measured(MEASURED: Any, PREDICTED: Any, P_MARKED: Any,  # noqa: N80
                          "differ, the written answer should say which effect the model leaves out.")
 
 
-def grade_a3_atomic(ATOMIC_MEASURED: Any) -> Verdict:  # noqa: N803
-    measured, _, _ = _timed("atomic")
+def _numbers(got: Any, n: int) -> bool:
+    return (isinstance(got, (tuple, list)) and len(got) == n
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in got))
+
+
+def _a3_atomic_variants(measure_atomic: Any) -> str | None:
+    """Feedback when ``measure_atomic(rtt_ms, seed)`` is not (sweep_runs, anomalies_per_1000) of the atomic
+    run at a hidden variant, else None."""
+    if not callable(measure_atomic):
+        return "measure_atomic must be a function of (rtt_ms, seed) returning (sweep_runs, measured)."
+    for rtt, seed in A3_VARIANTS:
+        try:
+            got = measure_atomic(rtt, seed)
+        except NotImplementedError:
+            return "measure_atomic still has the stub: write its body in the answer cell 'a3_atomic_answer'."
+        except Exception as e:  # noqa: BLE001
+            return f"measure_atomic at another RTT and seed raised {type(e).__name__}: {str(e)[:200]}."
+        if not _numbers(got, 2):
+            return "measure_atomic must return two numbers: (sweep_runs, measured)."
+        measured, _, _, sweeps = _run("atomic", rtt, seed)
+        for what, x, want in (("sweep_runs", got[0], float(sweeps)), ("measured", got[1], measured)):
+            if not math.isclose(float(x), want, rel_tol=1e-9, abs_tol=1e-9):
+                return (f"At another RTT and seed (a hidden check) measure_atomic's {what} is "
+                        f"{direction(float(x), want)} what that atomic run gives: measure_atomic must run its own "
+                        "simulation with the rtt_ms and seed it is given (a typed-in number only fits one run).")
+    return None
+
+
+def grade_a3_atomic(ATOMIC_MEASURED: Any, measure_atomic: Any) -> Verdict:  # noqa: N803
+    """ATOMIC_MEASURED is the atomic run's anomalies_per_1000 at 5 ms and seed 0; ``measure_atomic`` must give
+    the atomic run's (sweep_runs, anomalies_per_1000) at every hidden variant of :data:`A3_VARIANTS`: the
+    rate is the same at every variant, the number of sweeps is not, so a typed-in answer fails."""
+    measured, _, _, _ = _run("atomic")
     if not isinstance(ATOMIC_MEASURED, (int, float)) or isinstance(ATOMIC_MEASURED, bool):
         return Verdict(False, "ATOMIC_MEASURED must be a number.")
-    if math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
-        return Verdict(True, "Right: the atomic finish has no window for the sweep to run in.")
-    return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 of "
-                          f"{_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
-                          "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
+    if not math.isclose(float(ATOMIC_MEASURED), measured, abs_tol=1e-9):
+        return Verdict(False, f"ATOMIC_MEASURED is {float(ATOMIC_MEASURED):g}, which is not the anomalies_per_1000 "
+                              f"of {_A3_CALL.format(mode='atomic')}: run that call as written (mode 'atomic', every "
+                              "parameter of RUN, seed 0) and take its result.anomalies_per_1000.")
+    bad = _a3_atomic_variants(measure_atomic)
+    if bad:
+        return Verdict(False, bad)
+    return Verdict(True, "Right, here and at another RTT and seed: the sweep runs all through the atomic run, "
+                         "and no finish has a window for it to run in.")
 
 
 ASSIGNMENT = Assignment("a3-rate-vs-rtt", "Predict the anomaly rate at a given RTT, then measure it",
                         "a3-rate-vs-rtt.ipynb", [
     GradedCell("a3_model", 2, "a3_model_answer", ("predicted_per_1000",), grade_a3_model,
-               "the model: anomalies per 1,000 jobs"),
+               "the model: anomalies per 1,000 jobs", key=("predicted_per_1000",)),
     GradedCell("a3_p_marked", 1, "a3_measure_answer", ("P_MARKED", "measure"), grade_a3_p_marked,
                "the share of finishes whose job is marked"),
     GradedCell("a3_measured", 2, "a3_measure_answer", ("MEASURED", "PREDICTED", "P_MARKED", "measure"),
-               grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked")),
-    GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED",), grade_a3_atomic,
+               grade_a3_measured, "prediction and measurement at 5 ms", depends=("a3_model", "a3_p_marked"),
+               key=("predicted_per_1000",)),
+    GradedCell("a3_atomic", 1, "a3_atomic_answer", ("ATOMIC_MEASURED", "measure_atomic"), grade_a3_atomic,
                "the atomic finish at the same RTT"),
-])
+], key_cells=("a3_model_answer",))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterator
+import functools
+import threading
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from emqlab.engine.history import DEFAULT_WIDTH
 
@@ -38,6 +40,9 @@ class GradedCell:
     what: str
     #: graded cells whose answers this one builds on: when one of them fails, so does this one's feedback say
     depends: tuple[str, ...] = ()
+    #: names of the instructor's answer key (:mod:`emqlab.teaching.key`) the grader compares with: it is
+    #: called with ``key=`` their values; without a key the cell cannot be graded
+    key: tuple[str, ...] = ()
 
 
 @dataclass
@@ -49,6 +54,9 @@ class Assignment:
     title: str
     notebook: str
     cells: list[GradedCell]
+    #: the source notebook's answer cells that define the answer key's values (run by
+    #: :class:`emqlab.teaching.key.Key`, in the instructor's folder only)
+    key_cells: tuple[str, ...] = ()
 
     @property
     def max_score(self) -> float:
@@ -89,6 +97,32 @@ def feedback_block(feedback: str, indent: int = FEEDBACK_INDENT) -> str:
 
 
 # -- the engine, as graders use it -----------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+class SharedRun(Generic[T]):
+    """A reference run of the graders (:func:`shared`): cached like :func:`functools.lru_cache`, and computed
+    once even when the threads of ``emqlab grade FOLDER --jobs N`` ask for it at the same time (an
+    ``lru_cache`` alone lets each of them compute it). ``cache_clear()`` empties it."""
+
+    def __init__(self, fn: Callable[..., T], maxsize: int) -> None:
+        self._cached = functools.lru_cache(maxsize=maxsize)(fn)
+        self._lock = threading.RLock()
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Hashable) -> T:
+        with self._lock:  # the runs are CPU-bound Python: one at a time costs no throughput
+            return self._cached(*args)
+
+    def cache_clear(self) -> None:
+        self._cached.cache_clear()
+
+
+def shared(maxsize: int) -> Callable[[Callable[..., T]], SharedRun[T]]:
+    """Decorate a grader's reference run (a pure function of hashable arguments): :class:`SharedRun`."""
+    return lambda fn: SharedRun(fn, maxsize)
+
 
 
 def conn() -> Any:

@@ -29,9 +29,12 @@ from emqlab.ui.cli.common import _columns, _errors, _fail, _say, _wide_option, c
               help="A folder: notebooks graded at once, each in its own process (default: the cores).")
 @click.option("--feedback", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="A folder: write each notebook's report to DIR/<student>/<notebook>.txt, to hand back.")
+@click.option("--key", type=click.Path(exists=True, file_okay=False), default=None, metavar="DIR",
+              help="The answer key: the instructor/ folder of `emqlab workshop` (the source notebooks). "
+                   "Default: $EMQLAB_KEY, else the checkout's notebooks/assignments.")
 @_wide_option
 def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, memory_mb: int,
-          jobs: int | None = None, feedback: str | None = None, wide: bool = False) -> None:
+          jobs: int | None = None, feedback: str | None = None, key: str | None = None, wide: bool = False) -> None:
     """Grade a classroom assignment notebook, or every notebook in a folder, without nbgrader.
 
     The notebook's code runs in a separate, limited process (time, memory, no network, no processes, its own
@@ -44,6 +47,10 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     row per notebook (student = the first folder below NOTEBOOK); --feedback DIR writes each student's
     report, to hand back.
 
+    The installed package holds no answer: expected values are computed here, on hidden variants, and the
+    few no run can give (a yes/no question, the model of a3) come from the answer key, --key DIR (the
+    instructor/ folder `emqlab workshop` writes). Without a key, those cells score 0 with a note.
+
     \b
     Exit status: 0 full marks (every notebook), 1 below full marks (a grade was given), 2 cannot grade
     (not a notebook, not an assignment).
@@ -52,19 +59,24 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     Examples:
       emqlab grade notebooks/assignments/a1-double-placement.ipynb
       emqlab grade submitted/ada/a2-repair-finish.ipynb --json
-      emqlab grade submitted/ --csv grades.csv --feedback feedback/
+      emqlab grade submitted/ --key kit/instructor --csv grades.csv --feedback feedback/
     """
     from emqlab.teaching.grading import EXIT_CANNOT_GRADE, GradingError, feedback_width, grade_notebook
+    from emqlab.teaching.key import find_key
     from emqlab.teaching.sandbox import Limits
 
     limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+    try:
+        the_key = find_key(key)
+    except GradingError as e:
+        _fail(str(e), ExitCode(EXIT_CANNOT_GRADE))
     if os.path.isdir(notebook):
-        _grade_folder(notebook, csv_path or "-", limits, jobs, feedback)
+        _grade_folder(notebook, csv_path or "-", limits, jobs, feedback, the_key)
         return
     width = _columns(wide)
     try:
         with feedback_width(width):
-            report = grade_notebook(notebook, limits=limits)
+            report = grade_notebook(notebook, limits=limits, key=the_key)
     except GradingError as e:
         _fail(str(e), ExitCode(EXIT_CANNOT_GRADE))
     if csv_path is not None:
@@ -104,7 +116,7 @@ def _print_grade(report: Any, notebook: str, width: int | None) -> None:
 
 
 def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = None,
-                  feedback: str | None = None) -> None:
+                  feedback: str | None = None, key: Any = None) -> None:
     from emqlab.explore.pool import default_jobs
     from emqlab.teaching.classroom import exit_code, grade_folder, write_csv
 
@@ -112,7 +124,8 @@ def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = No
         score = f"{row.score:g}/{row.max_score:g}" if row.status == "graded" else row.status
         err_console.print(f"  {row.student:<16} {row.notebook:<44} {score}", markup=False, highlight=False)
 
-    rows = grade_folder(folder, limits=limits, progress=progress, jobs=jobs or default_jobs(), feedback=feedback)
+    rows = grade_folder(folder, limits=limits, progress=progress, jobs=jobs or default_jobs(), feedback=feedback,
+                        key=key)
     if not rows:
         err_console.print(f"[bold red]error:[/] no notebooks (*.ipynb) under {folder}")
     with click.open_file(csv_path, "w") as f:
