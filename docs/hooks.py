@@ -4,7 +4,10 @@
   rendered by click itself;
 * ``<!-- emqlab:scenarios -->`` (docs/scenarios.md) becomes the scenario catalogue: one section per file in
   ``emqlab/scenarios/``, with its lesson, public sources, actors, initial state, expected outcome per mode
-  and the YAML itself.
+  and the YAML itself;
+* ``<!-- emqlab:atlas -->`` (docs/atlas.md) becomes the race atlas: the scenarios of queue projects other
+  than BullMQ, per project, each report with its mechanism, the replay line of emqlab's witness and the
+  variant without the race, and ``figures/atlas-<project>.svg``, the timeline of one witness per project.
 
 ``on_config`` also adds the round-trip page to the navigation when ``docs/round-trips.md`` exists.
 
@@ -46,6 +49,7 @@ ACL_MARK = "<!-- emqlab:acl -->"
 SWEEP_COMMAND_MARK = "<!-- emqlab:sweep-command -->"
 RTT_DATA_MARK = "<!-- emqlab:rtt-data -->"
 LAYERS_MARK = "<!-- emqlab:layers -->"
+ATLAS_MARK = "<!-- emqlab:atlas -->"
 MOVED_MARK = "<!-- emqlab:moved -->"
 OPTIONAL_PAGES = [("Round trips", "round-trips.md", "Concepts")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +109,8 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
         markdown = markdown.replace(ACL_MARK, acl.markdown())
     if LAYERS_MARK in markdown:
         markdown = markdown.replace(LAYERS_MARK, layers_table())
+    if ATLAS_MARK in markdown:
+        markdown = markdown.replace(ATLAS_MARK, atlas_page())
     if MOVED_MARK in markdown:
         from emqlab._moved import MOVED
 
@@ -357,6 +363,7 @@ def _make() -> dict[str, bytes]:
             "presets": dict(PRESETS), "config": sweep.config, "rows": sweep.rows()}
     out["assets/rtt-sweep.json"] = json.dumps(data, indent=1, sort_keys=True).encode()
     out["figures/architecture-layers.svg"] = plots.to_svg(layers_figure()).encode()
+    out.update(atlas_files(conn))
     return out
 
 
@@ -421,3 +428,75 @@ def layers_figure() -> Any:
             color="#5b3f8c")
     fig.tight_layout()
     return fig
+
+
+# -- the race atlas (docs/atlas.md) -----------------------------------------------------------------------------
+
+
+def _atlas_scenarios() -> list[Any]:
+    from emqlab.engine.scenario import shipped
+
+    return [sc for sc in shipped() if sc.project != "bullmq"]
+
+
+def _unsafe_and_fixed(sc: Any) -> tuple[list[str], list[str]]:
+    """The scenario's modes whose exhaustive exploration finds an anomaly, and those where it finds none."""
+    unsafe = [m for m in sc.modes if sc.expect.get(m) is not None and sc.expect[m].anomalies]
+    fixed = [m for m in sc.modes if sc.expect.get(m) is not None and not sc.expect[m].anomalies]
+    return unsafe, fixed
+
+
+def atlas_files(conn: Any) -> dict[str, bytes]:
+    """``assets/atlas.json`` (per project: each scenario's witness of its first unsafe mode's first expected
+    kind, as mode, kind and schedule) and ``figures/atlas-<project>.svg`` (the timeline of the project's
+    first witness)."""
+    from emqlab.explore import explore
+    from emqlab.ui import plots
+
+    out: dict[str, bytes] = {}
+    data: dict[str, Any] = {}
+    for sc in _atlas_scenarios():
+        unsafe, _ = _unsafe_and_fixed(sc)
+        if not unsafe:
+            continue
+        mode = unsafe[0]
+        report = explore(sc, mode, conn=conn)
+        kind = next((k for k in sc.expect[mode].anomalies if k in report.witnesses), None)
+        if kind is None:
+            continue
+        w = report.witnesses[kind]
+        project = data.setdefault(sc.project, {"witnesses": {}})
+        project["witnesses"][sc.name] = {"mode": mode, "kind": kind, "schedule": w.schedule}
+        if "figure" not in project:
+            uri = f"figures/atlas-{sc.project}.svg"
+            out[uri] = plots.to_svg(plots.plot_timeline(plots.timeline_data(w))).encode()
+            project.update(figure=uri, caption=f"{sc.name}, {mode}: the witness of {kind}")
+    out["assets/atlas.json"] = json.dumps(data, indent=1, sort_keys=True).encode()
+    return out
+
+
+def atlas_page() -> str:
+    """The atlas's tables, one per queue project (see :func:`atlas_files`)."""
+    data = json.loads(generated()["assets/atlas.json"])
+    lib = _atlas_scenarios()
+    projects = sorted({sc.project for sc in lib})
+    n_reports = len({s.split(" ", 1)[0] for sc in lib for s in sc.source})
+    out = [f"{len(lib)} scenarios from {n_reports} public reports of {len(projects)} queue projects: "
+           f"{', '.join(projects)}. `emqlab scenarios --project NAME` lists one project's, "
+           "`emqlab simulate -s NAME` explores one.", ""]
+    for project in projects:
+        shown = data.get(project, {})
+        out += [f"## {project}", ""]
+        if shown.get("figure"):
+            out += [f"![{shown['caption']}]({shown['figure']})", "", f"*{shown['caption']}*", ""]
+        out += ["| report | scenario and mechanism | emqlab's witness | without the race |", "|---|---|---|---|"]
+        for sc in (s for s in lib if s.project == project):
+            unsafe, fixed = _unsafe_and_fixed(sc)
+            w = shown.get("witnesses", {}).get(sc.name)
+            witness = (f"`{w['kind']}` ({w['mode']}): `emqlab replay '{w['schedule']}' --{w['mode']} -s {sc.name}`"
+                       if w else ", ".join(unsafe) or "—")
+            fix = ", ".join(f"`{m}`" for m in fixed) or "—"
+            reports = "<br>".join(_link_sources(s) for s in sc.source) or "—"
+            out.append(f"| {reports} | [{sc.name}](scenarios.md#{sc.name}): {sc.title} | {witness} | {fix} |")
+        out.append("")
+    return "\n".join(out)

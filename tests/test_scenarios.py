@@ -243,6 +243,29 @@ def test_docs_cli_reference_has_every_command() -> None:
         assert f"Usage: emqlab {name}" in page
 
 
+def test_the_atlas_page_has_every_other_project_s_scenario_with_a_witness_that_replays() -> None:
+    """docs/atlas.md's tables (generated): one row per scenario of a project other than BullMQ, under its
+    project's heading; each witness's replay line reproduces the kind it names."""
+    from click.testing import CliRunner
+
+    from emqlab.engine.scenario import shipped
+    from emqlab.ui.cli import main
+
+    hooks = _hooks()
+    hooks._generated.update(hooks.atlas_files(connect()))
+    page = hooks.atlas_page()
+    data = __import__("json").loads(hooks._generated["assets/atlas.json"])
+    atlas = [sc for sc in shipped() if sc.project != "bullmq"]
+    assert atlas and {sc.project for sc in atlas} == {line[3:] for line in page.splitlines() if line.startswith("## ")}
+    for sc in atlas:
+        assert page.count(f"[{sc.name}](scenarios.md#{sc.name})") == 1, sc.name
+    for project in data.values():
+        for name, w in project["witnesses"].items():
+            res = CliRunner().invoke(main, ["replay", w["schedule"], f"--{w['mode']}", "-s", name,
+                                            "--expect", w["kind"]])
+            assert res.exit_code == 0, (name, res.output[-800:])
+
+
 def test_docs_site_builds_strict(tmp_path: Path) -> None:
     """``mkdocs build --strict`` (the catalogue and the CLI reference are generated during the build)."""
     pytest.importorskip("mkdocs")
