@@ -254,6 +254,10 @@ def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequ
     view = fx.read_view(execute, keys, job_ids, extra=places)
     jobs: dict[str, dict[str, Any]] = {}
     for jid in job_ids:
+        field = keys.job_field_of(jid)
+        if field is not None:  # (the job is a field of one hash: its value is the job's data)
+            jobs[jid] = {"exists": execute(b"HEXISTS", keys.job(jid).encode(), field.encode()) == 1, "payload": True}
+            continue
         raw = execute(b"HGETALL", keys.job(jid).encode()) or []
         fields = {raw[i].decode(): raw[i + 1].decode("utf-8", "replace") for i in range(0, len(raw) - 1, 2)}
         wanted = fields if "*" in more_fields else (*_READ_FIELDS, *more_fields)

@@ -1,0 +1,159 @@
+"""Actors of the race atlas for queues whose code emqlab cannot fetch at run time: asynq (Go modules) and
+Laravel's queue with Horizon (Packagist). Each is a Python actor ``f(r, q)`` (:mod:`emqlab.engine.pyactors`)
+that does what the project's client does around its scripts, in emqlab's own words, and sends the scripts
+of ``lua/atlas/<project>/`` — models of the project's scripts from its protocol facts, not its code
+(``lua/atlas/README.md``). A scenario names them as ``python: "emqlab.engine.atlas:<actor>"``.
+
+The keys sit under the run's base, in the project's own layout: asynq's ``asynq:{<queue>}:<suffix>`` as
+``asynq:<suffix>`` (``asynq:pending``, ``asynq:active``, ``asynq:lease``, ``asynq:retry``, the task hashes
+``asynq:t:<id>``), Laravel's ``queues:<queue>…`` as ``queues:default``, ``queues:default:reserved`` …, and
+Horizon's job records ``horizon:<id>``.
+
+Where a scenario sets the code as reported against its fix, the actor reads the run's mode (``q.mode``): a
+split run sends what the report describes (separate round trips, or the released script without a check),
+an atomic run the fix (the read and the write in one script, or the script with its check). Each actor's
+docstring says which.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from emqlab.scripting.registry import lua_dir
+
+#: asynq's lease (ms; asynq renews a 30 s lease while the handler runs)
+ASYNQ_LEASE_MS = 30_000
+#: Laravel's retry_after (ms): how long a reservation lasts
+LARAVEL_RETRY_AFTER_MS = 90_000
+
+
+@cache
+def _lua(project: str, name: str) -> str:
+    """The text of ``lua/atlas/<project>/<name>.lua``."""
+    return (lua_dir() / "atlas" / project / f"{name}.lua").read_text("utf-8")
+
+
+# -- asynq -----------------------------------------------------------------------------------------------------
+
+
+def _asynq(q: Any, suffix: str) -> str:
+    return str(q.keys.key(f"asynq:{suffix}"))
+
+
+def asynq_worker(r: Any, q: Any) -> None:
+    """A worker's turn: dequeue the next pending task (``dequeue.lua``: to active, its state, its lease) and,
+    with ``complete: true``, run it and mark it complete for the retention period (``complete.lua``; -3 =
+    the task was no longer active). The dequeue is one script; a split run sends its commands one by one."""
+    got = r.eval(_lua("asynq", "dequeue"), 3, _asynq(q, "pending"), _asynq(q, "active"), _asynq(q, "lease"),
+                 _asynq(q, "t:"), q.now() + ASYNQ_LEASE_MS)
+    if got is None:
+        return
+    task = got.decode()
+    q.begin(task, q.token())
+    if q.params.get("complete", True):
+        q.end(task, r.eval(_lua("asynq", "complete"), 3, _asynq(q, "active"), _asynq(q, "lease"),
+                           _asynq(q, "completed"), _asynq(q, "t:"), task, q.now() + 86_400_000))
+
+
+def asynq_recoverer(r: Any, q: Any) -> None:
+    """asynq's recoverer: retry every active task whose lease expired (``after_ms``: the pass runs that
+    long after the virtual now, default 0). Split: as reported in asynq#717, the expired leases are listed
+    in one round trip and each task retried in its own (``retry.lua``: only a task still active moves);
+    atomic: the fix, the listing and the retries in one script (``recover.lua``)."""
+    cutoff = q.now() + int(q.params.get("after_ms", 0))
+    keys = (_asynq(q, "lease"), _asynq(q, "active"), _asynq(q, "retry"))
+    if q.mode == "atomic":
+        r.eval(_lua("asynq", "recover"), 3, *keys, _asynq(q, "t:"), cutoff, q.now())
+        return
+    for task in r.zrangebyscore(keys[0], "-inf", cutoff):
+        r.eval(_lua("asynq", "retry"), 3, keys[1], keys[0], keys[2], _asynq(q, "t:"), task, q.now())
+
+
+def asynq_forwarder(r: Any, q: Any) -> None:
+    """asynq's forwarder: the due tasks of the retry set back to pending (``forward.lua``); ``after_ms``: the
+    pass runs that long after the virtual now (default 0; a retry's backoff has passed by then)."""
+    r.eval(_lua("asynq", "forward"), 2, _asynq(q, "retry"), _asynq(q, "pending"), _asynq(q, "t:"),
+           q.now() + int(q.params.get("after_ms", 0)))
+
+
+# -- Laravel (and Horizon) ------------------------------------------------------------------------------------
+
+
+def _laravel(q: Any, suffix: str = "") -> str:
+    queue = str(q.params.get("queue", "default"))
+    return str(q.keys.key(f"queues:{queue}{suffix}"))
+
+
+def payload(job: str) -> str:
+    """The payload that stands for ``job`` in a scenario's initial state (``places:`` with ``json_id: id``:
+    the smallest JSON object naming it)."""
+    return json.dumps({"id": job}, separators=(",", ":"))
+
+
+def laravel_migrate(r: Any, q: Any) -> None:
+    """A worker's migration of the due jobs of ``from`` (``reserved``, default, or ``delayed``) onto the
+    queue, as its pop does first. Split: as reported in laravel/framework#4912, the due jobs are read, then
+    removed, then pushed, each in its own round trip; atomic: one script (``migrate.lua``), Laravel's fix."""
+    src = _laravel(q, ":" + str(q.params.get("from", "reserved")))
+    queue, notify, now = _laravel(q), _laravel(q, ":notify"), q.now()
+    if q.mode == "atomic":
+        r.eval(_lua("laravel", "migrate"), 3, src, queue, notify, now)
+        return
+    due = r.zrangebyscore(src, "-inf", now)
+    if due:
+        r.zremrangebyscore(src, "-inf", now)
+        r.rpush(queue, *due)
+
+
+def laravel_release(r: Any, q: Any) -> None:
+    """A worker whose job ``job`` failed releases it to the delayed set (``delay_ms``, default 10 s), from
+    the reservation it holds from the start. Split: the release as Laravel sends it (``release.lua``: the
+    filing does not depend on the removal); atomic: the guarded fix (``release-guarded.lua``). Its finish
+    code is the script's reply (1 released; 0 the job had left the reserved set, queued again already)."""
+    job = str(q.params.get("job", "1"))
+    q.begin(job, q.token())
+    name = "release-guarded" if q.mode == "atomic" else "release"
+    reply = r.eval(_lua("laravel", name), 2, _laravel(q, ":delayed"), _laravel(q, ":reserved"), payload(job),
+                   q.now() + int(q.params.get("delay_ms", 10_000)))
+    q.end(job, reply)
+
+
+
+def asynq_leased_while_active(final: Any, history: Any) -> list[str]:
+    """The rule ``leased-while-active`` (reads ``asynq:lease``): every task in the active list has a lease.
+    The recoverer finds tasks only through the lease set, so an active task without a lease is never
+    recovered if its worker is gone. The sentence names the step that put the task in ``asynq:active``."""
+    from emqlab.engine.effects import Placed
+
+    leased = set(final.values.get("asynq:lease") or [])
+    out = []
+    for task, places in sorted(final.placements.items()):
+        if "asynq:active" not in places or task in leased:
+            continue
+        put = next((s for s in reversed(history.steps)
+                    if any(isinstance(e, Placed) and e.job == task and e.place == "asynq:active" for e in s.effects)),
+                   None)
+        how = f" ({put.actor}'s {put.op}, step {put.index}, put it there)" if put is not None else ""
+        out.append(f"task {task} is in asynq:active{how} but has no lease in asynq:lease, so no recoverer"
+                   " will find it")
+    return out
+
+
+def asynq_retried_once(final: Any, history: Any) -> list[str]:
+    """The rule ``retried-once``: a task whose lease expired once is retried once (its hash's ``retried``
+    counts the retries): two recoverers that both act on one expiry count two. The sentence names the
+    steps that counted (a split run's HINCRBYs)."""
+    out = []
+    for task, info in sorted(final.jobs.items()):
+        if int(info.get("retried", 0) or 0) <= 1:
+            continue
+        counted = [f"{s.actor}'s {s.op} (step {s.index})" for s in history.steps
+                   if s.op == "HINCRBY" and f"asynq:t:{task}" in s.keys]
+        out.append(f"task {task} was retried {info['retried']} times for one expired lease"
+                   + (f": {' and '.join(counted)} each counted one" if counted else ""))
+    return out
+
+__all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_forwarder", "asynq_leased_while_active",
+           "asynq_recoverer", "asynq_retried_once", "asynq_worker", "laravel_migrate", "laravel_release", "payload"]
