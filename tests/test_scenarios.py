@@ -37,15 +37,19 @@ NAMES = shipped_names()
 CASES = [(name, mode) for name in NAMES for mode in load(name).modes]
 
 #: Scenarios explored twice (fakeredis and live, each within the scenario's own preemption bound): the first
-#: five, and every scenario built from blocks (Python actors) or with a fault, in its headline mode (one home:
-#: tests/test_blocks.py has no live test of its own).
+#: five, and every scenario built from blocks or other Python actors, or with a fault, in its headline mode
+#: (one home: tests/test_blocks.py has no live test of its own).
 LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-requeue", "split"),
               ("mark-then-recover", "split"), ("two-workers", "atomic"),
               ("abandoned-after-success", "transaction"), ("empty-then-delete", "split"),
               ("failure-fields-orphan", "split"), ("progress-after-removal", "split"),
               ("recovery-by-identity", "split"), ("refresh-after-fail", "split"), ("renew-after-finish", "split"),
               ("retry-all-loop", "split"), ("shared-token", "split"), ("shutdown-requeue", "split"),
-              ("snapshot-sweep", "split"), ("split-promoter", "split")]
+              ("snapshot-sweep", "split"), ("split-promoter", "split"),
+              # the atlas's modelled Lua queues (tests/test_atlas_lua.py has bee-queue's, from npm)
+              ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"),
+              ("horizon-late-record", "split"), ("horizon-late-release", "split"),
+              ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split")]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
 _LONGER_LESSONS = {"two-workers": 4}

@@ -45,7 +45,12 @@ def _asynq(q: Any, suffix: str) -> str:
 def asynq_worker(r: Any, q: Any) -> None:
     """A worker's turn: dequeue the next pending task (``dequeue.lua``: to active, its state, its lease) and,
     with ``complete: true``, run it and mark it complete for the retention period (``complete.lua``; -3 =
-    the task was no longer active). The dequeue is one script; a split run sends its commands one by one."""
+    the task was no longer active). The dequeue is one script; a split run sends its commands one by one.
+    ``forward_after_ms``: first, the same server's forwarder runs one pass that long after the virtual now
+    (:func:`asynq_forwarder`)."""
+    if "forward_after_ms" in q.params:
+        r.eval(_lua("asynq", "forward"), 2, _asynq(q, "retry"), _asynq(q, "pending"), _asynq(q, "t:"),
+               q.now() + int(q.params["forward_after_ms"]))
     got = r.eval(_lua("asynq", "dequeue"), 3, _asynq(q, "pending"), _asynq(q, "active"), _asynq(q, "lease"),
                  _asynq(q, "t:"), q.now() + ASYNQ_LEASE_MS)
     if got is None:
@@ -60,15 +65,19 @@ def asynq_worker(r: Any, q: Any) -> None:
 def asynq_recoverer(r: Any, q: Any) -> None:
     """asynq's recoverer: retry every active task whose lease expired (``after_ms``: the pass runs that
     long after the virtual now, default 0). Split: as reported in asynq#717, the expired leases are listed
-    in one round trip and each task retried in its own (``retry.lua``: only a task still active moves);
-    atomic: the fix, the listing and the retries in one script (``recover.lua``)."""
+    in one round trip and each task retried in its own (``retry.lua``: only a task still active moves; one
+    script, as asynq's retry is, sent in a MULTI so that a split run keeps it whole: the gap is between
+    the listing and the retry); atomic: the fix, the listing and the retries in one script
+    (``recover.lua``)."""
     cutoff = q.now() + int(q.params.get("after_ms", 0))
     keys = (_asynq(q, "lease"), _asynq(q, "active"), _asynq(q, "retry"))
     if q.mode == "atomic":
         r.eval(_lua("asynq", "recover"), 3, *keys, _asynq(q, "t:"), cutoff, q.now())
         return
     for task in r.zrangebyscore(keys[0], "-inf", cutoff):
-        r.eval(_lua("asynq", "retry"), 3, keys[1], keys[0], keys[2], _asynq(q, "t:"), task, q.now())
+        pipe = r.pipeline(transaction=True)
+        pipe.eval(_lua("asynq", "retry"), 3, keys[1], keys[0], keys[2], _asynq(q, "t:"), task, q.now())
+        pipe.execute()
 
 
 def asynq_forwarder(r: Any, q: Any) -> None:
@@ -105,6 +114,26 @@ def laravel_migrate(r: Any, q: Any) -> None:
     if due:
         r.zremrangebyscore(src, "-inf", now)
         r.rpush(queue, *due)
+
+
+def laravel_pop(r: Any, q: Any) -> None:
+    """A worker's pop, and the job then runs (its execution stays open: the worker is busy with it). Split:
+    as before laravel/framework#13035, the payload is taken off the list and filed as reserved in separate
+    round trips; atomic: one script (``pop.lua``)."""
+    queue, reserved, notify = _laravel(q), _laravel(q, ":reserved"), _laravel(q, ":notify")
+    expires = q.now() + LARAVEL_RETRY_AFTER_MS
+    if q.mode == "atomic":
+        got = r.eval(_lua("laravel", "pop"), 3, queue, reserved, notify, expires)
+        job = got[0] if got else None
+    else:
+        job = r.lpop(queue)
+        if job is not None:
+            body = json.loads(job)
+            body["attempts"] = int(body.get("attempts", 0)) + 1
+            r.zadd(reserved, {json.dumps(body, separators=(",", ":")): expires})
+            r.lpop(notify)
+    if job is not None:
+        q.begin(str(json.loads(job)["id"]), q.token())
 
 
 def laravel_release(r: Any, q: Any) -> None:
@@ -144,16 +173,59 @@ def asynq_leased_while_active(final: Any, history: Any) -> list[str]:
 def asynq_retried_once(final: Any, history: Any) -> list[str]:
     """The rule ``retried-once``: a task whose lease expired once is retried once (its hash's ``retried``
     counts the retries): two recoverers that both act on one expiry count two. The sentence names the
-    steps that counted (a split run's HINCRBYs)."""
+    steps that filed the task in ``asynq:retry``."""
+    from emqlab.engine.effects import Placed
+
     out = []
     for task, info in sorted(final.jobs.items()):
         if int(info.get("retried", 0) or 0) <= 1:
             continue
         counted = [f"{s.actor}'s {s.op} (step {s.index})" for s in history.steps
-                   if s.op == "HINCRBY" and f"asynq:t:{task}" in s.keys]
+                   if any(isinstance(e, Placed) and e.job == task and e.place == "asynq:retry" for e in s.effects)]
         out.append(f"task {task} was retried {info['retried']} times for one expired lease"
-                   + (f": {' and '.join(counted)} each counted one" if counted else ""))
+                   + (f": {' and '.join(counted)} each filed it in asynq:retry" if counted else ""))
     return out
 
+
+def horizon_dispatch(r: Any, q: Any) -> None:
+    """A dispatch of job ``job`` with Horizon: the payload onto the queue, and the job's record (status
+    ``pending``, in ``horizon:pending_jobs``). Split: as Horizon does it, the push first and the record in
+    the next round trip (the record is written when the push's event is handled); atomic: the fix, both in
+    one script (``push-recorded.lua``)."""
+    job = str(q.params.get("job", "1"))
+    body, record, pending, now = payload(job), q.keys.job(job), q.keys.key("horizon:pending_jobs"), q.now()
+    if q.mode == "atomic":
+        r.eval(_lua("laravel", "push-recorded"), 4, _laravel(q), _laravel(q, ":notify"), record, pending, body,
+               job, now)
+        return
+    r.rpush(_laravel(q), body)
+    r.rpush(_laravel(q, ":notify"), 1)
+    pipe = r.pipeline(transaction=True)
+    pipe.hset(record, mapping={"id": job, "status": "pending", "payload": body, "created_at": now})
+    pipe.zadd(pending, {job: now})
+    pipe.execute()
+
+
+def horizon_worker(r: Any, q: Any) -> None:
+    """A Horizon worker's turn: pop the next job (``pop.lua``), mark its record ``reserved``, run it, then
+    delete its reservation and mark its record ``completed`` (out of ``horizon:pending_jobs``, into
+    ``horizon:completed_jobs``) in one MULTI."""
+    got = r.eval(_lua("laravel", "pop"), 3, _laravel(q), _laravel(q, ":reserved"), _laravel(q, ":notify"),
+                 q.now() + LARAVEL_RETRY_AFTER_MS)
+    if not got:
+        return
+    job = str(json.loads(got[0])["id"])
+    q.begin(job, q.token())
+    r.hset(q.keys.job(job), mapping={"status": "reserved", "reserved_at": q.now()})
+    pipe = r.pipeline(transaction=True)
+    pipe.zrem(_laravel(q, ":reserved"), got[1])
+    pipe.hset(q.keys.job(job), mapping={"status": "completed", "completed_at": q.now()})
+    pipe.zrem(q.keys.key("horizon:pending_jobs"), job)
+    pipe.zadd(q.keys.key("horizon:completed_jobs"), {job: q.now()})
+    pipe.execute()
+    q.end(job, 0)
+
+
 __all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_forwarder", "asynq_leased_while_active",
-           "asynq_recoverer", "asynq_retried_once", "asynq_worker", "laravel_migrate", "laravel_release", "payload"]
+           "asynq_recoverer", "asynq_retried_once", "asynq_worker", "horizon_dispatch", "horizon_worker",
+           "laravel_migrate", "laravel_pop", "laravel_release", "payload"]

@@ -263,8 +263,8 @@ def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequ
         wanted = fields if "*" in more_fields else (*_READ_FIELDS, *more_fields)
         jobs[jid] = {k: fields[k] for k in wanted if k in fields}
         jobs[jid]["exists"] = bool(raw)
-        if raw:
-            jobs[jid]["payload"] = "data" in fields
+        if raw:  # (another queue's own data key: no BullMQ payload field to look for, the key is the data)
+            jobs[jid]["payload"] = "data" in fields if keys.job_key == "{job}" else True
     metrics: dict[str, int | None] = {}
     for target in ("completed", "failed"):
         c = execute(b"HGET", keys.metrics(target).encode(), b"count")

@@ -243,7 +243,8 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if "modes" in top:
         modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
 
-    invariants = _invariants(top["invariants"], base_dir) if "invariants" in top else ()
+    invariants = _invariants(top["invariants"], base_dir, tuple(p.key for p in places)) \
+        if "invariants" in top else ()
     kinds = (*ANOMALY_KINDS, *(i.kind for i in invariants))
     expect: dict[str, Expectation] = {}
     if "expect" in top:
@@ -310,7 +311,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     )
 
 
-def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec, ...]:
+def _invariants(node: Node, base_dir: str | None = None, own: tuple[str, ...] = ()) -> tuple[InvariantSpec, ...]:
     """``invariants:``: a list of the scenario's own rules (:class:`emqlab.engine.specs.InvariantSpec`), each
     a ``name`` and one shape; a ``python`` rule's function is imported now (``base_dir`` first on the path),
     so a missing one is this file's error, not a broken rule in every run."""
@@ -344,8 +345,8 @@ def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec,
                 raise m["field"].fail("the name of a field of the job's hash")
             agrees = m["agrees"].mapping()
             for place in agrees:
-                if place not in PLACEMENT_FIELDS or place == "stalled":
-                    raise agrees[place].fail(f"not a place a job is in ({', '.join(PLACES)})")
+                if (place not in PLACEMENT_FIELDS or place == "stalled") and place not in own:
+                    raise agrees[place].fail(f"not a place a job is in ({', '.join((*PLACES, *own))})")
             out.append(InvariantSpec(name, field=m["field"].text(),
                                      agrees=tuple((p, v.text()) for p, v in agrees.items()), line=line))
         elif shape == "counter":
@@ -355,7 +356,7 @@ def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec,
                 key, fld = _place_key(c["key"]), (c["field"].text() if "field" in c else None)
             else:
                 key, fld = _place_key(counter), None
-            place = m["equals_count_in"].choice(PLACES, "place")
+            place = m["equals_count_in"].choice((*PLACES, *own), "place")
             out.append(InvariantSpec(name, counter=key, counter_field=fld, equals_count_in=place, line=line))
         elif shape == "exists_while_active":
             out.append(InvariantSpec(name, exists_while_active=_place_key(m[shape], job=True), line=line))

@@ -43,9 +43,11 @@ TARBALL_SHA1 = "64cae7625aa60720bf89f44a6605cbe33eb420cc"
 STALL_INTERVAL = 5000
 
 #: the fix (our own Lua, not bee-queue's): KEYS active, stalling, waiting, jobs, succeeded; ARGV id, data,
-#: "1" = removeOnSuccess (the data is deleted instead of filed). 0 = done; -1 = someone else holds the job
-#: (nothing written): the finish of a worker that lost it.
+#: "1" = removeOnSuccess (the data is deleted instead of filed). 0 = done; 1 = the job was removed while it
+#: ran (its data is gone: nothing to file, as the remover wanted); -1 = someone else holds the job (nothing
+#: written): the finish of a worker that lost it.
 GUARDED_FINISH = """
+if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then return 1 end
 local mine = redis.call('LREM', KEYS[1], 0, ARGV[1])
 if mine == 0 then
   mine = redis.call('LREM', KEYS[3], 0, ARGV[1])
@@ -123,6 +125,35 @@ def _file(r: Any, q: Any, job: str) -> Any:
         pipe.sadd(k.succeeded, job)
     pipe.execute()
     return 0
+
+
+def remove_job(r: Any, q: Any) -> None:
+    """``Queue#removeJob(job)``: bee-queue's own removeJob.lua."""
+    k = Keys(q)
+    r.eval(script("removeJob"), 7, k.succeeded, k.failed, k.waiting, k.active, k.stalling, k.jobs, k.delayed,
+           str(q.params.get("job", "1")))
+
+
+def removed_stays_removed(final: Any, history: Any) -> list[str]:
+    """The rule ``removed-stays-removed``: a job some actor removed (removeJob.lua ran) ends in no list or set
+    and without data, whatever order the removal and the job's other writes come in. The sentence names
+    the removal and the last step that put the job back."""
+    from emqlab.engine.effects import HashCreated, Placed
+
+    ref = sha1("removeJob")[:12]
+    removals = {s.args[-1]: s for s in history.steps if s.op == "EVAL" and s.args and ref in s.args[0]}
+    out = []
+    for job, removal in sorted(removals.items()):
+        places = final.placements.get(job, [])
+        data = final.jobs.get(job, {}).get("exists")
+        if not places and not data:
+            continue
+        back = next((s for s in reversed(history.steps) if s.index > removal.index and any(
+            isinstance(e, (Placed, HashCreated)) and e.job == job for e in s.effects)), None)
+        out.append(f"job {job} was removed by {removal.actor}'s {removal.op} (step {removal.index}) but is back"
+                   f" in {', '.join(places) or 'no list'}{', with its data written again' if data else ''}"
+                   + (f": {back.actor}'s {back.op} (step {back.index}) put it back" if back is not None else ""))
+    return out
 
 
 def finish(r: Any, q: Any) -> None:
