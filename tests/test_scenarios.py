@@ -49,7 +49,7 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               # the atlas's modelled Lua queues (tests/test_atlas_lua.py has bee-queue's, from npm)
               ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"),
               ("horizon-late-record", "split"), ("horizon-late-release", "split"),
-              ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split")]
+              ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split"), ("sidekiq-poller-twice", "split")]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
 _LONGER_LESSONS = {"two-workers": 4}

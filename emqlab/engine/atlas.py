@@ -226,6 +226,27 @@ def horizon_worker(r: Any, q: Any) -> None:
     q.end(job, 0)
 
 
+
+# -- Sidekiq ---------------------------------------------------------------------------------------------------
+
+
+def sidekiq_enq(r: Any, q: Any) -> None:
+    """Sidekiq's poller: every due job of the scheduled set (``schedule``) onto its queue (``queue:default``,
+    its name in ``queues``). Split: as before sidekiq/sidekiq#1495, the due payloads are read, each is
+    removed, and each is pushed whatever its removal answered; atomic: one due payload at a time taken by
+    one script (``zpop.lua``) and pushed, Sidekiq's later fix."""
+    sched, queue, now = q.keys.key("schedule"), q.keys.key("queue:default"), q.now()
+    if q.mode == "atomic":
+        while (job := r.eval(_lua("sidekiq", "zpop"), 1, sched, now)) is not None:
+            r.sadd(q.keys.key("queues"), "default")
+            r.lpush(queue, job)
+        return
+    for job in r.zrangebyscore(sched, "-inf", now):
+        r.zrem(sched, job)
+        r.sadd(q.keys.key("queues"), "default")
+        r.lpush(queue, job)
+
+
 __all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_forwarder", "asynq_leased_while_active",
            "asynq_recoverer", "asynq_retried_once", "asynq_worker", "horizon_dispatch", "horizon_worker",
-           "laravel_migrate", "laravel_pop", "laravel_release", "payload"]
+           "laravel_migrate", "laravel_pop", "laravel_release", "payload", "sidekiq_enq"]
