@@ -48,7 +48,7 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("snapshot-sweep", "split"), ("split-promoter", "split"),
               # the atlas's modelled Lua queues (tests/test_atlas_lua.py has bee-queue's, from npm)
               ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"),
-              ("horizon-late-record", "split"), ("horizon-late-release", "split"),
+              ("horizon-late-record", "split"), ("horizon-late-release", "split"), ("horizon-retry-trail", "split"),
               ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split"), ("sidekiq-poller-twice", "split")]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.

@@ -227,6 +227,44 @@ def horizon_worker(r: Any, q: Any) -> None:
 
 
 
+def horizon_retry_trail(r: Any, q: Any) -> None:
+    """Horizon's bookkeeping of a failed job's retries in its record's ``retried_by`` list (JSON): ``op:
+    append`` stores a new retry (``retry`` id, status ``pending``), ``op: update`` sets a finished retry's
+    status (``status``, default ``completed``); ``parent`` is the failed job. Split: as reported in
+    laravel/horizon#1744, the list is read, changed here and written back in separate round trips;
+    atomic: one script (``retried-by.lua``), the fix the report proposes."""
+    record = q.keys.job(str(q.params.get("parent", "1")))
+    retry, op = str(q.params["retry"]), str(q.params.get("op", "append"))
+    status = "pending" if op == "append" else str(q.params.get("status", "completed"))
+    if q.mode == "atomic":
+        r.eval(_lua("laravel", "retried-by"), 1, record, retry, status, op)
+        return
+    raw = r.hget(record, "retried_by")
+    trail = json.loads(raw) if raw else []
+    if op == "append":
+        trail.append({"id": retry, "status": status})
+    else:
+        for entry in trail:
+            if entry.get("id") == retry:
+                entry["status"] = status
+    r.hset(record, "retried_by", json.dumps(trail, separators=(",", ":")))
+
+
+def horizon_trail_kept(final: Any, history: Any) -> list[str]:
+    """The rule ``trail-kept`` of ``horizon-retry-trail``: job 1's ``retried_by`` holds both retries, ``r1``
+    (which finished: ``completed``) and ``r2`` (stored during the run: ``pending``). The sentence names
+    the entry that is missing or stale and the step that wrote the list last."""
+    raw = final.jobs.get("1", {}).get("retried_by")
+    trail = {e.get("id"): e.get("status") for e in json.loads(raw)} if raw else {}
+    wrong = [f"{rid} is {'missing' if rid not in trail else repr(trail[rid])}, not {want!r}"
+             for rid, want in (("r1", "completed"), ("r2", "pending")) if trail.get(rid) != want]
+    if not wrong:
+        return []
+    last = next((s for s in reversed(history.steps) if "horizon:1" in s.keys and not s.read_only), None)
+    by = f": the last write of the list was {last.actor}'s {last.op} (step {last.index})" if last else ""
+    return [f"job 1's retried_by lost an update ({'; '.join(wrong)}){by}"]
+
+
 # -- Sidekiq ---------------------------------------------------------------------------------------------------
 
 
@@ -248,5 +286,6 @@ def sidekiq_enq(r: Any, q: Any) -> None:
 
 
 __all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_forwarder", "asynq_leased_while_active",
-           "asynq_recoverer", "asynq_retried_once", "asynq_worker", "horizon_dispatch", "horizon_worker",
+           "asynq_recoverer", "asynq_retried_once", "asynq_worker", "horizon_dispatch", "horizon_retry_trail",
+           "horizon_trail_kept", "horizon_worker",
            "laravel_migrate", "laravel_pop", "laravel_release", "payload", "sidekiq_enq"]
