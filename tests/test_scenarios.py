@@ -47,7 +47,7 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("retry-all-loop", "split"), ("shared-token", "split"), ("shutdown-requeue", "split"),
               ("snapshot-sweep", "split"), ("split-promoter", "split"),
               # the atlas's modelled Lua queues (tests/test_atlas_lua.py has bee-queue's, from npm)
-              ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"),
+              ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"), ("asynq-periodic-twice", "split"),
               ("horizon-late-record", "split"), ("horizon-late-release", "split"), ("horizon-retry-trail", "split"),
               ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split"), ("sidekiq-poller-twice", "split")]
 

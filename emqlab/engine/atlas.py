@@ -80,6 +80,15 @@ def asynq_recoverer(r: Any, q: Any) -> None:
         pipe.execute()
 
 
+def asynq_enqueue(r: Any, q: Any) -> None:
+    """A scheduler's enqueue of its periodic task under the task id ``job`` (asynq's TaskID option):
+    ``enqueue.lua``, whose existence check refuses an id already taken. One script; a split run sends its
+    check and its writes one by one."""
+    job = str(q.params.get("job", "1"))
+    r.eval(_lua("asynq", "enqueue"), 2, q.keys.job(job), _asynq(q, "pending"), job,
+           json.dumps({"type": str(q.params.get("type", "report:daily"))}), q.now())
+
+
 def asynq_forwarder(r: Any, q: Any) -> None:
     """asynq's forwarder: the due tasks of the retry set back to pending (``forward.lua``); ``after_ms``: the
     pass runs that long after the virtual now (default 0; a retry's backoff has passed by then)."""
@@ -285,7 +294,7 @@ def sidekiq_enq(r: Any, q: Any) -> None:
         r.lpush(queue, job)
 
 
-__all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_forwarder", "asynq_leased_while_active",
+__all__ = ["ASYNQ_LEASE_MS", "LARAVEL_RETRY_AFTER_MS", "asynq_enqueue", "asynq_forwarder", "asynq_leased_while_active",
            "asynq_recoverer", "asynq_retried_once", "asynq_worker", "horizon_dispatch", "horizon_retry_trail",
            "horizon_trail_kept", "horizon_worker",
            "laravel_migrate", "laravel_pop", "laravel_release", "payload", "sidekiq_enq"]
