@@ -466,7 +466,9 @@ def atlas_files(conn: Any) -> dict[str, bytes]:
             continue
         w = report.witnesses[kind]
         project = data.setdefault(sc.project, {"witnesses": {}})
-        project["witnesses"][sc.name] = {"mode": mode, "kind": kind, "schedule": w.schedule}
+        kinds = sorted({a["kind"] for a in w.anomalies})  # (every kind the witness shows, the named one first)
+        project["witnesses"][sc.name] = {"mode": mode, "kind": kind, "schedule": w.schedule,
+                                         "kinds": [kind, *(k for k in kinds if k != kind)]}
         if "figure" not in project:
             uri = f"figures/atlas-{sc.project}.svg"
             out[uri] = plots.to_svg(plots.plot_timeline(plots.timeline_data(w))).encode()

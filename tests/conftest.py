@@ -323,3 +323,40 @@ def bullmq_node_release(version: str) -> Path:
     except OSError as e:
         require(f"BullMQ {version} from the npm registry", f"the download failed ({e})")
     return folder
+
+
+def bee_queue_release() -> Path:
+    """The ``package/lib/lua`` folder of bee-queue's npm release (``tests/atlas/beequeue_client.RELEASE``),
+    fetched once from the npm registry into /tmp/bee-queue-npm/<version>/ and checked against the
+    registry's SHA1 of the tarball (nothing of it is kept in this repository). It is unpacked beside and
+    renamed into place, so a folder that exists is whole (two test processes may fetch it at once). Skips
+    (fails in CI) when the registry cannot be reached."""
+    import hashlib
+    import os
+    import tarfile
+    import urllib.request
+
+    from .atlas import beequeue_client as bq
+
+    folder = bq.release_dir()
+    if folder.is_dir():
+        return folder
+    root = folder.parents[2]
+    url = f"https://registry.npmjs.org/bee-queue/-/bee-queue-{bq.RELEASE}.tgz"
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310 - a fixed https URL
+            body = r.read()
+    except OSError as e:
+        require(f"bee-queue {bq.RELEASE} from the npm registry", f"the download failed ({e})")
+    got = hashlib.sha1(body).hexdigest()
+    assert got == bq.TARBALL_SHA1, f"{url}: SHA1 {got}, the registry says {bq.TARBALL_SHA1}"
+    work = Path(tempfile.mkdtemp(prefix=f"{root.name}.", dir=root.parent))
+    (work / "release.tgz").write_bytes(body)
+    with tarfile.open(work / "release.tgz") as t:
+        t.extractall(work, filter="data")
+    try:
+        os.rename(work, root)
+    except OSError:  # (another process put it in place first)
+        shutil.rmtree(work, ignore_errors=True)
+    return folder

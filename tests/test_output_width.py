@@ -43,6 +43,10 @@ MODES = ("atomic", "split", "finish-then-fetch", "transaction")
 WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("abandoned-after-success", "split"): {"double-placement": "v1:W1*3.E1*2.C1*5.W1*3"},
     ("abandoned-after-success", "transaction"): {"double-placement": "v1:W1*3.E1.W1*4.C1"},
+    ("asynq-orphan-active", "split"): {"invariant:leased-while-active": "v1:W1.X1.R1"},
+    ("asynq-periodic-twice", "split"): {"double-placement": "v1:S1.S2*3.S1*2"},
+    ("asynq-stale-recovery", "split"): {
+        "invariant:retried-once": "v1:R1.R2*2.W2*2.R1.W2", "work-thrown-away": "v1:R1.R2*2.W2*2.R1.W2"},
     ("attempts-overrun", "split"): {
         "attempts-overrun": "v1:W1*7.S1.W1*9.W2*3", "double-placement": "v1:W1*7.W2.S1.W1*9",
         "duplicate-execution": "v1:W1*7.S1.W1*9.W2*3"},
@@ -54,6 +58,11 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("empty-then-delete", "split"): {"lost-job": "v1:SCHED*3.PROD*2.SCHED*2"},
     ("failure-fields-orphan", "split"): {"orphan-data": "v1:W1*4.W2*2.W1.P1"},
     ("fetch-loop", "split"): {"duplicate-execution": "v1:W1*9.S1.W1*58"},
+    ("horizon-late-record", "split"): {"invariant:status-agrees": "v1:P1*2.W1*3.P1"},
+    ("horizon-late-release", "split"): {"double-placement": "v1:M1.W1*2"},
+    ("horizon-retry-trail", "split"): {"invariant:trail-kept": "v1:U1.S2*2.U1"},
+    ("laravel-migrate-twice", "split"): {"double-placement": "v1:M1.M2*3.M1*2"},
+    ("laravel-pop-lost", "split"): {"lost-job": "v1:W1.X1"},
     ("late-finish-deleted", "atomic"): {"duplicate-execution": "v1:L1.W1.S1.W2*2"},
     ("late-finish-deleted", "split"): {
         "double-placement": "v1:W1*9.L1.W2.S1.W1*8", "duplicate-execution": "v1:L1.S1.W2*2.W1",
@@ -99,6 +108,7 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("shutdown-requeue", "split"): {"double-placement": "v1:W1*6.M1*4.W1*12", "stolen-lock": "v1:M1*4.W1*2"},
     ("shutdown-requeue", "finish-then-fetch"): {"stolen-lock": "v1:M1.W1"},
     ("shutdown-requeue", "transaction"): {"stolen-lock": "v1:M1.W1*2"},
+    ("sidekiq-poller-twice", "split"): {"double-placement": "v1:P1.P2*4.P1*3"},
     ("snapshot-sweep", "split"): {"duplicate-execution": "v1:S1*2.W1.S1*3"},
     ("split-promoter", "split"): {"double-placement": "v1:A1*3.B1*3.A1*2.X1", "lost-job": "v1:A1*4.B1.X1"},
     ("stale-sweep", "atomic"): {"work-thrown-away": "v1:S1*6.W1.S1.W2.S1*8.W2"},

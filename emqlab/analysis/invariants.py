@@ -82,7 +82,7 @@ def _check(inv: InvariantSpec, h: History, sc: Scenario) -> list[Anomaly]:
                     continue
                 held = f"{value!r}" if value is not None else "nothing"
                 because, steps = _with_write(h, f"job {job} is in {place} but its {inv.field} is {held}, not"
-                                                f" {want!r}", job)
+                                                f" {want!r}", sc.job_key.replace("{job}", job))
                 out.append(Anomaly(inv.kind, job, because, steps))
     elif inv.counter is not None:
         raw = final.values.get(inv.counter)

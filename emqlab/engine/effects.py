@@ -23,6 +23,7 @@ JSON v1 files). The anomaly checks work on the typed values, never on the text.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -164,28 +165,50 @@ _NOT_PLACES = frozenset({"lock", "hash", "meta", "events", "id", "marker", "limi
 
 @dataclass(frozen=True, slots=True)
 class ExtraPlace:
-    """A key a scenario names as a place a job can be in (``places:``): a list (members head first) or a
-    sorted set (members by score) of job ids, named by its key relative to the queue's base
-    (``delayed:1000``). With an ``index`` (a sorted set's key) and ``member``, the place is one only while
-    the index holds ``member``: a poller finds the list through its index (resque-scheduler's per-timestamp
-    lists and their ``delayed_queue_schedule``), so a job in a list its index no longer names is in no
-    place. ``jobs`` is the initial content (the index then holds ``member``, scored by it when it is a
-    number)."""
+    """A key a scenario names as a place a job can be in (``places:``): a list (members head first), a
+    sorted set (members by score) or a set (members sorted) of job ids, named by its key relative to the
+    queue's base (``delayed:1000``). With ``json_id``, each member is a JSON object (a queue that keeps the
+    job's whole payload in the place, as Laravel's does) and the job is its ``json_id`` field (a member that
+    is no such object stands for itself). With an ``index`` (a sorted set's key) and ``member``, the place
+    is one only while the index holds ``member``: a poller finds the list through its index
+    (resque-scheduler's per-timestamp lists and their ``delayed_queue_schedule``), so a job in a list its
+    index no longer names is in no place. ``jobs`` is the initial content (the index then holds
+    ``member``, scored by it when it is a number)."""
 
     key: str
-    type: Literal["list", "zset"] = "list"
+    type: Literal["list", "zset", "set"] = "list"
     index: str | None = None
     member: str | None = None
     jobs: tuple[str, ...] = ()
+    json_id: str | None = None
+
+    def encode(self, job: str) -> str:
+        """The member that stands for ``job`` in the initial content: the id, or with ``json_id`` the
+        smallest payload naming it (``{"id": "1"}``)."""
+        return job if self.json_id is None else json.dumps({self.json_id: job}, separators=(",", ":"))
+
+    def job_of(self, member: str) -> str:
+        """The job a member stands for (its ``json_id`` field when it is a JSON object holding one)."""
+        if self.json_id is None or not member.startswith("{"):
+            return member
+        try:
+            v = json.loads(member)
+        except ValueError:
+            return member
+        got = v.get(self.json_id) if isinstance(v, dict) else None
+        return str(got) if isinstance(got, (str, int)) and not isinstance(got, bool) else member
 
     def seed(self, keys: QueueKeys) -> list[tuple[str, ...]]:
         """The commands that write the place's initial content (and its index entry)."""
         if not self.jobs:
             return []
+        members = [self.encode(j) for j in self.jobs]
         if self.type == "list":
-            cmds: list[tuple[str, ...]] = [("RPUSH", keys.key(self.key), *self.jobs)]
+            cmds: list[tuple[str, ...]] = [("RPUSH", keys.key(self.key), *members)]
+        elif self.type == "set":
+            cmds = [("SADD", keys.key(self.key), *members)]
         else:
-            cmds = [("ZADD", keys.key(self.key), *[x for i, j in enumerate(self.jobs) for x in (str(i), j)])]
+            cmds = [("ZADD", keys.key(self.key), *[x for i, j in enumerate(members) for x in (str(i), j)])]
         if self.index is not None and self.member is not None:
             cmds.append(("ZADD", keys.key(self.index), _score(self.member), self.member))
         return cmds
@@ -252,8 +275,11 @@ def read_component(execute: Callable[..., Any], keys: QueueKeys, name: Component
         if own.index is not None and execute(b"ZSCORE", keys.key(own.index).encode(),
                                              (own.member or "").encode()) is None:
             return ()
-        read = b"LRANGE" if own.type == "list" else b"ZRANGE"
-        return tuple(m.decode() for m in execute(read, keys.key(name).encode(), b"0", b"-1") or [])
+        if own.type == "set":  # (no order: sorted, so that the view is the same on every backend)
+            got = sorted(execute(b"SMEMBERS", keys.key(name).encode()) or [])
+        else:
+            got = execute(b"LRANGE" if own.type == "list" else b"ZRANGE", keys.key(name).encode(), b"0", b"-1") or []
+        return tuple(own.job_of(m.decode("utf-8", "replace")) for m in got)
     if name in LISTS:
         return tuple(m.decode() for m in execute(b"LRANGE", keys.key(name).encode(), b"0", b"-1") or [])
     if name in ZSETS:
@@ -264,6 +290,9 @@ def read_component(execute: Callable[..., Any], keys: QueueKeys, name: Component
     if kind == "lock":
         v = execute(b"GET", keys.lock(job).encode())
         return v.decode() if isinstance(v, bytes) else None
+    f = keys.job_field_of(job)
+    if f is not None:
+        return bool(execute(b"HEXISTS", keys.job(job).encode(), f.encode()))
     return bool(execute(b"EXISTS", keys.job(job).encode()))
 
 
@@ -294,6 +323,9 @@ def touched_components(keys: QueueKeys, job_ids: Iterable[str], written: Sequenc
     if written is None:
         return None
     jobs = set(job_ids)
+    data: dict[str, list[str]] = {}  # (a job's data key, relative: the id for BullMQ; one hash for all)
+    for j in sorted(jobs):
+        data.setdefault(keys.relative(keys.job(j)), []).append(j)
     base = keys.base.encode()
     out: list[Component] = []
     for key in written:
@@ -307,8 +339,8 @@ def touched_components(keys: QueueKeys, job_ids: Iterable[str], written: Sequenc
             out.append(rel)
         elif rel.endswith(":lock") and rel[:-5] in jobs:
             out.append(f"lock:{rel[:-5]}")
-        elif rel in jobs:
-            out.append(f"hash:{rel}")
+        elif rel in data:
+            out += [f"hash:{j}" for j in data[rel]]
     return out
 
 

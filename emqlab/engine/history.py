@@ -254,13 +254,17 @@ def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequ
     view = fx.read_view(execute, keys, job_ids, extra=places)
     jobs: dict[str, dict[str, Any]] = {}
     for jid in job_ids:
+        field = keys.job_field_of(jid)
+        if field is not None:  # (the job is a field of one hash: its value is the job's data)
+            jobs[jid] = {"exists": execute(b"HEXISTS", keys.job(jid).encode(), field.encode()) == 1, "payload": True}
+            continue
         raw = execute(b"HGETALL", keys.job(jid).encode()) or []
         fields = {raw[i].decode(): raw[i + 1].decode("utf-8", "replace") for i in range(0, len(raw) - 1, 2)}
         wanted = fields if "*" in more_fields else (*_READ_FIELDS, *more_fields)
         jobs[jid] = {k: fields[k] for k in wanted if k in fields}
         jobs[jid]["exists"] = bool(raw)
-        if raw:
-            jobs[jid]["payload"] = "data" in fields
+        if raw:  # (another queue's own data key: no BullMQ payload field to look for, the key is the data)
+            jobs[jid]["payload"] = "data" in fields if keys.job_key == "{job}" else True
     metrics: dict[str, int | None] = {}
     for target in ("completed", "failed"):
         c = execute(b"HGET", keys.metrics(target).encode(), b"count")

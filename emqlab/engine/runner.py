@@ -143,7 +143,7 @@ class Runner:
         self.conn, self._own_conn = adopt(conn) if conn is not None else (connect(), False)
         if queue is None:
             queue = scenario.queue if is_fake(self.conn) else unique_queue(scenario.queue)
-        self.keys = QueueKeys(queue)
+        self.keys = QueueKeys(queue, job_key=scenario.job_key, job_field=scenario.job_field)
         with live.as_fault(f"registering the run on {describe(self.conn)}", "no run can start"):
             self.namespace = Namespace(self.conn, self.keys).claim()
         try:  # from here on the run owns keys: anything that stops the constructor deletes them

@@ -62,14 +62,14 @@ from emqlab.engine.yamlnodes import (
 
 # -- loading -------------------------------------------------------------------------------------------
 
-TOP_KEYS = ("name", "title", "lesson", "source", "project", "anomaly", "queue", "jobs", "state", "places", "actors",
-            "expect", "modes", "preemptions", "invariants")
+TOP_KEYS = ("name", "title", "lesson", "source", "project", "anomaly", "queue", "jobs", "state", "places", "job_key",
+            "seed", "actors", "expect", "modes", "preemptions", "invariants")
 INVARIANT_KEYS = ("name", "field", "agrees", "counter", "equals_count_in", "exists_while_active", "python", "reads")
 #: an invariant's name: what a report shows after ``invariant:``
 INVARIANT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 #: a ``project:``: the queue project whose race the scenario replays, as its package is named
 PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
-PLACE_KEYS = ("key", "type", "jobs", "index", "member")
+PLACE_KEYS = ("key", "type", "jobs", "index", "member", "json_id")
 #: a place's key (and its index's): relative to the queue's base, letters, digits, ``_ . : -``
 PLACE_KEY = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 JOB_KEYS = ("name", "data", "attempts", "backoff", "priority", "delay", "fields")
@@ -227,6 +227,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
 
 
     places = _places(top["places"], jobs) if "places" in top else ()
+    seed = _seed(top["seed"]) if "seed" in top else ()
     placed = {jid: name for name, ids in state.items() for jid in ids}
     placed.update({jid: p.key for p in places for jid in p.jobs})
     for a in actors:
@@ -242,7 +243,8 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if "modes" in top:
         modes = [n.choice(MODES, "mode") for n in top["modes"].sequence()]
 
-    invariants = _invariants(top["invariants"], base_dir) if "invariants" in top else ()
+    invariants = _invariants(top["invariants"], base_dir, tuple(p.key for p in places)) \
+        if "invariants" in top else ()
     kinds = (*ANOMALY_KINDS, *(i.kind for i in invariants))
     expect: dict[str, Expectation] = {}
     if "expect" in top:
@@ -281,6 +283,7 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         except ValueError as e:
             raise top["queue"].fail(str(e)) from None
     bound = top["preemptions"].integer(0, MAX_PREEMPTIONS) if "preemptions" in top else None
+    job_key, job_field = _job_key(top["job_key"]) if "job_key" in top else ("{job}", None)
     return Scenario(
         name=top["name"].text(),
         title=top["title"].text() if "title" in top else top["name"].text(),
@@ -301,11 +304,14 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
         base_dir=base_dir,
         preemptions=bound,
         places=places,
+        job_key=job_key,
+        job_field=job_field,
+        seed=seed,
         invariants=invariants,
     )
 
 
-def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec, ...]:
+def _invariants(node: Node, base_dir: str | None = None, own: tuple[str, ...] = ()) -> tuple[InvariantSpec, ...]:
     """``invariants:``: a list of the scenario's own rules (:class:`emqlab.engine.specs.InvariantSpec`), each
     a ``name`` and one shape; a ``python`` rule's function is imported now (``base_dir`` first on the path),
     so a missing one is this file's error, not a broken rule in every run."""
@@ -339,8 +345,8 @@ def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec,
                 raise m["field"].fail("the name of a field of the job's hash")
             agrees = m["agrees"].mapping()
             for place in agrees:
-                if place not in PLACEMENT_FIELDS or place == "stalled":
-                    raise agrees[place].fail(f"not a place a job is in ({', '.join(PLACES)})")
+                if (place not in PLACEMENT_FIELDS or place == "stalled") and place not in own:
+                    raise agrees[place].fail(f"not a place a job is in ({', '.join((*PLACES, *own))})")
             out.append(InvariantSpec(name, field=m["field"].text(),
                                      agrees=tuple((p, v.text()) for p, v in agrees.items()), line=line))
         elif shape == "counter":
@@ -350,7 +356,7 @@ def _invariants(node: Node, base_dir: str | None = None) -> tuple[InvariantSpec,
                 key, fld = _place_key(c["key"]), (c["field"].text() if "field" in c else None)
             else:
                 key, fld = _place_key(counter), None
-            place = m["equals_count_in"].choice(PLACES, "place")
+            place = m["equals_count_in"].choice((*PLACES, *own), "place")
             out.append(InvariantSpec(name, counter=key, counter_field=fld, equals_count_in=place, line=line))
         elif shape == "exists_while_active":
             out.append(InvariantSpec(name, exists_while_active=_place_key(m[shape], job=True), line=line))
@@ -383,8 +389,45 @@ def _place_key(node: Node, job: bool = False) -> str:
     return text
 
 
+def _job_key(node: Node) -> tuple[str, str | None]:
+    """``job_key:``: where a job's data lives — a key naming the job (``asynq:t:{job}``), or ``{key, field}``:
+    a field naming the job in one hash (``{key: bq:jobs, field: "{job}"}``)."""
+    if isinstance(node.node, yaml.MappingNode):
+        m = node.mapping(("key", "field"))
+        if "key" not in m or "field" not in m:
+            raise node.fail("job_key as a mapping is {key, field}: the hash and the field naming the job")
+        field = m["field"].text()
+        if "{job}" not in field or not PLACE_KEY.fullmatch(field.replace("{job}", "1")):
+            raise m["field"].fail("the field names the job: put {job} where its id goes")
+        return _place_key(m["key"]), field
+    key = _place_key(node, job=True)
+    if "{job}" not in key:
+        raise node.fail("a job's data key names the job: put {job} where its id goes (asynq:t:{job})")
+    return key, None
+
+
+#: the writes ``seed:`` may make (each adds to one key)
+SEED_COMMANDS = ("HSET", "SADD", "RPUSH", "ZADD", "SET")
+
+
+def _seed(node: Node) -> tuple[tuple[str, ...], ...]:
+    """``seed:``: writes of the initial state in another queue's own layout, each ``[COMMAND, key, args…]``
+    (a command of :data:`SEED_COMMANDS`, a key relative to the queue's base), written after the queue's own
+    initial state."""
+    out = []
+    for n in node.sequence():
+        parts = n.sequence()
+        if len(parts) < 3:
+            raise n.fail("a write: [COMMAND, key, argument…], e.g. [SADD, bq:stalling, \"1\"]")
+        cmd = parts[0].text().upper()
+        if cmd not in SEED_COMMANDS:
+            raise parts[0].fail(f"seed: writes with {', '.join(SEED_COMMANDS)}, got {short(cmd)}")
+        out.append((cmd, _place_key(parts[1]), *(p.text() for p in parts[2:])))
+    return tuple(out)
+
+
 def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
-    """``places:``: a list of ``{key, type, jobs, index, member}``, each a key (relative to the queue's base)
+    """``places:``: a list of ``{key, type, jobs, index, member, json_id}``, each a key (relative to the queue's base)
     the checks treat as a place a job can be in (:class:`emqlab.engine.effects.ExtraPlace`)."""
     from emqlab.protocol.keys import QUEUE_KEY_NAMES
 
@@ -408,7 +451,7 @@ def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
         key = key_of(m["key"])
         if key in seen:
             raise m["key"].fail(f"duplicate place {key!r}")
-        kind = m["type"].choice(("list", "zset"), "place type") if "type" in m else "list"
+        kind = m["type"].choice(("list", "zset", "set"), "place type") if "type" in m else "list"
         ids = m["jobs"].ids() if "jobs" in m else []
         for i, jid in enumerate(ids):
             if jid not in jobs:
@@ -423,8 +466,11 @@ def _places(node: Node, jobs: dict[str, JobSpec]) -> tuple[ExtraPlace, ...]:
         if "member" in m and index is None:
             raise m["member"].fail("member: is the index's member; give the index: too")
         member = m["member"].text() if "member" in m else None
+        json_id = m["json_id"].text() if "json_id" in m else None
+        if json_id is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,64}", json_id):
+            raise m["json_id"].fail(f"a JSON field name (letters, digits, '_'), got {short(json_id)}")
         seen.add(key)
-        out.append(ExtraPlace(key, kind, index, member, tuple(ids)))  # type: ignore[arg-type]
+        out.append(ExtraPlace(key, kind, index, member, tuple(ids), json_id))  # type: ignore[arg-type]
     indexes = {p.index for p in out if p.index}
     if indexes & seen:
         raise node.fail(f"{sorted(indexes & seen)[0]!r} is both a place and an index")

@@ -24,7 +24,7 @@ def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
     active = set(sc.state.get("active", []))
     produced = {j for a in sc.actors for j in a.added}
     for jid, j in sc.jobs.items():
-        if jid in produced:
+        if jid in produced or k.job_field is not None:  # (a field of another queue's hash: seed: writes it)
             continue
         opts = {"attempts": j.attempts} if j.attempts else {}
         fields = {"name": j.name, "data": json.dumps(j.data, separators=(",", ":")),
@@ -64,6 +64,8 @@ def seed_commands(sc: Scenario, k: QueueKeys) -> list[tuple[bytes, ...]]:
     cmds.append(("HSET", k.meta, *[x for kv in meta.items() for x in kv]))
     for place in sc.places:  # the scenario's own places (places:)
         cmds += place.seed(k)
+    for cmd, key, *args in sc.seed:  # writes in another queue's own layout (seed:)
+        cmds.append((cmd, k.key(key), *args))
     numeric = [int(j) for j in sc.jobs if j.isdigit()]
     if numeric:
         cmds.append(("SET", k.id, str(max(numeric))))

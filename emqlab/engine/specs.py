@@ -180,6 +180,14 @@ class Scenario:
     places: tuple[ExtraPlace, ...] = ()
     #: the scenario's own rules for the final state (``invariants:``)
     invariants: tuple[InvariantSpec, ...] = ()
+    #: where a job's data lives, relative to the queue's base (``{job}``: the id; ``job_key:``): BullMQ's job
+    #: hash by default, another queue's own (``asynq:t:{job}``, ``horizon:{job}``)
+    job_key: str = "{job}"
+    #: with ``job_key: {key, field}``: the field of that one hash holding a job's data (``{job}``: the id)
+    job_field: str | None = None
+    #: writes of the initial state in another queue's own layout (``seed:``): (command, key relative to the
+    #: base, arguments…)
+    seed: tuple[tuple[str, ...], ...] = ()
 
     def final_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """What the final state must read for the invariants: (job hash fields, ``*`` for all of them; keys

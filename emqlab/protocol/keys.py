@@ -96,6 +96,12 @@ class QueueKeys:
     name: str = "q"
     prefix: str = "emq"
     hash_tag: bool = field(default_factory=_HASH_TAG.get)
+    #: where a job's data lives, relative to the base (``{job}``: its id): BullMQ's ``<base><id>``; a scenario
+    #: of another queue names its own (``job_key: "asynq:t:{job}"``)
+    job_key: str = "{job}"
+    #: with a field name (``{job}``: the id), a job's data is that field of the one hash :attr:`job_key`
+    #: (bee-queue's ``jobs`` hash): :meth:`job` names the hash, :meth:`job_field_of` the field
+    job_field: str | None = None
 
     def __post_init__(self) -> None:
         if not _QUEUE_NAME.match(self.name):
@@ -142,8 +148,14 @@ class QueueKeys:
         raise AttributeError(item)
 
     def job(self, job_id: str | int) -> str:
-        """The job hash ``<base><id>``."""
-        return f"{self.base}{job_id}"
+        """The job hash ``<base><id>`` (``<base>`` + :attr:`job_key` with the id for ``{job}``)."""
+        if self.job_key == "{job}":
+            return f"{self.base}{job_id}"
+        return self.base + self.job_key.replace("{job}", str(job_id))
+
+    def job_field_of(self, job_id: str | int) -> str | None:
+        """The field of :meth:`job`'s hash that holds the job's data, or ``None`` (the whole key is the job)."""
+        return None if self.job_field is None else self.job_field.replace("{job}", str(job_id))
 
     def lock(self, job_id: str | int) -> str:
         """The job's lock ``<base><id>:lock`` (STRING token with a PX TTL)."""

@@ -5,7 +5,10 @@ where that cannot be done, their commands modelled in our own words (each module
   version), its key prefixes set to the run's queue base.
 * :mod:`emqlab.engine.atlas.arqmodel`, :mod:`emqlab.engine.atlas.saqmodel` — arq's and SAQ's commands,
   modelled (their keys are fixed module constants or fixed ``saq:`` names, their workers block or await
-  timers), over redis-py.
+  timers), over redis-py;
+* :mod:`emqlab.engine.atlas.luaqueues` — asynq's, Laravel's and Horizon's, and Sidekiq's scripts, modelled
+  in our own Lua (``lua/atlas/``), and the actors that send them; bee-queue's released scripts, which
+  ``tests/atlas/`` runs from its npm release.
 
 Nothing here imports a queue library at module import: the real-library actors import it when they run and
 name ``pip install "emqlab[atlas]"`` when it is missing (:func:`require`).
