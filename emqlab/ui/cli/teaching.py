@@ -168,7 +168,8 @@ def play(level: str | None, list_levels: bool, plain: bool = False) -> None:
     if not plain and sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb":
         from emqlab.teaching.screen import play_screen
 
-        sys.exit(ExitCode.HOLDS if play_screen(chosen, input, sys.stdout) else ExitCode.FAILS)
+        color = "NO_COLOR" not in os.environ  # (no-color.org: any value turns the colours off)
+        sys.exit(ExitCode.HOLDS if play_screen(chosen, input, sys.stdout, color=color) else ExitCode.FAILS)
 
     def read(prompt: str) -> str:
         return input(prompt)
