@@ -376,12 +376,12 @@ def position_text(pos: dict[str, Any]) -> str:
 def board_values(b: dict[str, Any]) -> list[str]:
     """What the board shows besides the lists (:func:`board`'s data): each job's counts (``atm`` attempts
     made, ``ats`` attempts started, ``stc`` stalled counter, ``defa``), the attempts its options allow, who
-    works on it (``data gone`` once its hash is deleted), and the queue's counters when the scenario keeps
+    works on it (``no job data`` when its hash does not exist), and the queue's counters when the scenario keeps
     metrics: every value a level's goal names."""
     out = []
     for job, f in b["jobs"].items():
         if not f.get("exists", True):
-            out.append(f"job {job}: data gone")
+            out.append(f"job {job}: no job data")
             continue
         counts = " ".join(f"{k}={f[k]}" for k in ("atm", "ats", "stc", "defa") if k in f)
         if job in b["attempts"]:
