@@ -1,4 +1,4 @@
-"""The sample outputs in README.md and docs/tutorial.md are the real output (issue 13, item 6).
+"""The sample outputs in README.md, docs/tutorial.md and docs/levels.md are the real output (issue 13, item 6).
 
 A sample is a ```text block whose first line is a command, ``$ emqlab …``; the lines after it are what the
 command prints on fakeredis at the default width. A line ``…`` in a sample stands for any run of lines the
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from emqlab.ui.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "docs" / "tutorial.md"]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "tutorial.md", ROOT / "docs" / "levels.md"]
 FENCE = re.compile(r"^```text\n(.*?)^```", re.M | re.S)
 ELISION = "…"
 

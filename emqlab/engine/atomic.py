@@ -36,7 +36,10 @@ def atomic_step(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
 
     After a script-flush fault, the script's first EVALSHA gets NOSCRIPT: with the actor's ``noscript:
     fallback`` (the default) the client loads the script and runs it (one more round trip, inside this step),
-    with ``noscript: fail`` the step fails with Redis's NOSCRIPT error."""
+    with ``noscript: fail`` the step fails with Redis's NOSCRIPT error.
+
+    A script run through the host leaves its calls in ``r.script_calls[r.index]`` (the step's number): each
+    ``redis.call`` as (command, raw reply or the error it raised), in order."""
     if r._cached is not None and name not in r._cached:
         cache = Footprint(reads=frozenset({("scripts", name)}))
         spec = r._specs.get(actor)
@@ -58,16 +61,23 @@ def _run(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
     script = scripts[name]
     if r._local_scripts or not (scripts.trust or shipped(script)):
         script.check_keys(keys)
-        seen: list[tuple[bytes, ...]] = []
+        calls: list[tuple[tuple[Any, ...], Any]] = []
 
         def observe(*command: Any) -> Any:
-            seen.append(command)
-            return r.exec(*command)
+            try:
+                answer = r.exec(*command)
+            except redis.exceptions.ResponseError as e:  # (kept as the call's reply: the script may pcall it)
+                calls.append((command, e))
+                raise
+            calls.append((command, answer))
+            return answer
 
         try:
             reply = r.host.run(observe, script.text, keys, args, confine=base.encode())
         except redis.exceptions.ResponseError as e:
             reply = e
+        r.script_calls[r.index] = tuple(calls)
+        seen = [c for c, _ in calls]
         accesses = [key_access(c) for c in seen]
         observed = footprints.of_accesses(accesses, base)
         r.observed.append((name, tuple(keys), observed))

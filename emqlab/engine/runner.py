@@ -236,6 +236,9 @@ class Runner:
         self.footprints: list[Footprint] = []
         #: (script, its KEYS, footprint) observed for each atomic step run through the Lua host
         self.observed: list[tuple[str, tuple[Any, ...], Footprint]] = []
+        #: step number → the calls an atomic step's script made through the Lua host, in order: (command,
+        #: raw reply or the error it raised) each; a script sent to the server as one EVALSHA has none here
+        self.script_calls: dict[int, tuple[tuple[tuple[Any, ...], Any], ...]] = {}
         self.executions: list[Execution] = []
         self.results: dict[str, list[Result]] = {a.id: [] for a in self.scenario.actors}
         self._tokens: dict[str, int] = {}

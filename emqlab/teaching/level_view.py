@@ -3,7 +3,8 @@
 ``level=``) alike: :func:`board` (the queue's lists, sets and locks with the dangerous states marked),
 :func:`position` (the Lua line an actor runs next, and the READ / DECIDE / WRITE section of its script),
 :func:`explain` (a command in words), :func:`result_text` and :func:`legend` (the job fields and the scripts'
-return codes, read from the scripts' own header comments).
+return codes, read from the scripts' own header comments), :func:`excerpt` (the script lines around an actor's
+current one) and :func:`script_calls` (the commands a whole-script step ran).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def board(runner: Any) -> dict[str, Any]:
     """The queue as the player sees it now: ``lists`` (wait, active, stalled, completed, failed, and
     delayed / prioritized / paused when not empty: name → job ids), ``locks`` (job → token), ``jobs``
     (job → its fields ``atm``, ``ats``, ``stc``, ``defa``…, and ``exists``), ``holders`` (job → the actors
-    working on it) and ``dangers`` (a list of :class:`Danger` as dicts)."""
+    working on it), ``dangers`` (a list of :class:`Danger` as dicts), ``counters`` (the queue's metrics
+    counters, ``completed``/``failed`` → count, when the scenario keeps them; else empty) and ``attempts``
+    (job → the attempts its options allow, for a job that sets them): every value a level's goal names."""
     fs = runner.final_state()
     members = runner.conn.smembers(runner.keys.stalled)
     stalled = sorted((m.decode() if isinstance(m, bytes) else str(m)) for m in members)
@@ -94,9 +97,11 @@ def board(runner: Any) -> dict[str, Any]:
         if not places and exists and who:
             dangers.append(Danger(job, "nowhere", "warning",
                                   f"job {job} is in no list or set: it has left active and is not filed yet"))
+    counters = {k: int(v or 0) for k, v in fs["metrics"].items()} if fs.get("metrics_on") else {}
+    ceilings = {j: spec.attempts for j, spec in runner.scenario.jobs.items() if spec.attempts}
     return {"lists": shown, "locks": locks, "jobs": {j: dict(v) for j, v in jobs.items()},
             "holders": {j: [a for a, _ in w] for j, w in holders.items()},
-            "dangers": [d.to_dict() for d in dangers]}
+            "dangers": [d.to_dict() for d in dangers], "counters": counters, "attempts": ceilings}
 
 
 @dataclass(frozen=True)
@@ -344,6 +349,54 @@ def position(runner: Any, actor: str) -> dict[str, Any] | None:
         inner_step = src.step_at(inner)
         pos["inside"] = " · ".join(x for x in (f"in {fn}()" if fn else None, inner_step) if x) or None
     return pos
+
+
+def excerpt(runner: Any, pos: dict[str, Any], before: int, after: int) -> dict[str, Any]:
+    """The lines of an actor's script around its current line (``pos``: its :func:`position`), for the
+    terminal game and the stepper alike: ``file`` (the script's file), ``lines`` ((line in the flattened
+    script, line in its file, text, current?) each; ``before`` and ``after`` lines around the current one,
+    fewer at the script's ends; for a whole-script step, the script's section headers, all current),
+    ``origin_file`` (the file the current line comes from: an include's) and ``called_from`` ((file:line,
+    text) of the main script's line that called the include, or None). Empty ``lines`` when the step is
+    no script's (a plain command, a clock event, a fault)."""
+    out: dict[str, Any] = {"file": None, "lines": [], "origin_file": None, "called_from": None}
+    name = pos.get("script")
+    if not name or name not in runner.scripts:
+        return out
+    sc = runner.scripts[name]
+    src = script_source(sc.name, sc.file_name, sc.text)
+    out["file"] = sc.file_name
+    line = pos.get("line")
+    if line:
+        first, last = max(1, line - before), min(len(src.lines), line + after)
+        out["lines"] = [(n, src.origin[n - 1][1], src.lines[n - 1], n == line) for n in range(first, last + 1)]
+        out["origin_file"] = src.origin[line - 1][0]
+        outer = pos["lines"][-1] if pos.get("lines") else line
+        out["called_from"] = (src.where(outer), src.lines[outer - 1].strip()) if outer != line else None
+    elif pos.get("atomic"):
+        out["lines"] = [(n, src.origin[n - 1][1], src.lines[n - 1], True) for n, _ in src.sections]
+    return out
+
+
+def script_calls(runner: Any, index: int) -> list[dict[str, str]] | None:
+    """The commands the whole-script step number ``index`` ran (each ``redis.call``, in order), each as
+    ``command`` (keys relative to the queue: ``HGET 1 atm``), ``reply`` (Redis style: ``1``, ``"W1:1"``,
+    ``nil``, ``ERR …``) and ``explain`` (the command in words). ``None`` when step ``index`` is no
+    whole-script step run through the Lua host (a split command, a clock event, a script sent to a live
+    server as one EVALSHA: the server does not say what it ran)."""
+    from emqlab.engine.history import render_reply, step_reply
+
+    calls = getattr(runner, "script_calls", {}).get(index)
+    if calls is None:
+        return None
+    out = []
+    for command, reply in calls:
+        parts = _parts(runner, command)
+        shown = render_reply(step_reply(reply))
+        if parts[0].upper() == "XADD" and not shown.startswith("ERR"):
+            shown = "<entry id>"  # (the server's clock: it differs from run to run, as in the history)
+        out.append({"command": " ".join(p if p else '""' for p in parts), "reply": shown, "explain": explain(parts)})
+    return out
 
 
 # -- a command in words ---------------------------------------------------------------------------------------

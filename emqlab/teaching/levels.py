@@ -39,9 +39,9 @@ from emqlab.teaching.level_view import (
     legend,
     position,
     result_text,
+    script_calls,
     script_source,
 )
-from emqlab.text import command_lines
 
 LEVELS_DIR = Path(__file__).resolve().parents[1] / "levels"
 MODES = ("split", "atomic", "finish-then-fetch")
@@ -213,8 +213,9 @@ def shipped_levels() -> list[Level]:
     return sorted(levels, key=lambda lv: lv.number)
 
 
-def load_level(which: str) -> Level:
-    """A shipped level by name or number, or a level file by path."""
+def load_level(which: str | int) -> Level:
+    """A shipped level by name or number (``7`` or ``"7"``), or a level file by path."""
+    which = str(which)
     p = Path(which)
     if p.suffix in (".yaml", ".yml") and p.is_file():
         return parse_level(p.read_text(encoding="utf-8"), str(p))
@@ -372,19 +373,44 @@ def position_text(pos: dict[str, Any]) -> str:
     return " · ".join([*parts, pos["explain"]])
 
 
+def board_values(b: dict[str, Any]) -> list[str]:
+    """What the board shows besides the lists (:func:`board`'s data): each job's counts (``atm`` attempts
+    made, ``ats`` attempts started, ``stc`` stalled counter, ``defa``), the attempts its options allow, who
+    works on it (``no job data`` when its hash does not exist), and the queue's counters when the scenario keeps
+    metrics: every value a level's goal names."""
+    out = []
+    for job, f in b["jobs"].items():
+        if not f.get("exists", True):
+            out.append(f"job {job}: no job data")
+            continue
+        counts = " ".join(f"{k}={f[k]}" for k in ("atm", "ats", "stc", "defa") if k in f)
+        if job in b["attempts"]:
+            counts += f" (attempts allowed: {b['attempts'][job]})"
+        who = b["holders"].get(job)
+        out.append(f"job {job}: {counts or 'no counts yet'}" + (f" · worked on by {', '.join(who)}" if who else ""))
+    if b["counters"]:
+        out.append("counters: " + " ".join(f"{k}={v}" for k, v in b["counters"].items()))
+    return out
+
+
 def board_text(b: dict[str, Any]) -> str:
-    """:func:`board` as the terminal shows it: one line of lists and locks, then a line per danger (``!!``
-    the damage is done, ``!`` a sweep now would do it, or a warning)."""
+    """:func:`board` as the terminal shows it: one line of lists and locks, one of the jobs' counts and the
+    queue's counters (:func:`board_values`), then a line per danger (``!!`` the damage is done, ``!`` a sweep
+    now would do it, or a warning)."""
     cells = [f"{n}: {','.join(v) or '-'}" for n, v in b["lists"].items()]
     locks = ", ".join(f"{j}→{t}" for j, t in b["locks"].items()) or "-"
     line = "  board  " + " · ".join(cells) + f" · locks: {locks}"
+    values = board_values(b)
+    if values:
+        line += "\n         " + " · ".join(values)
     for d in b["dangers"]:
         line += f"\n  {'!!' if d['level'] == 'broken' else '! '} {d['text']}"
     return line
 
 
-KEYS = ("keys: 1-9 step that actor (or type its id) · f finish the run in order · u undo · r restart · "
-        "s solve (try every interleaving) · h hint · q quit")
+KEYS = ("keys: 1-9 step that actor (or type its id; 1*9 or W1*9: nine steps) · x the commands of the last "
+        "whole-script step (x7: of step 7) · f finish the run in order · u undo · r restart · s solve (try every "
+        "interleaving) · h hint · q quit")
 
 
 def intro(level: Level) -> str:
@@ -396,80 +422,175 @@ def intro(level: Level) -> str:
 GAME_WIDTH = 80
 
 
+_TOKEN = re.compile(r"^(?P<who>[A-Za-z0-9_-]+?)(?:\*(?P<times>\d{1,3}))?$")
+
+
+def tokens(line: str) -> list[str]:
+    """A line of keys as moves: ``1 1 2``, ``W1*9 S1`` and ``1*9,2`` (an actor a number of times) each give
+    their keys one by one; ``x``, ``x12`` (expand step 12) and the letters stay whole."""
+    out: list[str] = []
+    for word in re.split(r"[\s,]+", line.strip()):
+        m = _TOKEN.match(word)
+        if word and m and m.group("times"):
+            out += [m.group("who")] * int(m.group("times"))
+        elif word:
+            out.append(word)
+    return out
+
+
+# -- the keys --------------------------------------------------------------------------------------------------
+
+
+class Session:
+    """One level in play and its keys: :meth:`handle` takes one key (an actor's number or id, or a letter) and
+    returns the lines that answer it; ``quit`` (q was pressed), ``solved`` (an unsolvable level won by
+    letting the explorer show that no order reaches the goal). Close it (:meth:`close`) to free the run."""
+
+    def __init__(self, level: Any) -> None:
+        self.level = level
+        self.game = Game(level)
+        self.quit = False
+        self.solved = False
+        #: the step whose commands the last key showed (``x``), if it did
+        self.expanded: int | None = None
+
+    def close(self) -> None:
+        self.game.close()
+
+    def actor(self, key: str) -> str | None:
+        """The actor a key names: its number on the screen (1-based) or its id, any case."""
+        actors = self.game.actors
+        if key.isdigit() and 1 <= int(key) <= len(actors):
+            return actors[int(key) - 1]
+        return key.upper() if key.upper() in actors else None
+
+    def handle(self, key: str) -> list[str]:
+        """Carry out one key; the lines that say what it did (an unknown key says so and lists the keys)."""
+        game, lv = self.game, self.level
+        low = key.lower()
+        # (an actor's id comes first: crash levels have an actor X1, and x1 would expand step 1)
+        m = re.fullmatch(r"x(\d+)?", low) if low.upper() not in game.actors else None
+        self.expanded = None
+        if low in ("q", "quit", "exit"):
+            self.quit = True
+            return []
+        if low == "h":
+            return [f"hint: {lv.hint or 'no hint for this level'}"]
+        if low == "u":
+            return ["undone" if game.undo() else "nothing to undo"]
+        if low == "r":
+            game.restart()
+            return ["back to the start"]
+        if low == "f":
+            game.finish()
+            return [f"the rest of the run in scenario order: step {game.runner.index}"]
+        if low == "s":
+            explored, schedule = solve(lv)
+            if schedule is None:
+                self.solved = not lv.solvable
+                return [f"the explorer tried every interleaving ({explored} runs, one for each set that differs"
+                        " only in the order of independent steps): none reaches the goal."]
+            return [f"the explorer ran {explored} runs (one for each set of interleavings that differ only in"
+                    " the order of independent steps); at least one wins. Keep looking."]
+        if m is not None:
+            return self.expand(int(m.group(1)) if m.group(1) else None)
+        actor = self.actor(key)
+        if actor is None:
+            return [f"unknown key {key!r}. {KEYS}"]
+        if game.done or actor not in game.runner.enabled:
+            return [f"{actor} has no step left"]
+        s = game.step(actor)
+        effects = " ".join(str(e) for e in s.effects)
+        line = (f"{s.index:>3} {s.actor} {s.command_text(44)} -> {render_reply(s.reply, 24)}"
+                + (f"   {effects}" if effects else ""))
+        calls = script_calls(game.runner, s.index) if s.kind == "script" else None
+        if calls:
+            return [line, f"    one step, {len(calls)} commands inside: x shows them"]
+        return [line]
+
+    def expand(self, index: int | None) -> list[str]:
+        """The commands whole-script step ``index`` ran (default: the last such step), one a line: the head,
+        then ``  n  COMMAND -> reply  in words``. The game's state does not change."""
+        r = self.game.runner
+        steps = r.history().steps
+        if index is None:
+            index = next((s.index for s in reversed(steps) if script_calls(r, s.index) is not None), None)
+            if index is None:
+                return ["no whole-script step yet: x shows the commands of the last one (x7: of step 7)"]
+        if not 1 <= index <= len(steps):
+            return [f"no step {index} yet (the run has {len(steps)})"]
+        s = steps[index - 1]
+        calls = script_calls(r, index)
+        if calls is None:
+            what = (f"one command of {s.actor}'s split {s.script}" if s.kind == "command" and s.script else
+                    f"a {s.kind} step" if s.kind != "command" else "one command")
+            if s.kind == "script":
+                what = "a script the server ran as one EVALSHA: it does not say which commands it ran"
+            return [f"step {index} is {what}: nothing to expand"]
+        self.expanded = index
+        head = (f"step {index} · {s.actor} · EVALSHA {s.op}: {len(calls)} commands in one step · reply"
+                f" {render_reply(s.reply, 20)}")
+        return [head, *(f"{n:>4}  {c['command']} -> {c['reply']}   {c['explain']}" for n, c in enumerate(calls, 1))]
+
+    def over_text(self, width: int | None) -> list[str]:
+        """The lines that end a run: the win (victory, the run's own why, the lesson) or what to do next."""
+        lv, game = self.level, self.game
+        if self.solved:
+            return ["*** You win! " + lv.victory, f"  lesson: {lv.lesson}"]
+        if game.won():
+            why = lv.goal.reasons(game.history())
+            return ["*** You win! " + lv.victory, *([f"  why: {why[0]}"] if why else []), f"  lesson: {lv.lesson}"]
+        kinds = game.history().kinds
+        return [f"the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): u to undo, r to"
+                " restart, s to let the explorer try every order, q to quit"]
+
+
+# -- plain lines (a pipe, a file, a test) ---------------------------------------------------------------------
+
+
 def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str], None] = print,
          width: int | None = None) -> bool:
-    """Play ``level`` on a terminal: ``read`` a line per move, ``write`` the game, every line fitted to ``width``
-    columns (``None``: as it is; the CLI passes the terminal's, at most :data:`GAME_WIDTH`). True when it
-    was won."""
-    from emqlab.text import wrap
+    """Play ``level`` as plain lines (a pipe, a file, a test; a terminal gets one screen redrawn:
+    :func:`emqlab.teaching.screen.play_screen`): ``read`` a line of keys per move, ``write`` the game, every
+    line fitted to ``width`` columns (``None``: as it is; the CLI passes the terminal's, at most
+    :data:`GAME_WIDTH`). True when it was won."""
+    from emqlab.text import command_lines, wrap
 
     def say(text: str) -> None:  # (every line fitted to width)
         write("\n".join(wrap(text, width)))
 
-    game = Game(level)
+    session = Session(level)
+    game = session.game
     say(intro(level))
     try:
         while True:
             say(game.status())
             if game.done:
+                over = session.over_text(width)
                 if game.won():
-                    why = level.goal.reasons(game.history())
-                    say(f"\n*** You win! {level.victory}\n" + (f"  why: {why[0]}\n" if why else "")
-                          + f"  lesson: {level.lesson}")
+                    say("\n" + "\n".join(over))
                     for line in command_lines("  replay it: ", level.replay_words(game.schedule), width):
                         write(line)  # (broken with " \\" to paste whole, never re-wrapped)
                     return True
-                kinds = game.history().kinds
-                say(f"  the run is over and the goal is not reached ({', '.join(kinds) or 'no anomaly'}): "
-                      "u to undo, r to restart, s to let the explorer try every order, q to quit")
+                say("  " + over[0])
             try:
-                line = read("> ").strip()
+                line = read("> ")
             except EOFError:
                 return False
-            key = line.lower()
-            if key in ("q", "quit", "exit"):
-                return False
-            if key == "h":
-                say(f"  hint: {level.hint or 'no hint for this level'}")
-            elif key == "u":
-                say("  undone" if game.undo() else "  nothing to undo")
-            elif key == "r":
-                game.restart()
-            elif key == "f":
-                game.finish()
-            elif key == "s":
-                explored, schedule = solve(level)
-                if schedule is None:
-                    say(f"  the explorer tried every interleaving ({explored} runs, one for each set that differs"
-                          " only in the order of independent steps): none reaches the goal.")
-                    if not level.solvable:
-                        say(f"\n*** You win! {level.victory}\n  lesson: {level.lesson}")
-                        return True
-                else:
-                    say(f"  the explorer ran {explored} runs (one for each set of interleavings that differ"
-                          " only in the order of independent steps); at least one wins. Keep looking.")
-            else:
-                actor = _actor(game, line)
-                if actor is None:
-                    say(f"  unknown key {line!r}. {KEYS}")
-                elif game.done or actor not in game.runner.enabled:
-                    say(f"  {actor} has no step left")
-                else:
-                    s = game.step(actor)
-                    effects = " ".join(str(e) for e in s.effects)
-                    say(f"  {s.index:>3} {s.actor} {s.command_text(44)} -> {render_reply(s.reply, 24)}"
-                          + (f"   {effects}" if effects else ""))
+            for key in tokens(line) or [""]:
+                for answer in session.handle(key):
+                    say(f"  {answer}")
+                if session.quit:
+                    return False
+                if session.solved:
+                    say("\n" + "\n".join(session.over_text(width)))
+                    return True
+                if game.done:
+                    break
     finally:
-        game.close()
-
-
-def _actor(game: Game, line: str) -> str | None:
-    if line.isdigit() and 1 <= int(line) <= len(game.actors):
-        return game.actors[int(line) - 1]
-    up = line.upper()
-    return up if up in game.actors else None
+        session.close()
 
 
 __all__ = ["BOARD", "Danger", "Game", "Goal", "Level", "LevelError", "MODES", "ScriptSource", "board", "board_text",
-           "describe_op", "explain", "intro", "legend", "load_level", "parse_level", "play", "position",
-           "position_text", "result_text", "script_source", "shipped_levels", "solve"]
+           "board_values", "describe_op", "explain", "intro", "legend", "load_level", "parse_level", "play", "position",
+           "position_text", "result_text", "script_source", "Session", "shipped_levels", "solve", "tokens"]

@@ -216,29 +216,16 @@ class SchedulerStepper(View):
         """What ``actor``'s code view shows: its position (:func:`emqlab.teaching.levels.position`) and the
         excerpt of its script around the current line (``excerpt``: (line in the flattened script, line in
         its file, text, current?) each), or ``None`` when it is done."""
-        from emqlab.teaching.levels import position, script_source
+        from emqlab.teaching.level_view import excerpt, position
 
         pos = position(self.runner, actor)
         if pos is None:
             return None
         pos = dict(pos)
-        pos["excerpt"] = []
-        pos["file"] = None
-        if pos["script"] and pos["script"] in self.runner.scripts:
-            sc = self.runner.scripts[pos["script"]]
-            src = script_source(sc.name, sc.file_name, sc.text)
-            pos["file"] = sc.file_name
-            if pos["line"]:
-                before, after = _CODE_CONTEXT
-                first, last = max(1, pos["line"] - before), min(len(src.lines), pos["line"] + after)
-                pos["excerpt"] = [(n, src.origin[n - 1][1], src.lines[n - 1], n == pos["line"])
-                                  for n in range(first, last + 1)]
-                pos["origin_file"] = src.origin[pos["line"] - 1][0]
-                outer = pos["lines"][-1]
-                pos["called_from"] = ((src.where(outer), src.lines[outer - 1].strip()) if outer != pos["line"]
-                                      else None)
-            elif pos["atomic"]:
-                pos["excerpt"] = [(n, src.origin[n - 1][1], src.lines[n - 1], True) for n, _ in src.sections]
+        ex = excerpt(self.runner, pos, *_CODE_CONTEXT)
+        pos["excerpt"], pos["file"] = ex["lines"], ex["file"]
+        if ex["origin_file"] is not None:
+            pos["origin_file"], pos["called_from"] = ex["origin_file"], ex["called_from"]
         return pos
 
     def _level_data(self, h: Any, done: bool) -> dict[str, Any] | None:
@@ -532,10 +519,15 @@ def _board_html(b: dict[str, Any]) -> str:
             fields.append(f"<div>{chip(job)} <i>no job data</i></div>")
             continue
         shown = " ".join(f"<code>{k}={html.escape(str(f[k]))}</code>" for k in ("atm", "ats", "stc", "defa") if k in f)
+        if job in b.get("attempts", {}):
+            shown += f" (attempts allowed: {b['attempts'][job]})"
         who = ", ".join(b["holders"].get(job, [])) or "nobody"
         fields.append(f"<div>{chip(job)} {shown or '<i>no counts yet</i>'} · worked on by {html.escape(who)}</div>")
     rows.append(f"<tr><td style='text-align:right;padding-right:6px;vertical-align:top'><b>jobs</b></td>"
                 f"<td>{''.join(fields)}</td></tr>")
+    if b.get("counters"):  # the queue's metrics counters: a level's goal can name one
+        counters = " ".join(f"<code>{html.escape(k)}={v}</code>" for k, v in b["counters"].items())
+        rows.append(f"<tr><td style='text-align:right;padding-right:6px'><b>counters</b></td><td>{counters}</td></tr>")
     dangers = "".join(f"<div style='{_DANGER_STYLE[dg['level']]};padding:1px 4px;margin-top:2px'>"
                       f"{'⚠' if dg['level'] != 'broken' else '✖'} {_md(dg['text'])}</div>" for dg in b["dangers"])
     return ("<div style='font-size:12px;line-height:1.35;min-width:320px'><b>the board</b>"

@@ -136,14 +136,22 @@ def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = No
 @click.command()
 @click.argument("level", required=False)
 @click.option("--list", "list_levels", is_flag=True, help="List the levels and exit.")
-def play(level: str | None, list_levels: bool) -> None:
+@click.option("--plain", is_flag=True,
+              help="Plain lines, one block per move, even in a terminal (what a pipe or a file gets).")
+def play(level: str | None, list_levels: bool, plain: bool = False) -> None:
     """Play a level: you are the scheduler, the goal is a race.
 
     Each level is a scenario, a mode and a goal ("make job 1 land in two places"). Type the number (or id) of
-    an actor to let it take one step; f finishes the run in order, u undoes your last step, r restarts,
-    s lets the explorer try every interleaving, h gives a hint, q quits. A win prints why (the run's own
-    because-sentence) and the schedule string to replay it. Levels 6 and 9 cannot be won by stepping: no
-    order reaches their goal, and s shows it.
+    an actor to let it take one step (1*9 or W1*9: nine steps; several keys on a line run in turn); x shows
+    the commands the last whole-script step ran (x7: step 7's), f finishes the run in order, u undoes your
+    last step, r restarts, s lets the explorer try every interleaving, h gives a hint, q quits. A win prints
+    why (the run's own because-sentence) and the schedule string to replay it. Levels 6 and 9 cannot be won
+    by stepping: no order reaches their goal, and s shows it.
+
+    In a terminal the game is one screen, redrawn after every move at the terminal's size (80×24 and up):
+    the goal, each actor's Lua lines around its current one, the board with every job's counts and the
+    queue's counters, the last reply. When its output is not a terminal (a pipe, a file) it prints plain
+    lines instead, as --plain does.
 
     \b
     Exit status: 0 the level was won, 1 it was not (quit), 2 no such level.
@@ -153,6 +161,7 @@ def play(level: str | None, list_levels: bool) -> None:
       emqlab play --list
       emqlab play two-places
       emqlab play 9
+      printf '1*9\\n2\\nf\\n' | emqlab play 1
     """
     from emqlab.teaching.levels import LevelError, load_level, shipped_levels
     from emqlab.teaching.levels import play as play_level
@@ -168,6 +177,12 @@ def play(level: str | None, list_levels: bool) -> None:
     except LevelError as e:
         _fail(str(e))
         return
+
+    if not plain and sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM", "") != "dumb":
+        from emqlab.teaching.screen import play_screen
+
+        color = "NO_COLOR" not in os.environ  # (no-color.org: any value turns the colours off)
+        sys.exit(ExitCode.HOLDS if play_screen(chosen, input, sys.stdout, color=color) else ExitCode.FAILS)
 
     def read(prompt: str) -> str:
         return input(prompt)
