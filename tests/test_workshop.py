@@ -22,7 +22,8 @@ def test_a_workshop_folder_from_the_box(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     students = sorted(p.name for p in (out / "students").iterdir())
     assert students == ["01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb",
-                        "a1-double-placement.ipynb", "a2-repair-finish.ipynb", "a3-rate-vs-rtt.ipynb"]
+                        "04-levels.ipynb", "a1-double-placement.ipynb", "a2-repair-finish.ipynb",
+                        "a3-rate-vs-rtt.ipynb"]
     for nb in (out / "students").glob("a*.ipynb"):  # no solution, no hidden test in what students get
         text = nb.read_text()
         assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text

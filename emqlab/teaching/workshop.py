@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 
 #: the notebooks every student opens, in order
-LESSONS = ("01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb")
+LESSONS = ("01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb",
+           "04-levels.ipynb")
 
 AGENDA = """# Agenda
 
@@ -35,7 +36,7 @@ AGENDA = """# Agenda
 | time | what | material |
 |---:|---|---|
 | 0:00 | Why a finish is a read, a decision and writes | notebook 01 |
-| 0:20 | You are the scheduler | levels 1–8 in pairs |
+| 0:20 | You are the scheduler | levels 1–8 in pairs (`emqlab play`, or notebook 04) |
 | 1:00 | Every interleaving, and why atomic has none | notebook 02, levels 6 and 9 (unsolvable) |
 | 1:20 | break | |
 | 1:35 | Assignment a1: find the race | `students/a1-double-placement.ipynb` |
