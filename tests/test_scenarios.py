@@ -90,7 +90,7 @@ def test_scenario_conventions(name: str) -> None:
     assert set(sc.expect) == set(sc.modes), f"{name}: expect covers {sorted(sc.expect)}, modes are {sc.modes}"
     assert set(sc.modes) <= set(MODES)
     if sc.anomaly != "none":
-        assert sc.anomaly in ANOMALY_KINDS
+        assert sc.anomaly in ANOMALY_KINDS or sc.anomaly in {i.kind for i in sc.invariants}
         headline_mode = "split" if "split" in sc.modes else sc.modes[0]
         assert sc.anomaly in sc.expect[headline_mode].anomalies, (
             f"{name}: headline anomaly {sc.anomaly} is not expected in {headline_mode}")

@@ -273,7 +273,8 @@ def loads(text: str, path: str = "<scenario>", base_dir: str | None = None) -> S
     if not PROJECT_NAME.fullmatch(project):
         raise top["project"].fail("a project is its package's name: lower-case letters, digits, '.', '_', '-'"
                                   " (at most 40)")
-    anomaly = top["anomaly"].choice(("none", *ANOMALY_KINDS), "anomaly") if "anomaly" in top else "none"
+    # (the headline may be one of the scenario's own invariants, invariant:<name>)
+    anomaly = top["anomaly"].choice(("none", *kinds), "anomaly") if "anomaly" in top else "none"
     queue = top["queue"].text() if "queue" in top else "q"
     if "queue" in top:
         from emqlab.protocol.keys import QueueKeys

@@ -43,8 +43,8 @@ from emqlab.ui.cli.common import (
 @_wide_option
 def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False, wide: bool = False,
               projects: tuple[str, ...] = ()) -> None:
-    """List the scenario library: one line per scenario (its name, its queue project, the anomaly it shows,
-    its title); with --long, its lesson, modes and sources too.
+    """List the scenario library: one line per scenario (its name, the anomaly it shows, its title); with
+    --long, its queue project, lesson, modes and sources too.
 
     Run one with `emqlab simulate --scenario NAME`. With --check, every scenario is explored exhaustively in
     each of its modes and the anomalies found are compared with the file's `expect:` section.
@@ -79,10 +79,9 @@ def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False,
     width = _columns(wide)
     name_w = max(len(s.name) for s in lib)
     kind_w = max(len(s.anomaly) for s in lib)
-    project_w = max(len(s.project) for s in lib)
     for s in lib:
-        if not long_:
-            line = f"{s.name:<{name_w}}  {s.project:<{project_w}}  {s.anomaly:<{kind_w}}  {s.title}"
+        if not long_:  # (the atlas's names start with their project's: --long and --json show it)
+            line = f"{s.name:<{name_w}}  {s.anomaly:<{kind_w}}  {s.title}"
             if width is not None and len(line) > width:
                 line = line[: width - 1] + "…"
             console.print(Text(line), soft_wrap=True)
