@@ -55,6 +55,8 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"), ("asynq-periodic-twice", "split"),
               ("horizon-late-record", "split"), ("horizon-late-release", "split"), ("horizon-retry-trail", "split"),
               ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split"), ("sidekiq-poller-twice", "split")]
+# ... and the atlas's fixed variants: every other queue's scenario in its other modes too
+LIVE_CASES += [(n, m) for n, _ in LIVE_CASES if load(n).project != "bullmq" for m in load(n).modes if m != "split"]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
 _LONGER_LESSONS = {"two-workers": 4}
