@@ -32,9 +32,6 @@ pytestmark = pytest.mark.live
 EMBEDDED_DIFFERENCES: dict[str, str] = {
     "host:status_pfmerge": "fakeredis keeps a HyperLogLog as a set; Redis as a string in its HYLL encoding",
     "host:status_xsetid": "fakeredis has no XSETID: the script gets Redis's unknown-command error",
-    "host:xread_block_as_stream_name": "fakeredis answers an XREAD that finds nothing with an empty array, Redis "
-                                       "with nil (outside scripts too)",
-    "tcl:xread_no_block": "the same: XREAD finding nothing is an empty array on fakeredis, nil on Redis",
     "tcl:caller_db_is_scripts_db": "fakeredis's CLIENT INFO says db=0 for a connection made on another database "
                                    "until it SELECTs; the script itself reads the right one",
 }

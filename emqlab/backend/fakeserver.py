@@ -63,6 +63,7 @@ from fakeredis._socket._base import BaseFakeSocket as _BaseFakeSocket
 from fakeredis.commands_mixins import scripting_mixin as _scripting
 
 from emqlab.backend.busy import DEFAULT_BUSY_REPLY_THRESHOLD_MS, BusyMixin, install
+from emqlab.backend.fidelity import RedisRepliesMixin
 from emqlab.backend.scripts import LUA_MAX_MEMORY, HostScriptsMixin
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
@@ -448,12 +449,13 @@ class _SandboxMixin:
         return engine
 
 
-class _EmbeddedSocket(HostScriptsMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):
+class _EmbeddedSocket(HostScriptsMixin, RedisRepliesMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 
 
-class _EmbeddedAsyncSocket(HostScriptsMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, AsyncFakeSocket):
+class _EmbeddedAsyncSocket(HostScriptsMixin, RedisRepliesMixin, BusyMixin, _SandboxMixin, InfoCommandMixin,
+                           AsyncFakeSocket):
     def _name_to_func(self, cmd_name: str) -> Any:
         return _lookup(self, cmd_name, super()._name_to_func)
 

@@ -109,14 +109,6 @@ class HostScriptsMixin:
     def evalsha_ro(self, sha1: bytes, numkeys: int, *keys_and_args: bytes) -> Any:
         return run_script(self, _cached(self, sha1), numkeys, keys_and_args, True)
 
-    def _expireat(self, key: Any, timestamp: float, *args: bytes, invalid_in: str | None = None) -> int:
-        # Redis deletes a key whose new expiry is not in the future at once (db.c: checkAlreadyExpired); fakeredis
-        # keeps it until its clock moves on, which inside a script (one instant) it never does
-        done: int = super()._expireat(key, timestamp, *args, invalid_in=invalid_in)  # type: ignore[misc]
-        if done and timestamp <= self._db.time:  # type: ignore[attr-defined]
-            key.value = None
-        return done
-
     def script_flush(self, *args: bytes) -> SimpleString:
         done: SimpleString = ScriptingCommandsMixin.script_flush(self, *args)
         host = getattr(self._server, "_emqlab_host", None)
