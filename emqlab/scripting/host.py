@@ -181,7 +181,7 @@ class LuaHost:
                              memory_kib=soft_cap_kib(self.max_memory), max_seconds=float(max_seconds),
                              dialect=self.runtime.table_from(dialect.lua_options()),
                              msg=self.runtime.table_from(dialect.lua_texts()), error_prefix=prefix.encode(),
-                             **hints)
+                             no_lines=serving is not None, **hints)
         self._start = api[b"start"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]

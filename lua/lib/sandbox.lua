@@ -31,6 +31,7 @@
     max_seconds, seconds_hint  the CPU seconds a run may use (0: no limit) and the setting's name;
     error_prefix  what starts an error of the limits (default MSG.host_error; the embedded server's
                 host has MSG.server_error);
+    no_lines    a pending command does not carry the script's lines (ScriptRun.lines is empty);
     dialect, msg  the server the scripts are compared with, and the texts of its errors.
 ]]
 
@@ -182,6 +183,8 @@ end
 -- errors raised for the caller's line -------------------------------------------------------------
 -- (script_line: above, with the count hook)
 -- the script's lines on the stack, innermost first ("12,340"): where a pending redis.call was made
+-- (the embedded server's host never shows a pending command's lines: it does not walk the stack for them)
+local want_lines = not opts.no_lines
 local function where()
   local lines = {}
   for level = 2, 60 do
@@ -519,7 +522,7 @@ local function command(raise, ...)
     end
   end
   args.n = n
-  args.where = where()
+  if want_lines then args.where = where() end
   local tag, value = co_yield(CMD, args)
   if tag == 1 then
     if raise then real_error({err = value, line = script_line()}) end
