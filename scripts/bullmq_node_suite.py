@@ -58,13 +58,21 @@ SIDES = ("redis", "emqlab")
 #: emqlab-only failure is a "new failure".
 KNOWN: dict[str, str] = {
     "workers Manually process jobs should get paginated unprocessed dependencies keys":
-        "SSCAN paging: emqlab's INFO says redis_version 8.0.0, so the test expects Redis 7.2+'s listpack "
-        "behaviour (SSCAN with COUNT 50 on a set of 65 short members returns all 65 and cursor 0); fakeredis "
-        "pages by COUNT and returns 50. (The redis-server here is 7.0, where the test takes its < 7.2 branch.)",
+        "SSCAN paging, passes since emqlab's INFO says Redis 7.0.15: the test reads redis_version and from 7.2 on "
+        "expects Redis's listpack behaviour (SSCAN with COUNT 50 on a set of 65 short members returns all 65 "
+        "and cursor 0); fakeredis pages by COUNT and returns 50. While INFO said 8.0.0 the test took that branch "
+        "and failed; now it takes its < 7.2 branch, as on the redis-server 7.0 here.",
+    "workers keeps locks for all the jobs that are processed concurrently":
+        "timing, since scripts moved to emqlab's Lua host (not pinned down): 57 jobs at once with 250 ms "
+        "locks, which the worker renews about every 125 ms with one extendLocks script (171 redis.calls). A "
+        "lock lapsed before its renewal (the lock was null at the job's start, or after its 2 s) in all 3 runs "
+        "of the whole of test_worker.ts on emqlab server after the change; the test alone passed 3 of 3, and "
+        "the whole file passed it in 2 of 2 runs with the code before the change. A redis.call costs about "
+        "1.6x what it did then (a 171-call script: 4.3 ms, was 2.7 ms).",
     "Rate Limiter when there are more added jobs than max limiter processes jobs as max limiter from the beginning":
         "speed: 400 jobs through a 100-a-second limiter (at least 3 s of its 5 s) with a 700 ms job; about "
         "1200 scripts (add, move to active, move to finished) at about 1 ms each on emqlab server put it over "
-        "5 s (3.8-3.9 s on redis-server)",
+        "5 s (3.8-3.9 s on redis-server); it passed in the run after scripts moved to emqlab's Lua host",
     "Obliterate should obliterate a queue with high number of jobs in different statuses":
         "speed: 2223 jobs added (1623 of them delayed) and 600 processed (300 completed, 300 failed) before "
         "obliterate(): some 3500 scripts at about 1 ms each on emqlab server against the 6 s limit (1.0-1.1 s "
@@ -74,26 +82,40 @@ KNOWN: dict[str, str] = {
         "'ready' before the name is set, and the test asks CLIENT LIST (Queue.getWorkers) on another "
         "connection at once. Redis runs both in the order they arrive (the SETNAME was written first); emqlab "
         "server serves each connection on a thread of its own and can answer the CLIENT LIST first. Seen on "
-        "one to three of the getWorkers tests in some runs (and once on redis-server too).",
+        "one to three of the getWorkers tests in some runs, and on redis-server too (once before, and once in "
+        "the run after scripts moved to emqlab's Lua host, where emqlab server passed them all).",
     "Pause should pause and resume worker without error":
         "hang-up reply: Worker.pause() disconnects the worker's blocking connection in the middle of its "
         "BZPOPMIN; emqlab server sees the hang-up at once and ends the command, but still writes its empty "
-        "reply to ioredis's half-closed socket, and BullMQ then stalls until the test's 8 s (it passes alone). "
-        "Sending no reply, as Redis does, fixes it but makes 2-3 force-closed-worker tests of "
-        "test_stalled_jobs.ts time out, so that change is not in (see the commit history).",
+        "reply to ioredis's half-closed socket, and BullMQ then stalls until the test's 8 s (it passes alone, "
+        "and passed in the full run after scripts moved to emqlab's Lua host). Sending no reply, as Redis "
+        "does, fixes it but makes 2-3 force-closed-worker tests of test_stalled_jobs.ts time out, so that "
+        "change is not in (see the commit history).",
     "stalled jobs *":
         "intermittent: the tests that force-close a worker (close(true)) with 4 active jobs and wait for a "
         "second worker to find them stalled timed out in some runs on emqlab server (0 to 2 of them), passed "
         "in others; not pinned down",
     "events when one job is a parent emits waiting-children and waiting event":
-        "intermittent: timed out once (8 s) in three full runs on emqlab server, passed in the others; not "
-        "investigated further",
+        "intermittent, on both servers: timed out (8 s) once in three full runs on emqlab server, and on "
+        "redis-server in the run after scripts moved to emqlab's Lua host; not investigated further",
+    "events when job is * when added again with same debounce id when ttl is not provided when removing * "
+    "job removes * key":
+        "likely a race (not confirmed): the test counts the 'deduplicated' events its QueueEvents reads with a "
+        "blocking XREAD on a connection of its own, and checks the count (expected 2, got 1) right after its "
+        "last add and remove, without waiting. Redis serves a client blocked on a stream as soon as the "
+        "command that added to it ends, before it runs another; emqlab server wakes the blocked connection's "
+        "thread, which can reply after the next command has. Failed in both full-file runs after scripts "
+        "moved to emqlab's Lua host (the deduplication variant once, the debounce variant once), passed before.",
+    "flows when parent has delay moves process to delayed after children are processed":
+        "timing: a 500 ms child job, then the parent's 3000 ms delay, inside the 4 s limit; timed out once "
+        "in the (loaded) run after scripts moved to emqlab's Lua host, passed when test_flow.ts ran again",
     "bulk jobs should keep workers busy":
         "timing: 2.7 s of job sleeps (6 jobs of 900 ms on 2 workers) inside the 4 s limit (2.75 s on "
         "redis-server); before TCP_NODELAY and the hang-up fix it ran 4 s on emqlab server, since then it passes",
     "Delayed jobs should process delayed jobs with several workers respecting delay":
-        "timing margin: checks processedOn against the delay with a 0.4 ms margin (once: 'expected 692 to be "
-        "below 691.6'); passes in most runs",
+        "timing margin: checks processedOn against the delay with a 0.4 ms margin ('expected 692 to be below "
+        "691.6' once, 'expected 673 to be below 670.8' in the run after scripts moved to emqlab's Lua host); "
+        "passes in most runs",
     "Concurrency when global dynamic limit is used when max limiter is greater than 1 should run max "
     "concurrency for jobs added first processed":
         "timing: 2.6 s of the 4 s limit on redis-server; timed out once on emqlab server before TCP_NODELAY",
@@ -367,7 +389,7 @@ def _meta(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
             "redis": _redis_version(args.redis_server), "node": _node_version(), "cores": os.cpu_count(),
             "mocha_timeout": args.mocha_timeout or _mocha_config(Path(args.checkout)).get("timeout"),
             "file_timeout": args.file_timeout, "files": files,
-            "skipped": {} if args.no_skip else dict(SKIP)}
+            "skipped": {} if args.no_skip else dict(SKIP), "note": args.note}
 
 
 def _report(results: dict[str, list[FileRun]], meta: dict[str, Any]) -> str:
@@ -385,6 +407,7 @@ def _report(results: dict[str, list[FileRun]], meta: dict[str, Any]) -> str:
         f"over TCP), on one machine ({meta['cores']} cores, Node {meta['node']}), with the suite's own "
         f"per-test time limit ({meta['mocha_timeout']} ms, longer where a test sets its own).",
         "",
+        *([meta["note"], ""] if meta.get("note") else []),
     ]
     totals: dict[str, dict[str, float]] = {}
     for s in sides:
@@ -444,7 +467,7 @@ def _report(results: dict[str, list[FileRun]], meta: dict[str, Any]) -> str:
     lines += ["", "Failures count failed hooks as well as tests.", ""]
     if skipped:
         lines += ["## Skipped (not run on either server)", "", "| test | reason |", "|---|---|",
-                  *[f"| {_one_line(t, 200)} | {_one_line(r, 400)} |" for t, r in skipped.items()], ""]
+                  *[f"| {_one_line(t, 200)} | {_one_line(r, 700)} |" for t, r in skipped.items()], ""]
     if "redis" in results and "emqlab" in results:
         lines += _skip_list(results)
     lines += [
@@ -481,7 +504,7 @@ def _skip_list(results: dict[str, list[FileRun]]) -> list[str]:
             reason = _known(o.title)
             if reason:
                 rows_known.append(f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | known: "
-                                  f"{_one_line(reason, 400)} |")
+                                  f"{_one_line(reason, 700)} |")
             else:
                 rows_new.append(f"| `{Path(r.file).name}` | {_one_line(o.title, 120)} | **new failure**"
                                 f"{' ' + note if note else ''}: {_one_line(o.error)} |")
@@ -537,6 +560,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="mocha's per-test time limit in ms (default: the suite's own, from .mocharc.js)")
     p.add_argument("--tag", help="the tag to print (default: git describe, or package.json's version)")
     p.add_argument("--no-skip", action="store_true", help="run the tests of the SKIP table too")
+    p.add_argument("--note", help="a paragraph for the report, under its first (what else loaded the machine, "
+                                  "say); with --from-json it replaces the run's own")
     p.add_argument("--from-json", type=Path,
                    help="write the report from an earlier run's --json (the KNOWN table as it is now), run nothing")
     p.add_argument("--no-netns", action="store_true",
@@ -560,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         data = json.loads(args.from_json.read_text())
         loaded = {side: [_file_run(d) for d in data[side]] for side in SIDES if side in data}
-        args.out.write_text(_report(loaded, data["meta"]))
+        meta = dict(data["meta"], **({"note": args.note} if args.note else {}))
+        args.out.write_text(_report(loaded, meta))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     if args.checkout is None:
