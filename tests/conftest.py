@@ -200,6 +200,14 @@ def qkeys(conn: redis.Redis, backend: str) -> Iterator[QueueKeys]:
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def stops_by_default() -> None:
+    """A child process's ``preexec_fn``: the stop signals as a terminal gives them (a suite started under
+    nohup, or as a shell's background job, ignores SIGHUP or SIGINT, and the child would inherit that, as
+    emqlab keeps an ignored signal ignored)."""
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def stop_signals_as_they_were() -> Iterator[None]:
     before = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}

@@ -139,6 +139,9 @@ def test_ctrl_c_ends_a_script_of_the_embedded_server(kind: str) -> None:
     server = new_server(max_instructions=0, max_seconds=30)
     client = sync_client(server)
     client.function_load(LIBRARY)
+    # (Ctrl-C as a terminal gives it, whatever the suite was started with: a background job ignores it; the
+    # autouse fixture puts the session's handler back)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     started = time.monotonic()

@@ -25,7 +25,7 @@ from emqlab.explore.divide import PROBE_RUNS, SWARM_CHUNK, Stats
 from emqlab.explore.dpor import Exhaustive
 from emqlab.protocol.verdict import judge
 from emqlab.ui.cli import main
-from tests.conftest import live_conn, require
+from tests.conftest import live_conn, require, stops_by_default
 
 #: The shipped cases large enough to be divided (the undivided search takes more than PROBE_RUNS runs; the
 #: test asserts they are): a smaller search runs whole by design (test_small_explorations_are_not_divided),
@@ -376,7 +376,7 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
             "entry()\n")
     for _ in range(3):
         proc = subprocess.Popen([sys.executable, "-c", slow, "simulate"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
+                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=stops_by_default)
         assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
         while proc.poll() is None:  # a flood of them, 2 ms apart, until it has exited
             try:
@@ -410,7 +410,7 @@ def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -
                "from emqlab.ui.entry import entry\n"
                "entry()\n")
     proc = subprocess.Popen([sys.executable, "-c", swallow, "simulate", "--split"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=stops_by_default)
     assert proc.stdout is not None and proc.stdout.readline() == b"importing\n"
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -431,7 +431,7 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
     signum = getattr(signal, f"SIG{sig}")
     proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
                              "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_stops_by_default)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=stops_by_default)
     time.sleep(1.0)
     while proc.poll() is None:
         try:
@@ -445,15 +445,6 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
 
 
 STOPS = [("INT", 1.6, 1), ("INT", 2.4, 1), ("INT", 1.0, 2), ("INT", 0.4, 2), ("TERM", 1.6, 1), ("HUP", 1.6, 1)]
-
-
-def _stops_by_default() -> None:
-    """In the child, before it runs: the stop signals as a terminal gives them (a suite started under
-    nohup ignores SIGHUP, and the child would inherit that, as emqlab keeps an ignored signal ignored)."""
-    import signal
-
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
 @pytest.mark.live
@@ -479,7 +470,7 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
         proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()",  # the script
                                  "simulate", "--split", "-s", "two-workers", "--jobs", "2", "--redis", url],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=_stops_by_default)
+                                preexec_fn=stops_by_default)
         time.sleep(after)
         for _ in range(times):
             os.killpg(proc.pid, signum)

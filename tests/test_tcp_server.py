@@ -18,6 +18,7 @@ import redis
 
 from emqlab.backend.fakeserver import EmbeddedConnection
 from emqlab.backend.tcp import EmbeddedTcp, serve
+from tests.conftest import stops_by_default
 
 
 def _raw(port: int, payload: bytes, *, until_closed: bool = False) -> bytes:
@@ -58,8 +59,10 @@ def test_clients_over_tcp_get_what_a_redis_server_gives() -> None:
 
 
 def test_the_command_serves_until_ctrl_c() -> None:
+    """``emqlab server`` serves until a Ctrl-C (its child started with a terminal's stop signals, whatever the
+    suite was started with)."""
     proc = subprocess.Popen([sys.executable, "-m", "emqlab", "server", "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=stops_by_default)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         url = proc.stdout.readline().strip()
