@@ -433,6 +433,22 @@ def layers_figure() -> Any:
 # -- the race atlas (docs/atlas.md) -----------------------------------------------------------------------------
 
 
+#: what each atlas project's scenarios run: its released code, or a model in emqlab's own words (each
+#: scenario file says which in its header; a project missing here fails the docs' test)
+ATLAS_CODE = {
+    "rq": "RQ 1.16.2's released code from PyPI, run unmodified, its key prefixes set to the run's base "
+          "(rq-intermediate-cleanup models 1.16.0's cleanup loop, as its file says)",
+    "arq": "modelled: arq's commands in emqlab's own words (its keys are fixed module constants and its worker "
+           "awaits timers, so its released code cannot run under the scheduler)",
+    "saq": "modelled: SAQ's commands in emqlab's own words (fixed `saq:` keys, a blocking dequeue and PUBLISH)",
+    "asynq": "modelled: asynq's scripts in emqlab's own Lua (`lua/atlas/asynq/`), from the protocol's facts "
+             "(Go modules are out of this project's reach at run time)",
+    "laravel": "modelled: Laravel's Redis queue's scripts in emqlab's own Lua (`lua/atlas/laravel/`)",
+    "horizon": "modelled: Horizon's commands in emqlab's own Lua (`lua/atlas/laravel/`)",
+    "sidekiq": "modelled: Sidekiq's scheduled-set poller in emqlab's own Lua (`lua/atlas/sidekiq/`)",
+}
+
+
 def _atlas_scenarios() -> list[Any]:
     from emqlab.engine.scenario import shipped
 
@@ -488,7 +504,7 @@ def atlas_page() -> str:
            "`emqlab simulate -s NAME` explores one.", ""]
     for project in projects:
         shown = data.get(project, {})
-        out += [f"## {project}", ""]
+        out += [f"## {project}", "", f"Code: {ATLAS_CODE[project]}.", ""]
         if shown.get("figure"):
             out += [f"![{shown['caption']}]({shown['figure']})", "", f"*{shown['caption']}*", ""]
         out += ["| report | scenario and mechanism | emqlab's witness | without the race |", "|---|---|---|---|"]

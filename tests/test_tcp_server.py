@@ -250,3 +250,12 @@ def test_replies_keep_their_type_and_code_and_the_client_its_own_name() -> None:
         assert _raw(tcp.port, cmd(b"EVAL", b"return {err='no code'}", b"0")) == b"-no code\r\n"
         assert _raw(tcp.port, cmd(b"EVAL", b"return redis.status_reply('FINE')", b"0")) == b"+FINE\r\n"
         assert b"lib-name=redis-py" not in _raw(tcp.port, cmd(b"CLIENT", b"LIST"), until_closed=False)
+        # a status reply stays one line (its CR and LF as spaces), and the connection in step
+        two = cmd(b"EVAL", b"return {ok='A\\rB\\nC'}", b"0") + cmd(b"PING")
+        assert _raw(tcp.port, two, until_closed=False).startswith(b"+A B C\r\n")
+        # SCRIPT LOAD compiles first; SCRIPT EXISTS takes a SHA1 in any case, as EVALSHA does
+        assert _raw(tcp.port, cmd(b"SCRIPT", b"LOAD", b"return {")).startswith(b"-ERR Error compiling script")
+        assert _raw(tcp.port, cmd(b"SCRIPT", b"LOAD", b"#!lua flags=bogus\nreturn 1")) == \
+            b"-ERR Unexpected flag in script shebang: bogus\r\n"
+        sha = _raw(tcp.port, cmd(b"SCRIPT", b"LOAD", b"return 7")).split(b"\r\n")[1]
+        assert _raw(tcp.port, cmd(b"SCRIPT", b"EXISTS", sha, sha.upper())) == b"*2\r\n:1\r\n:1\r\n"

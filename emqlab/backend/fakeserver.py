@@ -494,7 +494,8 @@ _SERVER_COMMANDS = {"info": (InfoCommandMixin.info, _EXTRA_COMMANDS["info"]),
                        for name in ("eval", "evalsha")},
                     **{name: (getattr(HostScriptsMixin, name), _EXTRA_COMMANDS[name])
                        for name in ("eval_ro", "evalsha_ro")},
-                    "script flush": (HostScriptsMixin.script_flush, SUPPORTED_COMMANDS["script flush"])}
+                    **{f"script {sub}": (getattr(HostScriptsMixin, f"script_{sub}"),
+                                         SUPPORTED_COMMANDS[f"script {sub}"]) for sub in ("flush", "load", "exists")}}
 
 
 def new_server(version: tuple[int, ...] | None = None, *,

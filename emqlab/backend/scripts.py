@@ -88,7 +88,8 @@ def server_host(server: fakeredis.FakeServer) -> LuaHost:
 
 class HostScriptsMixin:
     """A fakeredis socket mixin: ``EVAL``/``EVALSHA``/``EVAL_RO``/``EVALSHA_RO`` by :func:`server_host`'s host
-    (see the module's docstring); ``SCRIPT FLUSH`` empties its compiled scripts too. The methods take any
+    (see the module's docstring); ``SCRIPT LOAD`` compiles a script before it caches it, ``SCRIPT EXISTS``
+    takes a SHA1 in any case, ``SCRIPT FLUSH`` empties the host's compiled scripts too. The methods take any
     fakeredis socket as ``self`` (a connection of fakeredis's own classes to the server is given them)."""
 
     _server: fakeredis.FakeServer
@@ -108,6 +109,19 @@ class HostScriptsMixin:
     @command(name="EVALSHA_RO", fixed=(bytes, Int), repeat=(bytes,), flags=fake_msgs.FLAG_NO_SCRIPT)
     def evalsha_ro(self, sha1: bytes, numkeys: int, *keys_and_args: bytes) -> Any:
         return run_script(self, _cached(self, sha1), numkeys, keys_and_args, True)
+
+    def script_load(self, *args: bytes) -> bytes:
+        # compiled first, as Redis does: a syntax error or a bad shebang is refused, not cached
+        if len(args) == 1:
+            try:
+                server_host(self._server).compile(args[0])
+            except LuaScriptError as e:
+                raise SimpleError(_error_reply(e)) from None
+        return ScriptingCommandsMixin.script_load(self, *args)
+
+    def script_exists(self, *args: bytes) -> list[int]:
+        # a SHA1 in any case, as EVALSHA takes it
+        return ScriptingCommandsMixin.script_exists(self, *(a.lower() for a in args))
 
     def script_flush(self, *args: bytes) -> SimpleString:
         done: SimpleString = ScriptingCommandsMixin.script_flush(self, *args)

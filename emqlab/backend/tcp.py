@@ -159,8 +159,8 @@ class _OneLineWriter(Writer):
 
 
 def _encode(value: Any, protocol: int) -> bytes:
-    if isinstance(value, SimpleString):
-        return b"+" + value.value + b"\r\n"
+    if isinstance(value, SimpleString):  # (one line, as Redis writes a status)
+        return b"+" + value.value.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
     if isinstance(value, (bytes, str)):
         return encode_reply(value, protocol, nested=True)
     if isinstance(value, Exception) and value.args and isinstance(value.args[0], str):

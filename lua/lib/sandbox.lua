@@ -713,7 +713,8 @@ local function to_reply(v, depth, resp3)
   local e = real_rawget(v, 'err')
   if real_type(e) == 'string' then return {'err', e} end
   local ok = real_rawget(v, 'ok')
-  if real_type(ok) == 'string' then return {'status', ok} end
+  -- (a status reply is one line: Redis writes its CR and LF bytes as spaces)
+  if real_type(ok) == 'string' then return {'status', (gsub(ok, '[\r\n]', ' '))} end
   local d = real_rawget(v, 'double')
   if real_type(d) == 'number' then
     if resp3 then return {'double', d} end
