@@ -353,7 +353,11 @@ async def standard_delayed_prioritized(name: str, url: str, run: Run) -> None:
         async def all_completed() -> bool:
             return listener.count("completed") == 6
 
-        await until(all_completed, "6 completed events")
+        try:
+            await until(all_completed, "6 completed events")
+        except AssertionError as e:  # (say what did come, and where the jobs are)
+            counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "completed", "failed")
+            raise AssertionError(f"{e}; events: {[x['event'] for x in listener.seen]}; jobs: {counts}") from None
         await close_all(worker)  # no more events: QueueEvents can catch up with the stream
         worker = None
         await listener.catch_up(queue)
