@@ -15,6 +15,7 @@ large carry ``preemptions: K`` in the file (measure with ``emqlab simulate --spl
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -56,7 +57,8 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("horizon-late-record", "split"), ("horizon-late-release", "split"), ("horizon-retry-trail", "split"),
               ("laravel-migrate-twice", "split"), ("laravel-pop-lost", "split"), ("sidekiq-poller-twice", "split")]
 # ... and the atlas's fixed variants: every other queue's scenario in its other modes too
-LIVE_CASES += [(n, m) for n, _ in LIVE_CASES if load(n).project != "bullmq" for m in load(n).modes if m != "split"]
+LIVE_CASES += [(sc.name, m) for sc in (load(n) for n, _ in LIVE_CASES) if sc.project != "bullmq"
+               for m in sc.modes if m != "split"]
 
 #: Scenarios written before the library's "two or three sentences" convention, with their sentence count.
 _LONGER_LESSONS = {"two-workers": 4}
@@ -260,7 +262,7 @@ def test_the_atlas_page_has_every_other_project_s_scenario_with_a_witness_that_r
     hooks = _hooks()
     hooks._generated.update(hooks.atlas_files(connect()))
     page = hooks.atlas_page()
-    data = __import__("json").loads(hooks._generated["assets/atlas.json"])
+    data = json.loads(hooks._generated["assets/atlas.json"])
     atlas = [sc for sc in shipped() if sc.project != "bullmq"]
     assert atlas and {sc.project for sc in atlas} == {line[3:] for line in page.splitlines() if line.startswith("## ")}
     assert {sc.project for sc in atlas} <= set(hooks.ATLAS_CODE)  # (each project says what its scenarios run)
