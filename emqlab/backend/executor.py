@@ -3,6 +3,7 @@ backend and returns its raw reply (on fakeredis straight into the server, with n
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable
@@ -175,10 +176,8 @@ class _FakeDirect:
     def __init__(self, conn: redis.Redis) -> None:
         import time
 
-        from fakeredis._helpers import SimpleError, SimpleString
+        from fakeredis._helpers import SimpleError
         from fakeredis._socket._resp import extract_command
-
-        from emqlab.scripting.host import Status
 
         _release_orphans()
         pool = conn.connection_pool
@@ -200,8 +199,6 @@ class _FakeDirect:
         self._extract = extract_command
         self._encode = _encoder(conn)
         self._simple_error = SimpleError
-        self._simple_string = SimpleString
-        self._status = Status
         self._time = time.time
         self._parse_error = redis.connection.DefaultParser(socket_read_size=65536).parse_error
 
@@ -243,15 +240,33 @@ class _FakeDirect:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _convert(self, r: object, nested: bool = False) -> object:
-        """fakeredis's reply objects → raw RESP2-like values; an error at the top is raised, an error inside
-        an array stays an element (as redis-py parses it)."""
-        if isinstance(r, list):
-            return [self._convert(x, True) for x in r]
-        if isinstance(r, self._simple_error):
-            if nested:
-                return self._parse_error(r.value)
-            raise self._parse_error(r.value)
-        if isinstance(r, self._simple_string):
-            return self._status(r.value)
-        return r
+    def _convert(self, r: object) -> object:
+        """fakeredis's reply objects → raw RESP2-like values (:func:`fake_reply`); an error at the top is raised."""
+        out = fake_reply(r)
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def _fake_types() -> tuple[type, type, type, Callable[[str], BaseException]]:
+    # (imported on first use: fakeredis is not loaded to start emqlab against a live server)
+    from fakeredis._helpers import SimpleError, SimpleString
+
+    from emqlab.scripting.replies import Status
+
+    return SimpleError, SimpleString, Status, redis.connection.DefaultParser(socket_read_size=65536).parse_error
+
+
+def fake_reply(r: object) -> object:
+    """A fakeredis reply object as the host takes a raw RESP2 reply: a status a
+    :class:`emqlab.scripting.replies.Status`, an error the ``ResponseError`` redis-py would give (returned, at
+    the top or inside an array, never raised), arrays converted throughout."""
+    simple_error, simple_string, status, parse_error = _fake_types()
+    if isinstance(r, list):
+        return [fake_reply(x) for x in r]
+    if isinstance(r, simple_error):
+        return parse_error(r.value)  # type: ignore[attr-defined]
+    if isinstance(r, simple_string):
+        return status(r.value)  # type: ignore[attr-defined]
+    return r

@@ -32,10 +32,12 @@ from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without Num
 import redis
 from fakeredis import _msgs as fake_msgs
 from fakeredis._command_args_parsing import Int
-from fakeredis._commands import COMMANDS_WITH_SUB, command
+from fakeredis._commands import command
 from fakeredis._helpers import SimpleError, SimpleString
+from fakeredis._socket._resp import extract_command
 from fakeredis.commands_mixins.scripting_mixin import ScriptingCommandsMixin
 
+from emqlab.backend.executor import fake_reply
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.host import LuaHost, LuaScriptError, Serving, Status
@@ -180,11 +182,7 @@ def _run(sock: Any, script: bytes, numkeys: int, keys_and_args: tuple[bytes, ...
 def _command(sock: Any, cmd: tuple[bytes, ...]) -> Any:
     """Run one command of a script on ``sock`` (as fakeredis's own ``redis.call`` does): its raw reply as the
     host takes it, an error as the ``ResponseError`` redis-py would raise."""
-    name = cmd[0].decode("utf-8", "replace").lower()
-    args = list(cmd[1:])
-    if name in COMMANDS_WITH_SUB and args:
-        name += " " + args[0].decode("utf-8", "replace").lower()
-        args = args[1:]
+    name, args = extract_command(list(cmd))
     note = getattr(sock, "_note_write", None)
     if note is not None:  # (busy: a script that wrote cannot be killed)
         note(cmd[0], tuple(cmd[1:]))
@@ -192,24 +190,13 @@ def _command(sock: Any, cmd: tuple[bytes, ...]) -> Any:
         func, sig = sock._name_to_func(name)
     except SimpleError as e:
         return _parse_error(e.value)
-    return _from_fake(sock._run_command(func, sig, args, True))
+    return fake_reply(sock._run_command(func, sig, args, True))
 
 
 def _error_reply(e: LuaScriptError) -> str:
     # SimpleError(text) is written "-text": the error as Redis writes it (its code kept)
     raw = e.reply if e.reply is not None else b"ERR " + str(e).encode()
     return raw.decode("utf-8", "surrogateescape")
-
-
-def _from_fake(r: Any, nested: bool = False) -> Any:
-    """fakeredis's reply objects as the host takes them: a status a Status, an error a ResponseError."""
-    if isinstance(r, list):
-        return [_from_fake(x, True) for x in r]
-    if isinstance(r, SimpleError):
-        return _parse_error(r.value)
-    if isinstance(r, SimpleString):
-        return Status(r.value)
-    return r
 
 
 def _to_fake(v: Any) -> Any:
