@@ -37,7 +37,7 @@ from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._socket._resp import extract_command
 from fakeredis.commands_mixins.scripting_mixin import ScriptingCommandsMixin
 
-from emqlab.backend.executor import fake_reply
+from emqlab.backend.fakereplies import fake_reply
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.host import LuaHost, LuaScriptError, Serving, Status
