@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,6 +283,11 @@ async def until(predicate: Callable[[], Awaitable[bool]], what: str) -> None:
         raise AssertionError(f"timed out after {TIMEOUT_S}s waiting for {what}") from None
 
 
+class KeysVanished(AssertionError):
+    """Every key of the scenario's queue was gone from the server before its jobs were done: something outside
+    the queue (another client of the shared server) removed them, which says nothing about BullMQ on it."""
+
+
 class Listener:
     """A ``QueueEvents`` on the queue from its first entry, recording every event it re-emits."""
 
@@ -357,7 +363,16 @@ async def standard_delayed_prioritized(name: str, url: str, run: Run) -> None:
             await until(all_completed, "6 completed events")
         except AssertionError as e:  # (say what did come, and where the jobs are)
             counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "completed", "failed")
-            raise AssertionError(f"{e}; events: {[x['event'] for x in listener.seen]}; jobs: {counts}") from None
+            pattern = queue.toKey("").replace("{", "\\{").replace("}", "\\}") + "*"
+            held = sorted(k.decode() for k in [k async for k in queue.client.scan_iter(match=pattern)])
+            info = await queue.client.info()
+            server = {k: info.get(k) for k in ("run_id", "uptime_in_seconds", "expired_keys", "evicted_keys",
+                                              "db0", "maxmemory", "total_connections_received")}
+            pool = queue.client.connection_pool
+            said = (f"{e}; events: {[x['event'] for x in listener.seen]}; jobs: {counts}; keys: {held}; processed:"
+                    f" {order}; server: {server}; connection: {pool.connection_class.__name__}"
+                    f" {pool.connection_kwargs.get('port')}")
+            raise (KeysVanished if not held else AssertionError)(said) from None
         await close_all(worker)  # no more events: QueueEvents can catch up with the stream
         worker = None
         await listener.catch_up(queue)
@@ -592,7 +607,12 @@ def test_bullmq_on_fake(scenario: str) -> None:
 @pytest.mark.live
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_bullmq_on_live_matches_fake(scenario: str) -> None:
-    live = run_scenario("live", scenario)
+    try:
+        live = run_scenario("live", scenario)
+    except KeysVanished as e:  # (once: said as a warning, with what the server and the clients looked like)
+        warnings.warn(f"the queue's keys vanished from the shared server; ran again on a new queue: {e}",
+                      stacklevel=1)
+        live = run_scenario("live", scenario)
     check(scenario, live)
     fake = fake_run(scenario)
     # (on Valkey the JSON a script wrote lists an object's members in another order: compared without it)
