@@ -35,7 +35,8 @@ stuck-active         final            at the end, a job is in ``active`` with no
                                       execution, and no actor of the run plays the recovery role (runs a
                                       moveStalledJobsToWait pass: the built-in sweep or a Python actor)
 work-thrown-away     effects          an execution's finish was refused although no one had touched its
-                                      lock, and the job did not end up finished (no final placement, and no
+                                      lock (in a queue without a lock key: nothing lapsed or took its
+                                      claim), and the job did not end up finished (no final placement, and no
                                       other execution of the same incarnation finished it): its result
                                       was the only one, and it is lost
 non-owner-finish     effects,         a finish was accepted although another worker had taken the job's
@@ -571,12 +572,21 @@ def work_thrown_away(h: History, scenario: Scenario | None = None) -> list[Anoma
                    and any(isinstance(x, LockChanged) and x.job == e.job and x.before == e.token for x in s.effects)]
         if touched:
             continue  # its lock lapsed or was taken: the refusal is the protocol working
+        # (a queue that keeps no lock key, such as asynq's lease set, shows no lock effect: the sentence then
+        # does not speak of a lock, and names the actor that moved the job away under the execution)
+        has_lock = e.job in h.final.locks or (scenario is not None and e.job in scenario.locks) or any(
+            isinstance(x, LockChanged) and x.job == e.job for s in h.steps for x in s.effects)
+        claim = f"no one had touched its lock {e.token}" if has_lock else \
+            f"nothing lapsed or took its claim on job {e.job} (this queue keeps no lock for it)"
+        moved = next(((s, x) for s in h.steps if e.start < s.index < e.end and s.actor != e.actor
+                      for x in s.effects if isinstance(x, Removed) and x.job == e.job), None)
+        away = f"; {moved[0].actor} took job {e.job} out of {moved[1].place} (step {moved[0].index}) while" \
+            f" {e.actor} ran it" if moved else ""
         out.append(Anomaly(
             "work-thrown-away", e.job,
             f"{e.actor}'s finish of job {e.job} was refused (step {e.end}: {e.result}, {e.outcome.meaning})"
-            f" although no one had touched its lock {e.token}, and no result of the job stands: {e.actor}'s"
-            f" work was thrown away",
-            (e.end,)))
+            f" although {claim}{away}, and no result of the job stands: {e.actor}'s work was thrown away",
+            (e.end, *((moved[0].index,) if moved else ()))))
     return out
 
 
