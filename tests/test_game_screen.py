@@ -255,3 +255,47 @@ def test_the_docs_screens_are_the_game_screens() -> None:
             assert play_screen(load_level(level), lambda _p, it=lines: next(it), out, lambda: (80, 24), color=False)
             got = [line.rstrip() for line in out.getvalue().split(ALT_OFF, 1)[1].rstrip("\n").split("\n")]
         assert got == want, "\n".join(got)
+
+
+def _says_met_so_far(s: Session) -> bool:
+    return any("met so far" in text for text, _style in render(s, 100, 40, []).lines)
+
+
+@pytest.mark.parametrize("level", [lv for lv in shipped_levels() if lv.solution], ids=lambda lv: lv.name)
+def test_met_so_far_is_said_only_where_finishing_in_order_wins(level) -> None:  # type: ignore[no-untyped-def]
+    """Along the level's stored solution and its hint, whenever the screen says "met so far: let every actor
+    finish", finishing the run in scenario order (what the game's f does) wins. Level 15 said it from its
+    first step, where finishing loses (its job 2 is in no list until its producer adds it)."""
+    from emqlab.protocol.schedules import parse_schedule
+
+    for schedule in filter(None, (level.solution, level.hint_schedule)):
+        s = Session(level)
+        try:
+            for actor in parse_schedule(schedule, s.game.actors):
+                if s.game.done:
+                    break
+                if _says_met_so_far(s):
+                    rest = Session(level)
+                    try:
+                        for c in s.game.choices:
+                            rest.game.step(c)
+                        rest.game.finish()
+                        assert rest.game.won(), f"{schedule}: 'met so far' after {s.game.schedule}, finishing loses"
+                    finally:
+                        rest.close()
+                s.game.step(actor)
+        finally:
+            s.close()
+
+
+def test_level_15_is_not_met_before_its_producer_adds_the_job() -> None:
+    s = Session(load_level(15))
+    try:
+        for _ in range(3):
+            s.game.step("SCHED")
+            assert not _says_met_so_far(s)
+        s.game.step("PROD")
+        s.game.step("PROD")
+        assert _says_met_so_far(s)  # (finishing now deletes the list with job 2 in it: a win)
+    finally:
+        s.close()

@@ -21,6 +21,7 @@ widget alike; its names are importable from here too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -265,6 +266,31 @@ def _solve_by_runs(level: Level, sc: Any) -> tuple[int, str | None]:
 
 
 # -- the game ------------------------------------------------------------------------------------------------
+
+
+def met_so_far(level: Level, choices: list[str] | tuple[str, ...], history: Any) -> bool:
+    """Whether the game may say "the goal is met so far: let every actor finish to win" after ``choices``
+    (actor ids, the run's steps so far; ``history`` is that partial run's): the goal holds of the partial
+    run *and* the rest of the run in scenario order (what finishing does) wins. A goal about the final
+    state can hold of a partial run that finishing undoes (level 15's job 2 is in no list before its
+    producer has added it), so the first test alone would tell the player to finish a run that loses."""
+    if not level.goal.met(history):
+        return False
+    return _rest_in_order_wins(level.name, tuple(choices))
+
+
+@functools.lru_cache(maxsize=1024)
+def _rest_in_order_wins(name: str, choices: tuple[str, ...]) -> bool:
+    from emqlab.engine.scenario import load
+    from emqlab.explore.checked import Runner
+
+    level = load_level(name)
+    with Runner(load(level.scenario), level.mode) as r:
+        for c in choices:
+            r.step(c)
+        while not r.done:
+            r.step(r.enabled[0])
+        return bool(level.goal.met(r.history()))
 
 
 def describe_op(op: Any) -> str:

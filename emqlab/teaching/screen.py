@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from rich.cells import cell_len, set_cell_size
 
 from emqlab.teaching.level_view import board, excerpt, position, result_text
-from emqlab.teaching.levels import Session, board_text, board_values, tokens
+from emqlab.teaching.levels import Session, board_text, board_values, met_so_far, tokens
 
 #: the smallest screen the layout is made for (a smaller terminal still gets a screen, cut to its size)
 MIN_COLUMNS, MIN_LINES = 80, 24
@@ -143,8 +143,9 @@ def render(session: Session, columns: int, rows: int, message: list[str], offset
     game, lv = session.game, session.level
     r = game.runner
     done = game.done
+    met = not done and met_so_far(lv, game.choices, game.history())
     status = "won" if done and game.won() else ("over" if done else (
-        "met so far: let every actor finish" if lv.goal.met(game.history()) else "not reached yet"))
+        "met so far: let every actor finish" if met else "not reached yet"))
     title = f"Level {lv.number} · {lv.title} · {lv.mode}"
     counter = f"step {r.index}"
     top: list[Line] = [(fit(title, w - len(counter) - 1).ljust(w - len(counter)) + counter, "title")]

@@ -232,7 +232,7 @@ class SchedulerStepper(View):
         lv = self.level
         if lv is None:
             return None
-        from emqlab.teaching.levels import solve
+        from emqlab.teaching.levels import met_so_far, solve
 
         met = lv.goal.met(h)
         status = "playing"
@@ -247,7 +247,7 @@ class SchedulerStepper(View):
                 explored, found = self._exhausted
                 if found is None:
                     status = "unsolvable"
-        elif met:
+        elif met_so_far(lv, list(self.runner.choices), h):
             status = "met"
         schedule = str(self.runner.schedule)
         return {"number": lv.number, "name": lv.name, "title": lv.title, "tagline": lv.tagline,
