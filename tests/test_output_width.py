@@ -43,6 +43,9 @@ MODES = ("atomic", "split", "finish-then-fetch", "transaction")
 WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("abandoned-after-success", "split"): {"double-placement": "v1:W1*3.E1*2.C1*5.W1*3"},
     ("abandoned-after-success", "transaction"): {"double-placement": "v1:W1*3.E1.W1*4.C1"},
+    ("arq-abort-outlives-job", "split"): {"invariant:abort-outlives-job": "v1:W1.C1*2"},
+    ("arq-cron-rerun", "split"): {"duplicate-execution": "v1:W1.P2*3.W3*5"},
+    ("arq-status-not-found", "split"): {"invariant:status-found": "v1:R1.W1.R1*3"},
     ("asynq-orphan-active", "split"): {"invariant:leased-while-active": "v1:W1.X1.R1"},
     ("asynq-periodic-twice", "split"): {"double-placement": "v1:S1.S2*3.S1*2"},
     ("asynq-stale-recovery", "split"): {
@@ -99,6 +102,13 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("retry-all-loop", "split"): {
         "duplicate-execution": "v1:A1*3.W1*2.A1*4.W1*2", "metrics-drift": "v1:A1*3.W1*2.A1*4.W1*2"},
     ("retry-requeue", "split"): {"double-placement": "v1:W1*7.S1.W1*11"},
+    ("rq-cleanup-after-success", "split"): {"double-placement": "v1:C1*5.W1*4.L1"},
+    ("rq-dequeue-crash", "split"): {"lost-job": "v1:W1*2.X1"},
+    ("rq-intermediate-cleanup", "split"): {"double-placement": "v1:W1*2.C1*8.W1"},
+    ("rq-two-schedulers", "split"): {"double-placement": "v1:S1*2.S2*3.S1"},
+    ("saq-heartbeat-overwrites-abort", "split"): {
+        "invariant:abort-seen": "v1:A1*3.W1*3", "orphan-data": "v1:A1.W1*3.A1*2"},
+    ("saq-sweep-before-process", "split"): {"duplicate-execution": "v1:W1*2.S1*4.W1.W2*3"},
     ("shared-token", "atomic"): {"duplicate-execution": "v1:W2.W1", "stolen-lock": "v1:W1.W2"},
     ("shared-token", "split"): {
         "duplicate-execution": "v1:W2.W1*4", "metrics-drift": "v1:W1*5.W2.W1*17", "stolen-lock": "v1:W1*23.W2"},
