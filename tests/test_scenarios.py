@@ -305,3 +305,7 @@ def test_scenarios_check_in_two_processes_prints_what_one_does(monkeypatch: pyte
         out[n] = res.output
     assert out["1"] == out["2"] and "MISMATCH" not in out["1"]
     assert out["1"].count("\n") == sum(len(s.modes) for s in few) and "empty-then-delete" in out["1"]
+    lines = out["1"].splitlines()
+    assert len({line.index(" found ") for line in lines}) == 1, out["1"]  # one column, the longest name's
+    assert "ok stalled-finish    split             found double-placement" in out["1"]
+    assert "[" not in out["1"]  # kinds as words, not a Python list

@@ -103,6 +103,7 @@ def _check_scenarios(lib: Any, jobs: int | None) -> None:
     from emqlab.explore.run import check_case
 
     cases = [(s, mode) for s in lib for mode in s.modes]
+    width = max((len(s.name) for s, _mode in cases), default=0)
     pool, close = make_executor(jobs, live=False)
     try:  # each case explored whole in one worker; printed in library order as they come
         futures = [pool.submit(check_case, s, mode) for s, mode in cases]
@@ -121,10 +122,11 @@ def _check_scenarios(lib: Any, jobs: int | None) -> None:
             mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"
             detail = ""
             if not ok and exp is not None:
-                detail = f" expected {sorted(exp.anomalies)}"
+                detail = f"; expected {', '.join(sorted(exp.anomalies)) or '-'}"
                 if missing_codes:
                     detail += f"; return codes never seen: {', '.join(missing_codes)}"
-            console.print(f"{mark} {s.name:<28} {mode:<18} found {got or '-'}{detail}")
+            console.print(f"{mark} {s.name:<{width}} {mode:<17} found {', '.join(got) or '-'}{detail}",
+                          markup=True, highlight=False)
     finally:
         close()
     sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
