@@ -73,7 +73,7 @@ def test_rq_actors_run_rq_s_own_methods() -> None:
             h = r.run()
         assert schedule.call_count == 2
         assert h.final.placements["1"] == ["rq:queue:default"]
-    assert StartedJobRegistry.key_template.startswith(r.keys.base.replace("{", "{{").replace("}", "}}"))
+    assert StartedJobRegistry.key_template == "rq:wip:{0}"  # RQ's own, back after the runs
 
 
 def test_a_missing_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,3 +98,27 @@ def test_a_run_without_rq_stops_with_the_install_hint(monkeypatch: pytest.Monkey
     with pytest.raises(ActorError, match=r'W1 raised MissingLibrary: .*pip install "emqlab\[atlas\]"'):
         with Runner(load("rq-cleanup-after-success"), "split", connect()) as r:
             r.run()
+
+
+def test_rq_s_own_key_prefixes_come_back_after_a_run() -> None:
+    """RQ's classes name their keys; the rq actors point them at the run's keys while they run, and give RQ
+    its own values back once the last of them ends — also when the run is closed half-way — so that RQ used
+    later in the same process does not write under a finished run's keys."""
+    import rq.job
+    import rq.queue
+    import rq.registry
+
+    def prefixes() -> tuple[object, ...]:
+        return (rq.job.Job.redis_job_namespace_prefix, rq.queue.Queue.redis_queue_namespace_prefix,
+                rq.registry.StartedJobRegistry.key_template, "key_template" in vars(rq.registry.BaseRegistry),
+                rq.registry.FailedJobRegistry.key_template)
+
+    own = prefixes()
+    sc = load("rq-cleanup-after-success")
+    with Runner(sc, "split") as r:
+        r.step(r.enabled[-1])
+        assert prefixes()[0] == r.keys.base  # (a job's hash is <base><id>, the hash emqlab's checks read)
+    assert prefixes() == own
+    with Runner(sc, "split") as r:
+        r.run()
+    assert prefixes() == own

@@ -10,7 +10,10 @@ actor's client ``r`` and calls the library's methods; RQ's code is the installed
   those classes (a subclass would not reach them): job ``1``'s hash is ``<base>1`` — the hash emqlab's
   checks read — the queue ``default`` is ``<base>rq:queue:default``, its started registry
   ``<base>rq:wip:default``, finished ``<base>rq:finished:default``, failed ``<base>rq:failed:default``.
-  Every run of a process shares one base per run, so setting them when an actor starts is enough.
+  Every run of a process shares one base per run, so setting them when an actor starts is enough; when the
+  last actor of the run that set them ends (returns, raises, or is ended with its run), RQ's own values come
+  back, so that RQ used afterwards in the same process (a notebook's) writes its own keys, not a finished
+  run's.
 * **No result stream.** RQ 1.16 writes results to a stream under a fixed ``rq:results:<id>`` key (outside
   any prefix) when the server is Redis 5 or later, which it learns once per connection and keeps on the
   connection object. :func:`configure` gives the actor's connection RQ's cached answer ``(4, 0, 0)``, so
@@ -27,6 +30,8 @@ released. The scenarios say which is which.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from emqlab.engine.atlas import require
@@ -63,12 +68,44 @@ def configure(r: Any, q: Any, version: tuple[int, int, int] = (4, 0, 0)) -> Any:
         logger.addHandler(logging.NullHandler())
 
     base = q.keys.base
-    for module, cls, attr, default in _PREFIXES:
+    for module, name, attr, default in _PREFIXES:
+        cls = getattr(importlib.import_module(module), name)
+        if _running and not any(c is cls and a == attr for c, a, _v in _originals):
+            _originals.append((cls, attr, cls.__dict__.get(attr, _INHERITED)))
         # a registry's key_template goes through str.format: the base's hash-tag braces are escaped there
         head = base.replace("{", "{{").replace("}", "}}") if attr == "key_template" else base
-        setattr(getattr(importlib.import_module(module), cls), attr, head + default)
+        setattr(cls, attr, head + default)
     setattr(r, "__rq_redis_server_version", version)
     return rq
+
+
+#: how many actors using RQ's classes are running in this process, and RQ's own values of the attributes
+#: :func:`configure` sets, kept while any is
+_running = 0
+_originals: list[tuple[type, str, Any]] = []
+_INHERITED = object()  # (an attribute the class itself did not hold: removed again, not set)
+
+
+def _uses_rq(actor: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """``actor`` with RQ's key prefixes given back (:data:`_originals`) once no actor using them runs."""
+
+    @functools.wraps(actor)
+    def run(r: Any, q: Any) -> None:
+        global _running
+        _running += 1
+        try:
+            actor(r, q)
+        finally:
+            _running -= 1
+            if _running == 0:
+                for cls, attr, value in _originals:
+                    if value is _INHERITED:
+                        delattr(cls, attr)
+                    else:
+                        setattr(cls, attr, value)
+                _originals.clear()
+
+    return run
 
 
 def _objects(r: Any, q: Any, version: tuple[int, int, int] = (4, 0, 0)) -> tuple[Any, Any, Any]:
@@ -95,6 +132,7 @@ return 0
 """
 
 
+@_uses_rq
 def success(r: Any, q: Any) -> None:
     """A worker that ran job ``job`` (default ``"1"``, in the started registry) and succeeded: RQ's
     ``Worker.handle_job_success`` (WATCH the job's dependents, then one MULTI: the worker's counters, the
@@ -122,6 +160,7 @@ def success(r: Any, q: Any) -> None:
     q.end(job_id, 0)
 
 
+@_uses_rq
 def cleanup(r: Any, q: Any) -> None:
     """RQ's ``StartedJobRegistry.cleanup``: the registry's entries due by ``timestamp`` (default 1: every
     entry a scenario seeds is due), each fetched, failed as abandoned (status ``failed``, the failed
@@ -149,6 +188,7 @@ return 0
 """
 
 
+@_uses_rq
 def schedule(r: Any, q: Any) -> None:
     """A scheduler that believes it holds the queue's scheduler lock: RQ's
     ``RQScheduler.enqueue_scheduled_jobs`` (the due ids of the scheduled registry read, then each job fetched,
@@ -174,6 +214,7 @@ def schedule(r: Any, q: Any) -> None:
     scheduler.enqueue_scheduled_jobs()
 
 
+@_uses_rq
 def take(r: Any, q: Any) -> None:
     """A worker takes its next job: RQ's ``Queue.dequeue_any`` (listening on one queue, on Redis 6.2 and
     later: one ``LMOVE`` from the queue to its intermediate list; on several: ``LPOP`` from the first that has
@@ -197,6 +238,7 @@ def take(r: Any, q: Any) -> None:
     worker.prepare_job_execution(job, remove_from_intermediate_queue=len(queues) == 1)
 
 
+@_uses_rq
 def clean_intermediate(r: Any, q: Any) -> None:
     """A cleanup of the queue's intermediate list (jobs a worker moved out of the queue but never
     registered as started). Atomic: RQ 1.16.2's ``IntermediateQueue.cleanup``, which fails an entry only
