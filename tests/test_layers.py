@@ -166,3 +166,15 @@ def test_the_top_level_names_load_their_layer_only_when_used() -> None:
                           " if m.startswith('emqlab.') and m.count('.') > 1))"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_only_the_sandbox_module_names_the_lua_runtime() -> None:
+    """``lupa`` is imported by :mod:`emqlab.scripting.sandbox` alone: the one home of the Lua runtime, so that
+    a second Lua can go in there (the embedded server's shim of fakeredis's scripting reaches it through it)."""
+    users = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "lupa" for a in node.names) \
+                    or isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lupa":
+                users.add(name)
+    assert users == {"emqlab.scripting.sandbox"}, sorted(users)

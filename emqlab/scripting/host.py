@@ -1,5 +1,5 @@
-"""The client-side Lua host: Redis 7's scripting environment on a ``lupa.lua51`` runtime, with each
-``redis.call`` yielded to Python as one command.
+"""The client-side Lua host: Redis 7's scripting environment on a Lua 5.1 runtime (``lupa.lua51``, named only
+by :mod:`emqlab.scripting.sandbox`), with each ``redis.call`` yielded to Python as one command.
 
 Why it exists: to run the *same* script text either atomically (``EVALSHA`` on the server: no other client
 runs inside it) or **split** — client-side, each ``redis.call`` sent to the server as its own command, with a
@@ -60,7 +60,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import lupa.lua51 as lua51
 import redis
 
 from emqlab.protocol import messages, stopped
@@ -195,7 +194,7 @@ class LuaHost:
         self._null = api[b"null"]
         self._compiled: dict[bytes, Compiled] = {}
         self._table_from = self.runtime.table_from
-        self._lua_type = lua51.lua_type
+        self._lua_type = _sandbox.lua_type
 
     def _tick(self) -> bool:
         # called by the count hook every sandbox.HOOK_EVERY instructions: a pending stop signal's handler runs
@@ -217,7 +216,7 @@ class LuaHost:
         except KeyboardInterrupt:
             self._interrupted = True
             raise
-        except lua51.LuaMemoryError:  # (out of memory outside the script's coroutine: its own text is empty)
+        except _sandbox.LuaMemoryError:  # (out of memory outside the script's coroutine: its own text is empty)
             self._collect(co)
             return (2, self._oom.encode())
         if out[0] == 2:

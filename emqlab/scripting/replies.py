@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import lupa.lua51 as lua51
 import redis
 
 from emqlab.protocol import commands as _commands
 from emqlab.protocol import messages
+from emqlab.scripting.sandbox import lua_type
 
 Command = tuple[bytes, ...]
 
@@ -229,7 +229,7 @@ def _strip_err(msg: str) -> str:
 def lua_error_text(err: Any) -> str:
     if err is None:
         return "nil"
-    if lua51.lua_type(err) == "table":
+    if lua_type(err) == "table":
         e = err[b"err"]
         if e is not None:
             return _strip_err(as_text(e))
@@ -238,7 +238,7 @@ def lua_error_text(err: Any) -> str:
 
 
 def lua_error_line(err: Any) -> int:
-    if lua51.lua_type(err) == "table":
+    if lua_type(err) == "table":
         line = err[b"line"]
         return int(line) if line is not None else 0
     return 0

@@ -5,6 +5,15 @@
 What the sandbox gives a script, and the few intended differences from Redis, are listed in the docstring
 of :mod:`emqlab.scripting.host` and in ``docs/lua-host.md``; the escape probes of
 ``tests/test_lua_sandbox_probes.py`` check both environments and a live Redis.
+
+**The one home of the Lua runtime.** This module is the only one of :mod:`emqlab.scripting` that names the
+Lua implementation (``lupa.lua51`` under CPython; ``tests/test_layers.py`` holds every other module to it),
+so that another Lua 5.1 (a WebAssembly one, for a browser build) has one place to go in. What the host asks
+of a runtime, all of it here: :func:`new_runtime` (a runtime whose Lua reaches no Python, strings as bytes,
+an optional memory cap changed with ``set_max_memory``), ``runtime.eval(text)`` and ``runtime.table_from``
+(a Lua function or table from Python values), calling a Lua function with bytes, numbers and tables and
+getting a tuple back, a Lua table read by key from Python, Python callables called from Lua (the helpers
+of :func:`load`), :func:`lua_type` and the errors :data:`LuaError` and :data:`LuaMemoryError`.
 """
 
 from __future__ import annotations
@@ -16,6 +25,12 @@ from typing import Any
 import lupa.lua51 as lua51
 
 from emqlab.protocol import messages
+
+#: the type name (``"table"``, ``"function"`` …) of a Lua value held by Python, ``None`` for a Python value
+lua_type = lua51.lua_type
+#: a Lua error raised out of a call into Lua, and the one raised when the runtime's memory cap is reached
+LuaError = lua51.LuaError
+LuaMemoryError = lua51.LuaMemoryError
 
 #: The sandbox's file in the ``lib/`` folder of :func:`emqlab.scripting.registry.lua_dir`.
 SANDBOX_FILE = "sandbox.lua"
