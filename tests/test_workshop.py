@@ -1,5 +1,6 @@
 """`emqlab workshop DIR` (issue 27, item 5): the students' copies without answers, the instructor's answer key
-built from the engine's own winning runs, an agenda and a one-page handout whose 14 keys are the protocol's."""
+built from the engine's own winning runs, an agenda, a one-page handout (Markdown and PDF) whose 14 keys are
+the protocol's, and slides with the figures; `emqlab grade DIR` hands back one feedback file per student."""
 
 from __future__ import annotations
 
@@ -44,6 +45,49 @@ def test_a_workshop_folder_from_the_box(tmp_path: Path) -> None:
     assert "90 minutes" in (out / "agenda.md").read_text() and "Half a day" in (out / "agenda.md").read_text()
     for nb in (out / "students").glob("*.ipynb"):
         json.loads(nb.read_text())  # (every copy is a notebook)
+    _check_printables(out, keys)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_printables(out: Path, keys: list[str]) -> None:
+    """handout.pdf is one page whose text is handout.md's words, the 14 keys in protocol order among them;
+    slides.pdf has a page per slide of :func:`emqlab.ui.kit.slides`, each with that slide's words, the keys
+    and every level's title where the slides list them."""
+    from pypdf import PdfReader
+
+    from emqlab.protocol.schedules import format_schedule, parse_schedule
+    from emqlab.teaching.workshop import example_boards, example_schedule
+    from emqlab.ui.kit import markdown_blocks, slides
+
+    handout = PdfReader(out / "handout.pdf")
+    assert len(handout.pages) == 1
+    text = handout.pages[0].extract_text()
+    for block in markdown_blocks((out / "handout.md").read_text()):
+        for line in block.lines:
+            assert _words(line) in _words(text), line
+    listed = re.findall(r"^\s*(\d+)\s+(\S+)\s*$", text, re.M)
+    assert [(int(n), k) for n, k in listed] == list(enumerate(keys, start=1))
+    # the schedule string is the codec's own, and means what the handout says (nine W1, one S1, eight W1)
+    schedule = example_schedule()
+    assert parse_schedule(schedule) == ["W1"] * 9 + ["S1"] + ["W1"] * 8 and schedule == format_schedule(
+        parse_schedule(schedule)) and schedule in text
+    solution, before, after = example_boards()
+    assert "!  job 1 is active, marked and unlocked" in before and "!! job 1 is back in wait" in after
+    assert _words(before) in _words(text) and _words(after) in _words(text)
+
+    deck = slides()
+    pdf = PdfReader(out / "slides.pdf")
+    assert len(pdf.pages) == len(deck) >= 8
+    pages = [_words(p.extract_text()) for p in pdf.pages]
+    for page, slide in zip(pages, deck, strict=True):
+        for line in slide.text().splitlines():
+            assert _words(line) in page, (slide.title, line)
+    assert all(f"KEYS[{i:>2}] {k}".replace("  ", " ") in pages[1] for i, k in enumerate(keys, start=1))
+    assert sum(b.kind == "figure" for s in deck for b in s.blocks) >= 2  # the timeline and the counts
+    assert all(lv.title in pages[6] for lv in shipped_levels())
 
 
 def test_a_workshop_never_overwrites_and_says_where_the_notebooks_are(tmp_path: Path) -> None:
