@@ -17,7 +17,13 @@ from emqlab.teaching.workshop import write_workshop
 from emqlab.ui.cli import main
 
 
-def test_a_workshop_folder_from_the_box(tmp_path: Path) -> None:
+def test_a_workshop_folder_from_the_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
+    from emqlab.ui import kit
+
+    # the deck the command draws is the one the PDF is checked against below (made once: an exploration)
+    monkeypatch.setattr(kit, "slides", functools.cache(kit.slides))
     out = tmp_path / "kit"
     res = CliRunner().invoke(main, ["workshop", str(out)])
     assert res.exit_code == 0, res.output
@@ -60,7 +66,7 @@ def _check_printables(out: Path, keys: list[str]) -> None:
 
     from emqlab.protocol.schedules import format_schedule, parse_schedule
     from emqlab.teaching.workshop import example_boards, example_schedule
-    from emqlab.ui.kit import markdown_blocks, slides
+    from emqlab.ui.kit import COMMANDS, markdown_blocks, slides, write_handout_pdf  # (slides: as patched)
 
     handout = PdfReader(out / "handout.pdf")
     assert len(handout.pages) == 1
@@ -88,6 +94,15 @@ def _check_printables(out: Path, keys: list[str]) -> None:
     assert all(f"KEYS[{i:>2}] {k}".replace("  ", " ") in pages[1] for i, k in enumerate(keys, start=1))
     assert sum(b.kind == "figure" for s in deck for b in s.blocks) >= 2  # the timeline and the counts
     assert all(lv.title in pages[6] for lv in shipped_levels())
+    # every emqlab command the slides name exists, with the options they give it
+    for command, _what in COMMANDS:
+        if command.startswith("emqlab "):
+            words = [w for w in command.split()[1:] if "…" not in w and w not in ("N", "NAME")]
+            res = CliRunner().invoke(main, [words[0], "--help"])
+            assert res.exit_code == 0 and all(w in res.output for w in words[1:] if w.startswith("-")), command
+    # the same text gives the same bytes (no date in the file)
+    md = (out / "handout.md").read_text()
+    assert write_handout_pdf(md, out / "again.pdf").read_bytes() == (out / "handout.pdf").read_bytes()
 
 
 def test_a_workshop_never_overwrites_and_says_where_the_notebooks_are(tmp_path: Path) -> None:

@@ -13,17 +13,26 @@ files carry no creation date, so the same checkout writes the same bytes.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure
 
 #: page sizes in inches: the handout on A4 portrait, the slides 16:9
 A4 = (8.27, 11.69)
 SLIDE = (13.333, 7.5)
+#: the commands slide: each command and what it does (tests/test_workshop.py runs each one's --help)
+COMMANDS = (("emqlab simulate --split -s stalled-finish", "every interleaving, the anomalies, a witness"),
+            ("emqlab simulate --atomic -s stalled-finish", "the same, one EVALSHA per finish"),
+            ("emqlab replay 'v1:…' --split -s NAME", "one run, step by step"),
+            ("emqlab play N", "you are the scheduler"),
+            ("emqlab scenarios", "the races from public bug reports"),
+            ("jupyter lab students/", "the notebooks"))
 #: the handout's fonts (points); it must fit one page at these sizes or :func:`write_handout_pdf` refuses
 HANDOUT_SIZES = {"title": 16.0, "para": 10.0, "code": 8.0}
 SLIDE_SIZES = {"title": 26.0, "para": 16.0, "code": 14.0}
@@ -100,13 +109,21 @@ def markdown_blocks(markdown: str) -> list[Block]:
 # -- drawing ----------------------------------------------------------------------------------------------------
 
 
-def _width_pt(text: str, size: float, family: str) -> float:
+@functools.lru_cache(maxsize=8)
+def _measure(family: str) -> tuple[Any, Any]:
+    """A text measurer and ``family`` at 1 pt (widths scale with the size)."""
     from matplotlib.font_manager import FontProperties
     from matplotlib.textpath import TextToPath
 
-    w, _h, _d = TextToPath().get_text_width_height_descent(text, FontProperties(family=family, size=size),
-                                                            ismath=False)
-    return float(w)
+    return TextToPath(), FontProperties(family=family, size=1.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _width_pt(text: str, size: float, family: str) -> float:
+    """The width of ``text`` in points at ``size``: matplotlib's own measure of the glyphs it will draw."""
+    measurer, prop = _measure(family)
+    w, _h, _d = measurer.get_text_width_height_descent(text, prop, ismath=False)
+    return float(w) * size
 
 
 def wrap_pt(text: str, width_pt: float, size: float, family: str = _SANS) -> list[str]:
@@ -237,8 +254,9 @@ def slides() -> list[Slide]:
     from emqlab.engine import scenario
     from emqlab.explore import explore
     from emqlab.protocol.keys import QueueKeys
+    from emqlab.teaching.assignments import ASSIGNMENTS
     from emqlab.teaching.levels import load_level, shipped_levels
-    from emqlab.teaching.workshop import example_boards, example_schedule
+    from emqlab.teaching.workshop import LESSONS, example_boards, example_schedule
     from emqlab.ui import plots
 
     k = QueueKeys("q")
@@ -259,10 +277,11 @@ def slides() -> list[Slide]:
         Slide("Finishing a job: why one atomic script", (
             Block("para", ("A job queue on Redis finishes a job with a read (is the lock still mine?), a decision "
                            "and several writes. This workshop shows what happens when another client — the "
-                           "recovery sweep — runs in between, and why one EVALSHA of moveToFinished closes "
-                           "every gap but one.",)),
-            Block("para", (f"{len(levels)} levels (you are the scheduler), three notebooks, three graded "
-                           "assignments: emqlab workshop DIR writes them all.",)),
+                           "recovery sweep — runs in between; why one EVALSHA of moveToFinished leaves it no "
+                           "place to run; and what that does not fix: a lease that lapses while the work runs "
+                           "still runs the job twice.",)),
+            Block("para", (f"{len(levels)} levels (you are the scheduler), {len(LESSONS)} notebooks, "
+                           f"{len(ASSIGNMENTS)} graded assignments: emqlab workshop DIR writes them all.",)),
         )),
         Slide("A finish is a read, a decision and writes over 14 keys", (
             Block("para", ("moveToFinished's keys, in protocol order (all share the {queue} hash tag, so on a "
@@ -301,12 +320,7 @@ def slides() -> list[Slide]:
               for lv in unsolvable),
         )),
         Slide("Commands", (
-            Block("code", ("emqlab simulate --split -s stalled-finish   every interleaving, the anomalies, a witness",
-                           "emqlab simulate --atomic -s stalled-finish  the same, one EVALSHA per finish",
-                           "emqlab replay 'v1:…' --split -s NAME        one run, step by step",
-                           "emqlab play N                               you are the scheduler",
-                           "emqlab scenarios                            the races from public bug reports",
-                           "jupyter lab students/                       the notebooks")),
+            Block("code", tuple(f"{c:<44}{what}" for c, what in COMMANDS)),
         )),
     ]
 
@@ -343,5 +357,5 @@ def write_printables(out: str | Path) -> list[Path]:
     return [handout, write_slides_pdf(base / "slides.pdf")]
 
 
-__all__ = ["A4", "SLIDE", "Block", "Slide", "handout_figure", "markdown_blocks", "plain", "slide_figure", "slides",
-           "wrap_pt", "write_handout_pdf", "write_printables", "write_slides_pdf"]
+__all__ = ["A4", "COMMANDS", "SLIDE", "Block", "Slide", "handout_figure", "markdown_blocks", "plain", "slide_figure",
+           "slides", "wrap_pt", "write_handout_pdf", "write_printables", "write_slides_pdf"]
