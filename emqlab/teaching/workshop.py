@@ -214,7 +214,8 @@ def write_workshop(out: str | Path, notebooks: str | Path | None = None,
 #: what the README says of each printable ``printables`` may write
 _PRINTABLES = {"handout.pdf": "`handout.md` as one A4 page, to print or project",
                "slides.pdf": "16:9 slides with the notebooks' figures: the race's history and timeline, "
-                             "the interleaving counts, the boards, the levels, the commands"}
+                             "the interleaving counts, round trips against the RTT, the boards, the levels, "
+                             "the commands"}
 
 
 def _readme(pdfs: list[str]) -> str:

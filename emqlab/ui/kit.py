@@ -33,6 +33,10 @@ COMMANDS = (("emqlab simulate --split -s stalled-finish", "every interleaving, t
             ("emqlab play N", "you are the scheduler"),
             ("emqlab scenarios", "the races from public bug reports"),
             ("jupyter lab students/", "the notebooks"))
+#: the round-trips slide's sweep: small (a few seconds), and every mode's round trips per job do not depend
+#: on its size; :func:`sweep_command` prints the same numbers
+SWEEP_RTTS: tuple[float, ...] = (0.05, 1.0, 5.0, 20.0, 75.0)
+SWEEP_JOBS, SWEEP_WORKERS, SWEEP_SEED = 16, 8, 0
 #: the handout's fonts (points); it must fit one page at these sizes or :func:`write_handout_pdf` refuses
 HANDOUT_SIZES = {"title": 16.0, "para": 10.0, "code": 8.0}
 SLIDE_SIZES = {"title": 26.0, "para": 16.0, "code": 14.0}
@@ -248,7 +252,8 @@ def _png(fig: Figure) -> bytes:
 def slides() -> list[Slide]:
     """The workshop's slides as data, every word from a single source: the title, moveToFinished's 14 keys
     (:mod:`emqlab.protocol.keys`), the ``stalled-finish`` race explored split and atomic (its shortest
-    witness, the witness's own because-sentence, its timeline and the interleaving counts), a real run's
+    witness, the witness's own because-sentence, its timeline and the interleaving counts), round trips
+    per job and throughput against the RTT (a small sweep, :data:`SWEEP_RTTS`), a real run's
     boards and the schedule string (the handout's), the levels (their files), the lesson of level 5 and of
     the unsolvable levels, the commands."""
     from emqlab.engine import scenario
@@ -301,6 +306,7 @@ def slides() -> list[Slide]:
                              f"atomic: {', '.join(atomic.anomaly_kinds) or 'no anomaly'} in all "
                              f"{atomic.raw_interleavings}",), _png(counts)),
         )),
+        _round_trips(),
         Slide("You are the scheduler: schedules and the board", (
             Block("para", (f"{example_schedule()} is W1's first nine steps, then S1's one, then W1's next "
                            "eight; when the string ends, each actor left runs to its end, in scenario order.",)),
@@ -323,6 +329,32 @@ def slides() -> list[Slide]:
             Block("code", tuple(f"{c:<44}{what}" for c, what in COMMANDS)),
         )),
     ]
+
+
+def sweep_command() -> str:
+    """The ``emqlab sweep-rtt`` command that gives the round-trips slide's numbers (:data:`SWEEP_RTTS`…)."""
+    rtts = ",".join(f"{x:g}" for x in SWEEP_RTTS)
+    return f"emqlab sweep-rtt --rtt {rtts} --jobs {SWEEP_JOBS} --workers {SWEEP_WORKERS} --seed {SWEEP_SEED}"
+
+
+def _round_trips() -> Slide:
+    """Round trips per job and throughput against the RTT, every finish mode (notebook 03's cost figure),
+    from :data:`SWEEP_RTTS` on the in-process server."""
+    from emqlab.backend.connect import connect
+    from emqlab.timing import MODES, TimingConfig, sweep_rtt
+    from emqlab.ui import plots
+
+    sweep = sweep_rtt(SWEEP_RTTS, MODES, TimingConfig(jobs=SWEEP_JOBS, workers=SWEEP_WORKERS, seed=SWEEP_SEED),
+                      connect())
+    per_mode: dict[str, list[float]] = {}
+    for r in sweep.results:
+        per_mode.setdefault(r.mode, []).append(r.round_trips_per_job)
+    trips = " · ".join(f"{m} {min(v):.3g}" + (f"–{max(v):.3g}" if max(v) != min(v) else "")
+                       for m, v in per_mode.items())
+    return Slide("Round trips: 1 vs 2 vs N", (
+        Block("figure", (f"round trips per job: {trips} (RTTs {', '.join(f'{x:g}' for x in sweep.rtts)} ms) · "
+                         f"{sweep_command()}",), _png(plots.plot_cost(plots.cost_data(sweep)))),
+    ))
 
 
 def slide_figure(slide: Slide, number: int, total: int) -> Figure:
@@ -357,5 +389,6 @@ def write_printables(out: str | Path) -> list[Path]:
     return [handout, write_slides_pdf(base / "slides.pdf")]
 
 
-__all__ = ["A4", "COMMANDS", "SLIDE", "Block", "Slide", "handout_figure", "markdown_blocks", "plain", "slide_figure",
-           "slides", "wrap_pt", "write_handout_pdf", "write_printables", "write_slides_pdf"]
+__all__ = ["A4", "COMMANDS", "SLIDE", "SWEEP_JOBS", "SWEEP_RTTS", "SWEEP_SEED", "SWEEP_WORKERS", "Block", "Slide",
+           "handout_figure", "markdown_blocks", "plain", "slide_figure", "slides", "sweep_command", "wrap_pt",
+           "write_handout_pdf", "write_printables", "write_slides_pdf"]
