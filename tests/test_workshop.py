@@ -143,3 +143,16 @@ def test_grading_against_the_workshops_answer_key(tmp_path: Path) -> None:
     report = G.grade_notebook(nb, name="peek.ipynb", key=kit / "instructor")
     assert not next(c for c in report.cells if c.grade_id == "a2_two_workers").passed
     assert any("PermissionError" in e.error for e in report.errors if e.grade_id == "a2_two_workers_answer")
+
+
+def test_printables_refuse_text_that_does_not_fit() -> None:
+    """A handout longer than one page, or a slide taller or wider than its page, is refused, never cut."""
+    from emqlab.ui.kit import Block, Slide, handout_figure, slide_figure
+
+    with pytest.raises(ValueError, match="does not fit one A4 page"):
+        handout_figure("# title\n\n" + "\n\n".join(f"paragraph {i} " + "word " * 40 for i in range(40)))
+    with pytest.raises(ValueError, match="slide 2 .*does not fit"):
+        slide_figure(Slide("tall", (Block("code", tuple(f"line {i}" for i in range(60))),)), 2, 3)
+    with pytest.raises(ValueError, match="does not fit"):
+        slide_figure(Slide("wide", (Block("code", ("x" * 400,)),)), 1, 1)
+    assert slide_figure(Slide("fits", (Block("code", ("x" * 100,)),)), 1, 1) is not None

@@ -46,11 +46,13 @@ _SANS, _MONO = "DejaVu Sans", "DejaVu Sans Mono"
 @dataclass(frozen=True)
 class Block:
     """One block of a page: ``title`` (a heading), ``para`` (text to wrap), ``code`` (lines kept as they
-    are, monospaced) or ``figure`` (``png``: a figure's PNG bytes, ``lines``: its caption)."""
+    are, monospaced) or ``figure`` (``png``: a figure's PNG bytes, ``lines``: its caption); ``size``: its
+    font size in points when not the page's own for its kind."""
 
     kind: str
     lines: tuple[str, ...]
     png: bytes = b""
+    size: float | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ class _Cursor:
         self.fig.text(x_pt / self.w_pt, 1 - (self.y + size) / self.h_pt, text, fontsize=size, family=family,
                       weight=weight, va="baseline", ha="left")
         self.y += size * 1.3
-        if self.y > self.h_pt - self.margin:
+        if self.y > self.h_pt - self.margin + 0.5:  # (half a point: a figure fills the room to the point)
             self.overflow = True
 
     def room_pt(self) -> float:
@@ -177,10 +179,11 @@ class _Cursor:
                 for line in wrap_pt(para, width, self.sizes["para"]):
                     self._text(self.margin, line, self.sizes["para"], _SANS)
         elif b.kind == "code":
-            size = self.sizes["code"]
+            size = b.size or self.sizes["code"]
             widest = max((_width_pt(line, 1.0, _MONO) for line in b.lines), default=0.0)
             if widest * size > width:  # a long line: the whole block a little smaller, never cut
                 size = max(5.0, width / widest)
+                self.overflow |= widest * size > width  # (too long even at 5 pt: it would run off the page)
             for line in b.lines:
                 self._text(self.margin, line, size, _MONO)
         elif b.kind == "figure":
@@ -192,11 +195,12 @@ class _Cursor:
     def _figure(self, b: Block, height_pt: float) -> None:
         from matplotlib.image import imread
 
-        captions = len(b.lines) * self.sizes["para"] * 1.3
-        height_pt = max(40.0, height_pt - captions)
+        width = self.w_pt - 2 * self.margin
+        small = self.sizes["para"] * 0.85
+        captions = [line for caption in b.lines for line in wrap_pt(caption, width, small)]
+        height_pt = max(40.0, height_pt - 4 - len(captions) * small * 1.3)  # (the image, a gap, the captions)
         img = imread(io.BytesIO(b.png), format="png")
         ih, iw = img.shape[0], img.shape[1]
-        width = self.w_pt - 2 * self.margin
         h = min(height_pt, width * ih / iw)
         w = h * iw / ih
         x = self.margin + (width - w) / 2
@@ -204,9 +208,8 @@ class _Cursor:
         ax.imshow(img, interpolation="antialiased")
         ax.set_axis_off()
         self.y += h + 4
-        for caption in b.lines:
-            for line in wrap_pt(caption, width, self.sizes["para"] * 0.85):
-                self._text(self.margin, line, self.sizes["para"] * 0.85, _SANS)
+        for line in captions:
+            self._text(self.margin, line, small, _SANS)
 
 
 def _pdf(path: Path, pages: Iterable[Figure]) -> int:
@@ -294,7 +297,7 @@ def slides() -> list[Slide]:
             Block("code", tuple(keys)),
         )),
         Slide("The race: the shortest run that goes wrong (split)", (
-            Block("code", tuple(witness.annotated(marks=marks, width=110).splitlines())),
+            Block("code", tuple(witness.annotated(marks=marks, width=110).splitlines()), size=10.0),
             Block("para", (f"why: {because}",)),
             Block("para", (f"replay it: emqlab replay '{witness.schedule}' --split -s stalled-finish",)),
         )),
@@ -358,7 +361,8 @@ def _round_trips() -> Slide:
 
 
 def slide_figure(slide: Slide, number: int, total: int) -> Figure:
-    """One slide drawn on a 16:9 page, its number in the corner."""
+    """One slide drawn on a 16:9 page, its number in the corner. Raises ``ValueError`` when its blocks do
+    not fit the page."""
     fig = Figure(figsize=SLIDE)
     cur = _Cursor(fig, 42.0, SLIDE_SIZES)
     cur.block(Block("title", (slide.title,)))
@@ -368,6 +372,8 @@ def slide_figure(slide: Slide, number: int, total: int) -> Figure:
             cur.block(b, cur.room_pt() / len(figures))
         else:
             cur.block(b)
+    if cur.overflow:
+        raise ValueError(f"slide {number} ({slide.title!r}) does not fit its page: shorten its text")
     fig.text(1 - 30 / cur.w_pt, 18 / cur.h_pt, f"{number}/{total}", fontsize=10, family=_SANS, ha="right",
              color="#777777")
     return fig
