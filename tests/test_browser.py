@@ -8,9 +8,11 @@ chromium chromium-driver``; ``scripts/ci_browser.sh`` installs it in CI together
   round-trip slider page renders, moving the slider (and a preset) changes its numbers, bars and marker; no
   request leaves the machine.
 * **JupyterLab**, started on a free port with a token, its own runtime, settings and workspace folders, on
-  copies of ``notebooks/*.ipynb`` (so that nothing is saved into the working tree), killed afterwards: each
-  notebook's cells all run without an error, every widget output renders, the round-trip slider's drag
-  redraws its plots, the stepper's buttons advance the history and its atomic toggle collapses W1's steps.
+  the ``students/`` folder that ``emqlab workshop`` writes (copies: nothing is saved into the working
+  tree), killed afterwards: each notebook's cells all run without an error, every widget output renders,
+  the round-trip slider's drag redraws its plots, the stepper's buttons advance the history and its atomic
+  toggle collapses W1's steps, and the levels notebook's widget, clicked through a level's stored solution,
+  shows the win the engine gives that run.
 
 Screenshots go to ``$EMQLAB_ARTIFACTS`` (default: a new temp folder, printed) as CI artefacts. Without
 Chromium, Playwright or JupyterLab the tests skip with the reason — except in CI (``CI=true``), where they
@@ -28,7 +30,6 @@ import os
 import pty
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -47,7 +48,7 @@ from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("EMQLAB_CHROMIUM", "/usr/bin/chromium")
-NOTEBOOKS = ["01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb"]
+NOTEBOOKS = ["01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb", "04-levels.ipynb"]
 FIGURE_PAGES = {"tutorial": 2, "concepts": 1, "round-trips": 2}  # page → figures it shows at least
 browser_mark = pytest.mark.browser
 
@@ -230,15 +231,17 @@ LAB_SETTINGS = {  # JUPYTERLAB_SETTINGS_DIR: every cell in the DOM, no autosave,
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """JupyterLab on a free port with a token, started from the venv's ``bin`` (so its terminals and kernels
-    find ``emqlab``), on copies of the notebooks; its process group is ended afterwards."""
+    find ``emqlab``), on the ``students/`` folder of a workshop written as ``emqlab workshop`` writes it
+    (without its PDFs, which no notebook needs); its process group is ended afterwards."""
+    from emqlab.teaching.workshop import write_workshop
+
     exe = Path(sys.executable).with_name("jupyter-lab")
     if not exe.exists():
         _missing(f"JupyterLab is not installed in {Path(sys.executable).parent}: pip install -e '.[lab]'")
     home = tmp_path_factory.mktemp("lab")
-    work = home / "work"
-    work.mkdir()
-    for name in NOTEBOOKS:
-        shutil.copy(ROOT / "notebooks" / name, work / name)
+    write_workshop(home / "kit")
+    work = home / "kit" / "students"
+    assert all((work / name).is_file() for name in NOTEBOOKS)
     settings = home / "settings"
     for rel, value in LAB_SETTINGS.items():
         path = settings / rel
@@ -514,6 +517,84 @@ def test_notebook_2_stepper_in_jupyterlab(lab_tab: Any, artifacts: Path) -> None
         .map(i => [i.naturalWidth, i.getBoundingClientRect().width])""")
     assert len(sizes) >= 2 and all(n > 300 and w > 300 for n, w in sizes), sizes
     page.screenshot(path=str(artifacts / "lab-02-end.png"))
+    assert page.emqlab_errors == [], page.emqlab_errors
+    _close_notebook(page)
+
+
+#: the level the levels notebook's first widget plays (``SchedulerStepper(level=1)``)
+PLAYED_LEVEL = 1
+
+
+def _won_run(number: int) -> tuple[Any, list[str], str, str]:
+    """Level ``number``, its stored solution as moves, and what the engine says of that run played to its
+    end: the run's schedule and its because-sentence (the game's own, :class:`emqlab.teaching.levels.Game`)."""
+    from emqlab.protocol.schedules import parse_schedule
+    from emqlab.teaching.levels import Game, load_level
+
+    lv = load_level(number)
+    game = Game(lv)
+    try:
+        moves = parse_schedule(lv.solution, game.actors)
+        for actor in moves:
+            game.step(actor)
+        game.finish()
+        assert game.won(), lv.name
+        return lv, moves, game.schedule, lv.goal.reasons(game.history())[0]
+    finally:
+        game.close()
+
+
+@browser_mark
+def test_levels_notebook_of_the_workshop_wins_a_level(lab_tab: Any, artifacts: Path) -> None:
+    """The workshop's 04-levels.ipynb in JupyterLab: the level's widget, clicked through the level's stored
+    solution (an actor button per move, then "run the rest in order"), shows "You win!" with the level's
+    victory text, the engine's because-sentence for that run and its schedule; then the rest of the
+    notebook runs and renders."""
+    from emqlab.ui.kit import plain
+
+    lv, moves, schedule, why = _won_run(PLAYED_LEVEL)
+    page = lab_tab
+    _open_notebook(page, NOTEBOOKS[3])
+    cell = _cell_of(_cells(page), f"SchedulerStepper(level={PLAYED_LEVEL})")
+    _run(page, "notebook:run-all-above", active=cell + 1)
+    # (the cell of this notebook's panel: the tab may hold another notebook still, hidden)
+    panel = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    out = page.locator(f'[id="{panel}"] .jp-Cell').nth(cell).locator(".jp-OutputArea")
+    out.locator(".jupyter-widgets").first.wait_for(timeout=30_000)
+    buttons = {a: out.locator("button", has_text=re.compile(rf"^\s*{a}\b")) for a in set(moves)}
+    assert all(b.count() == 1 for b in buttons.values()), {a: b.count() for a, b in buttons.items()}
+
+    def click(button: Any) -> None:
+        """Click ``button`` and wait until the widget has re-rendered."""
+        before = out.inner_text()
+        button.click()
+        page.wait_for_function("([i, before]) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
+                               ".node.querySelector('.jp-OutputArea').innerText !== before", arg=[cell, before],
+                               timeout=20_000)
+
+    for actor in moves:
+        assert "You win!" not in out.inner_text()
+        click(buttons[actor])
+    click(out.locator("button", has_text="run the rest in order"))
+    out.get_by_text("You win!").wait_for(timeout=20_000)
+    out.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts / "lab-04-level-won.png"))
+    shown = page.evaluate("""(i) => {
+        const node = window.jupyterapp.shell.currentWidget.content.widgets[i].node;
+        const line = (start) => [...node.querySelectorAll('.jp-OutputArea div')]
+            .map(d => d.innerText.trim()).find(t => t.startsWith(start) && !t.includes('\\n')) || null;
+        return {win: line('You win!'), why: line('Why, in this run:'), schedule: line('Schedule:')};
+    }""", cell)
+
+    def words(text: str | None) -> str:
+        return " ".join((text or "").split())
+
+    assert words(shown["win"]) == words(f"You win! {plain(lv.victory)}"), shown
+    assert words(shown["why"]) == words(f"Why, in this run: {why}"), shown
+    assert words(shown["schedule"]).startswith(f"Schedule: {schedule} — replay it: "), shown
+
+    _run(page, "notebook:run-all-below", active=cell + 1)
+    _assert_ran_and_rendered(page, NOTEBOOKS[3])
     assert page.emqlab_errors == [], page.emqlab_errors
     _close_notebook(page)
 

@@ -313,15 +313,23 @@ def test_class_csv(tmp_path: Path) -> None:
     table = list(csv.DictReader(csv_path.open()))
     assert [r["student"] for r in table] == ["ada", "bob", "carl"]
     assert table[2]["status"] == "error" and "not a notebook" in table[2]["message"]
-    # two at a time, the same rows in the same order, and a report per student to hand back
-    feedback = tmp_path / "feedback"
-    res = CliRunner().invoke(main, ["grade", str(tmp_path), "--csv", str(csv_path), "--jobs", "2",
-                                    "--feedback", str(feedback)])
-    assert [r["student"] for r in csv.DictReader(csv_path.open())] == ["ada", "bob", "carl"]
-    assert "score 5/5" in (feedback / "ada" / "a1-double-placement.txt").read_text()
-    assert "score 0/5" in (feedback / "bob" / "a1-double-placement.txt").read_text()
-    assert "could not be graded" in (feedback / "carl" / "a1.txt").read_text()
-    assert not (feedback / "ada" / "a1-checkpoint.txt").exists()
+    # two at a time, the same rows in the same order, and one file per student to hand back, beside the CSV
+    # (grades.csv → grades-feedback/), each of the student's notebooks in it in submission order
+    (tmp_path / "ada" / "b-notes.ipynb").write_text("{")
+    res = CliRunner().invoke(main, ["grade", str(tmp_path), "--csv", str(csv_path), "--jobs", "2"])
+    assert [r["student"] for r in csv.DictReader(csv_path.open())] == ["ada", "ada", "bob", "carl"]
+    feedback = tmp_path / "grades-feedback"
+    assert sorted(p.name for p in feedback.iterdir()) == ["ada.txt", "bob.txt", "carl.txt"]
+    ada = (feedback / "ada.txt").read_text()
+    assert "score 5/5" in ada and "b-notes.ipynb: could not be graded" in ada
+    assert ada.index("score 5/5") < ada.index("b-notes.ipynb")
+    assert "checkpoint" not in ada
+    assert "score 0/5" in (feedback / "bob.txt").read_text()
+    assert "could not be graded" in (feedback / "carl.txt").read_text()
+    assert "feedback: 3 files in" in res.output
+    # --feedback DIR puts them elsewhere; CSV on stdout and no --feedback writes none
+    res = CliRunner().invoke(main, ["grade", str(tmp_path / "carl"), "--feedback", str(tmp_path / "back")])
+    assert (tmp_path / "back" / "a1.txt").read_text().startswith("a1.ipynb: could not be graded")
 
 
 def test_the_grader_never_runs_as_the_notebook() -> None:

@@ -47,12 +47,15 @@ def student_of(path: Path, root: Path) -> str:
 
 def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Row], None] | None = None,
                  jobs: int = 1, feedback: str | Path | None = None, key: Any = None) -> list[Row]:
-    """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does), ``jobs`` at a time (each
-    runs in its own sandboxed process, so a thread per notebook only waits for it); the rows in submission
-    order whatever the order they finish in. With ``feedback``, a folder: one text file per notebook there,
-    ``<student>/<notebook>.txt``, the report the student gets back (or why it could not be graded). ``key``:
-    the answer key (a folder or a :class:`~emqlab.teaching.key.Key`; default
-    :func:`~emqlab.teaching.key.find_key`)."""
+    """Grade every notebook under ``root`` (isolated, as ``emqlab grade`` does), ``jobs`` at a time; the rows
+    in submission order whatever the order they finish in. With ``feedback``, a folder: one text file per
+    student there, ``<student>.txt`` (:func:`feedback_path`), each of the student's notebooks' reports in
+    submission order (or why one could not be graded): what is handed back. ``key``: the answer key (a
+    folder or a :class:`~emqlab.teaching.key.Key`; default :func:`~emqlab.teaching.key.find_key`).
+
+    The pool holds threads, not processes: each notebook's code already runs in a sandboxed process of
+    its own (:func:`~emqlab.teaching.grade.grade_isolated`), and the graders' reference runs, made once per
+    assignment (:func:`~emqlab.teaching.assignments.warm`), are shared by every notebook of the folder."""
     from concurrent.futures import ThreadPoolExecutor
 
     base = Path(root)
@@ -71,16 +74,29 @@ def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Ro
         return row, report.text() + "\n"
 
     rows = []
+    texts: dict[str, list[str]] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for row, text in pool.map(one, submissions(base)):
             rows.append(row)
-            if feedback is not None:
-                out = Path(feedback) / row.student / (Path(row.notebook).stem + ".txt")
+            if feedback is not None:  # the student's file so far: whole after their last notebook
+                texts.setdefault(row.student, []).append(text)
+                out = feedback_path(feedback, row.student)
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(text, encoding="utf-8")
+                out.write_text("\n".join(texts[row.student]), encoding="utf-8")
             if progress is not None:
                 progress(row)
     return rows
+
+
+def feedback_path(folder: str | Path, student: str) -> Path:
+    """Where a student's feedback goes: ``folder/<student>.txt``."""
+    return Path(folder) / f"{student}.txt"
+
+
+def feedback_beside(csv_path: str | Path) -> Path:
+    """The feedback folder that goes with a CSV of grades: ``grades.csv`` → ``grades-feedback/`` beside it."""
+    p = Path(csv_path)
+    return p.with_name(f"{p.stem}-feedback")
 
 
 def columns(rows: Iterable[Row]) -> list[str]:

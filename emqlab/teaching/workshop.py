@@ -11,6 +11,7 @@ The assignments with their solutions are read from the checkout's ``notebooks/as
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 #: the notebooks every student opens, in order
@@ -46,12 +47,46 @@ AGENDA = """# Agenda
 | 3:15 | Atomic is not exactly-once: levels 5, 10–15 | discussion |
 | 3:30 | end | |
 
-Grade the submissions with `emqlab grade submitted/ --key instructor/ --csv grades.csv --feedback feedback/`
-and hand each student their `feedback/<student>/<notebook>.txt`.
+Grade the submissions with `emqlab grade submitted/ --key instructor/ --csv grades.csv` and hand each
+student their `grades-feedback/<student>.txt` (written beside the CSV: every notebook of theirs, graded).
 """
 
 
-def _handout() -> str:
+#: the level whose board the handout shows, and the steps before each of its two boards (the moment a
+#: sweep would do damage, then the damage done): level 1's stored solution, stopped before and after S1
+BOARD_LEVEL = 1
+
+
+def example_schedule() -> str:
+    """The handout's schedule string, written by the codec itself (W1 nine steps, S1 one, W1 eight)."""
+    from emqlab.protocol.schedules import format_schedule
+
+    return format_schedule(["W1"] * 9 + ["S1"] + ["W1"] * 8)
+
+
+def example_boards() -> tuple[str, str, str]:
+    """Level :data:`BOARD_LEVEL`'s stored solution played by the game: (the solution, the board just before
+    its last step, the board just after it), as ``emqlab play`` prints them (:func:`board_text`)."""
+    from emqlab.protocol.schedules import parse_schedule
+    from emqlab.teaching.levels import Game, load_level
+
+    lv = load_level(BOARD_LEVEL)
+    game = Game(lv)
+    try:
+        moves = parse_schedule(lv.solution, game.actors)
+        for actor in moves[:-1]:
+            game.step(actor)
+        before = game.board()
+        game.step(moves[-1])
+        return lv.solution, before, game.board()
+    finally:
+        game.close()
+
+
+def handout_markdown() -> str:
+    """The one-page handout (``handout.md``; ``handout.pdf`` is drawn from this text): the schedule string
+    written by the codec, two boards of a real run, the anomaly kinds, moveToFinished's 14 keys in protocol
+    order (:meth:`~emqlab.protocol.keys.QueueKeys.move_to_finished_keys`), the commands."""
     from emqlab.analysis.anomalies import KINDS
     from emqlab.protocol.keys import QueueKeys
     from emqlab.teaching.level_view import BOARD
@@ -59,18 +94,29 @@ def _handout() -> str:
     k = QueueKeys("q")
     keys = k.move_to_finished_keys("J", "completed")
     rows = "\n".join(f"| {i} | `{k.relative(key)}` |" for i, key in enumerate(keys, start=1))
+    schedule = example_schedule()
+    solution, before, after = example_boards()
     return f"""# emqlab — one page
 
 **The point.** Finishing a job is a read (is the lock still mine?), a decision and several writes. Sent as
 separate commands (*split*), another client — the recovery sweep — can run between them; as one
 `EVALSHA` of `moveToFinished` (*atomic*) nothing can.
 
-**A schedule string** says who takes each step: `v1:W1*9.S1.W1*8` is W1's first nine steps, then S1's
-one, then W1's next eight; a schedule that stops early goes on in scenario order. `emqlab replay
-'v1:…' --split -s NAME` shows that run step by step.
+**A schedule string** says who takes each step: `{schedule}` is W1's first nine steps, then S1's
+one, then W1's next eight; when the string ends, each actor left runs to its end, in scenario order.
+`emqlab replay '{schedule}' --split -s NAME` shows that run step by step.
 
-**The board** (`emqlab play`): the lists {", ".join(f"`{b}`" for b in BOARD)} and the locks (`1→W1:1`: job 1's
-lock holds W1's token). `!` a sweep that ran now would do damage; `!!` the damage is done.
+**The board** (`emqlab play`): the lists {", ".join(f"`{b}`" for b in BOARD)}, the locks (`job→token`) and,
+below, each job's counts; `!` a warning (such as: a sweep now would do damage), `!!` the damage is
+done. Level {BOARD_LEVEL}, `{solution}`, before and after its last step:
+
+```
+{before}
+```
+
+```
+{after}
+```
 
 **The anomalies** the checks name: {", ".join(f"`{kind}`" for kind in KINDS)}; a scenario's own rules are
 `invariant:<name>`.
@@ -80,6 +126,8 @@ lock holds W1's token). `!` a sweep that ran now would do damage; `!!` the damag
 | # | key |
 |---:|---|
 {rows}
+
+(`J` is the job's own hash; key 11 is the target set, `completed` or `failed`.)
 
 **Commands** (`emqlab COMMAND --help` for each): `emqlab simulate --split` / `--atomic` (every
 interleaving, the anomalies, a witness), `emqlab replay 'v1:…'` (one run, step by step), `emqlab play N`
@@ -125,12 +173,15 @@ def default_notebooks() -> Path | None:
     return here if (here / "assignments").is_dir() else None
 
 
-def write_workshop(out: str | Path, notebooks: str | Path | None = None) -> list[Path]:
+def write_workshop(out: str | Path, notebooks: str | Path | None = None,
+                   printables: Callable[[Path], list[Path]] | None = None) -> list[Path]:
     """Write a workshop folder at ``out`` (which must not exist or be empty) from ``notebooks`` (a
     checkout's ``notebooks/``; default :func:`default_notebooks`): ``students/`` (the lesson notebooks and
     the assignments' student versions), ``instructor/`` (the assignments with their solutions and
-    ``answer-key.md``), ``agenda.md``, ``handout.md`` and ``README.md``. Returns the files written. Raises
-    ``ValueError`` when ``out`` holds files already or the notebooks cannot be found."""
+    ``answer-key.md``), ``agenda.md``, ``handout.md`` and ``README.md``; then ``printables(out)``, when
+    given, writes the PDFs (``emqlab workshop`` passes :func:`emqlab.ui.kit.write_printables`, a layer
+    above this one) and the README lists what it wrote. Returns the files written. Raises ``ValueError``
+    when ``out`` holds files already or the notebooks cannot be found."""
     from emqlab.teaching.notebooks import read_notebook, student_version, write_notebook
 
     out = Path(out)
@@ -152,14 +203,24 @@ def write_workshop(out: str | Path, notebooks: str | Path | None = None) -> list
         written.append(students / nb_path.name)
         written.append(Path(shutil.copyfile(nb_path, instructor / nb_path.name)))
     for path, text in ((instructor / "answer-key.md", _answer_key()), (out / "agenda.md", AGENDA),
-                       (out / "handout.md", _handout()), (out / "README.md", _readme())):
+                       (out / "handout.md", handout_markdown())):
         path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         written.append(path)
-    return written
+    pdfs = printables(out) if printables is not None else []
+    (out / "README.md").write_text(_readme([p.name for p in pdfs]), encoding="utf-8")
+    return [*written, *pdfs, out / "README.md"]
 
 
-def _readme() -> str:
-    return """# A workshop with emqlab
+#: what the README says of each printable ``printables`` may write
+_PRINTABLES = {"handout.pdf": "`handout.md` as one A4 page, to print or project",
+               "slides.pdf": "16:9 slides with the notebooks' figures: the race's history and timeline, "
+                             "the interleaving counts, round trips against the RTT, the boards, the levels, "
+                             "the commands"}
+
+
+def _readme(pdfs: list[str]) -> str:
+    extra = "".join(f"- `{name}`: {_PRINTABLES.get(name, 'a printable')}.\n" for name in pdfs)
+    return f"""# A workshop with emqlab
 
 - `students/`: what each student gets (the lesson notebooks and the assignments without their
   solutions). Hand out this folder only.
@@ -167,11 +228,13 @@ def _readme() -> str:
   the answer key `emqlab grade --key instructor/` grades against (the package itself holds no answer).
 - `agenda.md`: 90 minutes, and half a day.
 - `handout.md`: one page to print: schedule strings, the board, the anomalies, the 14 keys, the commands.
-
+{extra}
 Students: `pip install emqlab` (or the wheel you give them), then `jupyter lab students/` and `emqlab play`.
-Grading: `emqlab grade submitted/ --key instructor/ --csv grades.csv --feedback feedback/` (one folder
-per student).
+Grading: `emqlab grade submitted/ --key instructor/ --csv grades.csv` (one folder per student in
+`submitted/`) writes the grades and, beside them, `grades-feedback/<student>.txt`: one file per student,
+to hand back.
 """
 
 
-__all__ = ["AGENDA", "LESSONS", "default_notebooks", "write_workshop"]
+__all__ = ["AGENDA", "BOARD_LEVEL", "LESSONS", "default_notebooks", "example_boards", "example_schedule",
+           "handout_markdown", "write_workshop"]

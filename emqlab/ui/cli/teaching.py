@@ -28,7 +28,8 @@ from emqlab.ui.cli.common import _columns, _errors, _fail, _say, _wide_option, c
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), default=None,
               help="A folder: notebooks graded at once, each in its own process (default: the cores).")
 @click.option("--feedback", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="A folder: write each notebook's report to DIR/<student>/<notebook>.txt, to hand back.")
+              help="A folder: write each student's reports to DIR/<student>.txt, to hand back (default: "
+                   "beside the CSV file, grades.csv → grades-feedback/).")
 @click.option("--key", type=click.Path(exists=True, file_okay=False), default=None, metavar="DIR",
               help="The answer key: the instructor/ folder of `emqlab workshop` (the source notebooks). "
                    "Default: $EMQLAB_KEY, else the checkout's notebooks/assignments.")
@@ -44,8 +45,9 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     with feedback that says what is wrong and where to look.
 
     NOTEBOOK may be a folder: every *.ipynb below it is graded (--jobs at a time) and written as CSV, one
-    row per notebook (student = the first folder below NOTEBOOK); --feedback DIR writes each student's
-    report, to hand back.
+    row per notebook (student = the first folder below NOTEBOOK), and each student's reports to one
+    feedback file, to hand back: beside the CSV file (--csv grades.csv: grades-feedback/<student>.txt),
+    or in --feedback DIR.
 
     The installed package holds no answer: expected values are computed here, on hidden variants, and the
     few no run can give (a yes/no question, the model of a3) come from the answer key, --key DIR (the
@@ -59,7 +61,7 @@ def grade(notebook: str, as_json: bool, csv_path: str | None, timeout_s: float, 
     Examples:
       emqlab grade notebooks/assignments/a1-double-placement.ipynb
       emqlab grade submitted/ada/a2-repair-finish.ipynb --json
-      emqlab grade submitted/ --key kit/instructor --csv grades.csv --feedback feedback/
+      emqlab grade submitted/ --key kit/instructor --csv grades.csv
     """
     from emqlab.teaching.grading import EXIT_CANNOT_GRADE, GradingError, feedback_width, grade_notebook
     from emqlab.teaching.key import find_key
@@ -118,16 +120,21 @@ def _print_grade(report: Any, notebook: str, width: int | None) -> None:
 def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = None,
                   feedback: str | None = None, key: Any = None) -> None:
     from emqlab.explore.pool import default_jobs
-    from emqlab.teaching.classroom import exit_code, grade_folder, write_csv
+    from emqlab.teaching.classroom import exit_code, feedback_beside, grade_folder, write_csv
 
     def progress(row: Any) -> None:
         score = f"{row.score:g}/{row.max_score:g}" if row.status == "graded" else row.status
         err_console.print(f"  {row.student:<16} {row.notebook:<44} {score}", markup=False, highlight=False)
 
+    if feedback is None and csv_path != "-":
+        feedback = str(feedback_beside(csv_path))
     rows = grade_folder(folder, limits=limits, progress=progress, jobs=jobs or default_jobs(), feedback=feedback,
                         key=key)
     if not rows:
         err_console.print(f"[bold red]error:[/] no notebooks (*.ipynb) under {folder}")
+    elif feedback is not None:
+        err_console.print(f"  feedback: {len({r.student for r in rows})} files in {feedback}/ (one per student)",
+                          markup=False, highlight=False)
     with click.open_file(csv_path, "w") as f:
         write_csv(rows, f)
     sys.exit(exit_code(rows))
@@ -249,8 +256,9 @@ def student(source: str, out: str, otter: bool) -> None:
 def workshop(out: str, notebooks: str | None) -> None:
     """Write a workshop folder OUT: students/ (the lesson notebooks and the assignments without their
     solutions), instructor/ (the assignments with solutions and an answer key for the levels, built from the
-    engine's own runs), agenda.md (90 minutes and half a day) and handout.md (one page: schedule strings, the
-    board, the anomalies, the 14 keys).
+    engine's own runs), agenda.md (90 minutes and half a day), handout.md and handout.pdf (one page:
+    schedule strings, the board, the anomalies, the 14 keys) and slides.pdf (with the notebooks' figures).
+    The PDFs are drawn with matplotlib: no browser or LaTeX needed.
 
     \b
     Examples:
@@ -258,9 +266,10 @@ def workshop(out: str, notebooks: str | None) -> None:
       emqlab workshop kit/ --notebooks ~/src/emqlab/notebooks
     """
     from emqlab.teaching.workshop import write_workshop
+    from emqlab.ui.kit import write_printables
 
     with _errors():
-        written = write_workshop(out, notebooks)
+        written = write_workshop(out, notebooks, printables=write_printables)
     for path in written:
         console.print(str(path), markup=False, highlight=False)
     _say(f"{len(written)} files in {out}: hand out {out}/students only", _columns(False), 4)
