@@ -1,0 +1,133 @@
+"""dramatiq's Redis broker as scenario actors: ``python: "emqlab.engine.atlas.dramatiqlib:<actor>"``.
+
+dramatiq's Redis broker sends every queue operation (``enqueue``, ``fetch``, ``ack``, ``nack``, ``requeue``,
+…) as one Lua script, ``dramatiq/brokers/redis/dispatch.lua``, shipped in its wheel. The actors here send
+that script as released: :func:`dispatch_script` reads it from the installed package (``dramatiq==2.2.1``,
+``pip install "emqlab[atlas]"``) with :mod:`importlib.resources` each time a run needs it, and nothing of it
+is kept in this repository. Messages are decoded with dramatiq's own ``Message.decode``.
+
+The calling convention is the broker's (``RedisBroker._dispatch`` in ``dramatiq/brokers/redis.py``):
+``KEYS = [namespace]`` and ``ARGV = [command, timestamp (ms), queue, worker id, heartbeat timeout (ms),
+dead-message TTL (ms), do_maintenance ("1"/"0"), max unpack size, *command args]``. Every call first
+records the worker's heartbeat (``ZADD <ns>:__heartbeats__ <timestamp> <worker>``); a call that drew
+maintenance (dramatiq draws it for 1 call in 1000, never for ``ack``/``nack``) first pushes back onto the
+queue the unacked messages of every worker whose heartbeat is older than ``timestamp - heartbeat timeout``
+and deletes their ack set. Here:
+
+* **Keys.** The script builds every key from its namespace (``KEYS[1]``) and ``ARGV``: ``<ns>:<queue>``
+  (the queue, a list of message ids), ``<ns>:<queue>.msgs`` (their data, a hash), ``<ns>:__acks__.<worker>.
+  <queue>`` (a worker's unacked messages, a set), ``<ns>:__heartbeats__``, ``<ns>:<queue>.XQ`` (dead
+  letters). The namespace passed is ``<base>dramatiq`` (:func:`namespace`: dramatiq's default namespace
+  under the run's base), so every key is ``<base>dramatiq:default``, ``<base>dramatiq:__acks__.W1.default``
+  …: under the run's base, as every key of a run must be. Its maintenance also sends ``KEYS
+  <ns>:__acks__.<worker>*``: a pattern whose fixed head is the run's base, which matches only the run's
+  keys (the base holds no glob character, which :func:`namespace` checks).
+* **One step per call.** Each dispatch is sent as ``MULTI``, ``EVAL``, ``EXEC``: one step in a run of
+  either mode, the script atomic as Redis runs it. (Sent alone, an ``EVAL`` is split one ``redis.call``
+  per step in a split run; for dispatch.lua that would explore interleavings Redis never produces, and its
+  maintenance's ``KEYS`` is refused there: the split host runs a script on the run's keys only.) The run's
+  mode chooses the variant instead, as each actor says: ``split`` is dramatiq as released and configured
+  in the report, ``atomic`` the fix.
+* **Clock and ids.** The timestamp is the virtual clock (``q.now()``), the worker id the actor's id
+  (dramatiq's is a per-process UUID), and a message's Redis id its job id in the scenario.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from emqlab.engine.atlas import require
+
+#: dramatiq's default heartbeat timeout (ms): a worker silent for longer is taken for dead
+HEARTBEAT_TIMEOUT_MS = 60_000
+#: dramatiq's default dead-message TTL (ms, 7 days)
+DEAD_MESSAGE_TTL_MS = 86_400_000 * 7
+#: the broker's max unpack size: what dramatiq's maxstack.lua finds on Redis 7 (7992), halved as the broker
+#: halves it (it only sizes batches of ids, which a scenario's few messages never fill)
+MAX_UNPACK = 3996
+
+
+def dispatch_script() -> bytes:
+    """The bytes of ``dispatch.lua`` as the installed dramatiq release ships it. Raises
+    :class:`emqlab.engine.atlas.MissingLibrary` (naming ``pip install "emqlab[atlas]"``) when dramatiq is
+    not installed."""
+    require("dramatiq")
+    from importlib.resources import files
+
+    return files("dramatiq.brokers").joinpath("redis").joinpath("dispatch.lua").read_bytes()
+
+
+def namespace(q: Any) -> str:
+    """The namespace that puts every key of dispatch.lua under the run's base: dramatiq's default
+    namespace there (``emq:{q}:`` → ``emq:{q}:dramatiq``). Raises ``ValueError`` if the base holds a glob
+    character, since the maintenance's ``KEYS`` pattern would then reach beyond the run's keys."""
+    base = str(q.keys.base)
+    if any(c in base for c in "*?[]\\"):
+        raise ValueError(f"the run's base {base!r} holds a glob character: dispatch.lua's KEYS pattern"
+                         " would not be confined to it")
+    return base + "dramatiq"
+
+
+def dispatch(r: Any, q: Any, command: str, queue: str, *args: Any, maintenance: bool = False,
+             heartbeat_timeout: int = HEARTBEAT_TIMEOUT_MS) -> Any:
+    """One call of dispatch.lua (``command`` on ``queue`` by this actor, at ``q.now()``) as one step: the
+    script's reply. ``maintenance``: this call drew dramatiq's maintenance chance."""
+    argv = [command, q.now(), queue, q.actor, heartbeat_timeout, DEAD_MESSAGE_TTL_MS,
+            1 if maintenance and command not in ("ack", "nack") else 0, MAX_UNPACK, *args]
+    pipe = r.pipeline(transaction=True)
+    pipe.eval(dispatch_script(), 1, namespace(q), *argv)
+    return pipe.execute()[0]
+
+
+def _timeout(q: Any) -> int:
+    """The heartbeat timeout of the actor's broker (``heartbeat_timeout``; in an atomic run
+    ``heartbeat_timeout_atomic`` when given: the fixed configuration)."""
+    if q.mode == "atomic" and "heartbeat_timeout_atomic" in q.params:
+        return int(q.params["heartbeat_timeout_atomic"])
+    return int(q.params.get("heartbeat_timeout", HEARTBEAT_TIMEOUT_MS))
+
+
+def message(job: str, queue: str = "default", message_id: str | None = None) -> str:
+    """A message's data as dramatiq's ``Message.encode`` writes it, for Redis id ``job`` on ``queue``
+    (``message_id``: dramatiq's own id, default ``m<job>``): the ``seed:`` of a scenario's msgs hash."""
+    return json.dumps({"queue_name": queue, "actor_name": "work", "args": [], "kwargs": {},
+                       "options": {"redis_message_id": job}, "message_id": message_id or f"m{job}",
+                       "message_timestamp": 0}, separators=(",", ":"))
+
+
+def busy_worker(r: Any, q: Any) -> None:
+    """A worker process that holds message ``job`` (default ``"1"``, fetched before the run: in its ack set)
+    and runs its handler from the start; the handler keeps every thread of the process busy (as a C
+    extension holding the GIL does), so the process sends nothing until the handler returns, then acks the
+    message (``ack`` on ``queue``, default ``default``). The ack's reply is nil whether or not the message
+    was still in the worker's ack set: its finish is recorded with code 0 either way."""
+    job, queue = str(q.params.get("job", "1")), str(q.params.get("queue", "default"))
+    q.begin(job, q.token())
+    dispatch(r, q, "ack", queue, job, heartbeat_timeout=_timeout(q))
+    q.end(job, 0)
+
+
+def consumer(r: Any, q: Any) -> None:
+    """Another worker process's consumer: one ``fetch`` (prefetch 1) on ``queue`` (default ``default``)
+    that drew maintenance (``maintenance``, default true); a message it gets is decoded with dramatiq's
+    ``Message.decode``, its handler runs, and it is acked. The broker's heartbeat timeout is
+    ``heartbeat_timeout`` (default 60 000 ms), in an atomic run ``heartbeat_timeout_atomic`` (see the
+    scenario: the fixed configuration)."""
+    dramatiq = require("dramatiq")
+    queue = str(q.params.get("queue", "default"))
+    timeout = _timeout(q)
+    got = dispatch(r, q, "fetch", queue, 1, maintenance=bool(q.params.get("maintenance", True)),
+                   heartbeat_timeout=timeout)
+    for data in got or []:
+        if data is None:  # an id whose data was gone (dramatiq's consumer skips it)
+            continue
+        msg = dramatiq.Message.decode(data)
+        job = str(msg.options["redis_message_id"])
+        q.begin(job, q.token())
+        dispatch(r, q, "ack", queue, job, heartbeat_timeout=timeout)
+        q.end(job, 0)
+
+
+__all__ = ["DEAD_MESSAGE_TTL_MS", "HEARTBEAT_TIMEOUT_MS", "MAX_UNPACK", "busy_worker", "consumer", "dispatch",
+           "dispatch_script", "message", "namespace"]
