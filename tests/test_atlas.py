@@ -168,6 +168,34 @@ def test_a_dramatiq_run_without_dramatiq_stops_with_the_install_hint(monkeypatch
             r.run()
 
 
+def test_dramatiq_seeds_are_messages_as_the_actors_write_them() -> None:
+    """A seeded message's data is what :func:`dramatiqlib.message` writes (the promoter's own copy is built
+    by it), and dramatiq's ``Message.decode`` reads it."""
+    import dramatiq
+
+    from emqlab.engine.atlas.dramatiqlib import message
+
+    for name, queue, eta in (("dramatiq-heartbeat-lapse", "default", None),
+                             ("dramatiq-delayed-twice", "default.DQ", 0)):
+        (data,) = [c[3] for c in load(name).seed if c[0] == "HSET"]
+        assert data == message("1", queue, eta=eta)
+        assert dramatiq.Message.decode(data.encode()).options["redis_message_id"] == "1"
+
+
+def test_a_delayed_message_promoted_twice_is_two_copies_on_the_queue() -> None:
+    """dramatiq-delayed-twice's witness: W2 requeues, takes and promotes message 1; W1 promotes its own copy
+    too; the queue holds 1.W2 and 1.W1, the same dramatiq message, and ``promoted-once`` names both pushes.
+    W1 first: its enqueue renews its heartbeat, W2's maintenance finds no dead worker, one copy."""
+    with Runner(load("dramatiq-delayed-twice"), "split", connect()) as r:
+        h = r.run(["W2", "W2", "W2", "W1", "W1"])
+    (broken,) = [a for a in h.anomalies if a["kind"] == "invariant:promoted-once"]
+    assert "Redis ids 1.W1, 1.W2" in broken["because"] and "W2's step 2 and W1's step 4" in broken["because"]
+    assert h.final.placements["1"] == []
+    with Runner(load("dramatiq-delayed-twice"), "split", connect()) as r:
+        h = r.run(["W1", "W1", "W2"])
+    assert h.anomalies == [] and list(h.final.values["dramatiq:default.msgs"]) == ["1.W1"]
+
+
 def bare_fetch(r: Any, q: Any) -> None:
     """dispatch.lua's ``fetch`` sent as a bare EVAL (not in a MULTI): a split run splits it one redis.call
     per step; ``maintenance`` as the consumer's."""

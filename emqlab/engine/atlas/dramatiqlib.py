@@ -88,12 +88,15 @@ def _timeout(q: Any) -> int:
     return int(q.params.get("heartbeat_timeout", HEARTBEAT_TIMEOUT_MS))
 
 
-def message(job: str, queue: str = "default", message_id: str | None = None) -> str:
+def message(job: str, queue: str = "default", message_id: str | None = None, eta: int | None = None) -> str:
     """A message's data as dramatiq's ``Message.encode`` writes it, for Redis id ``job`` on ``queue``
-    (``message_id``: dramatiq's own id, default ``m<job>``): the ``seed:`` of a scenario's msgs hash."""
-    return json.dumps({"queue_name": queue, "actor_name": "work", "args": [], "kwargs": {},
-                       "options": {"redis_message_id": job}, "message_id": message_id or f"m{job}",
-                       "message_timestamp": 0}, separators=(",", ":"))
+    (``message_id``: dramatiq's own id, default ``m<job>``; ``eta``: a delayed message's due time, ms): the
+    ``seed:`` of a scenario's msgs hash (a test holds the shipped seeds to it)."""
+    options: dict[str, Any] = {"redis_message_id": job}
+    if eta is not None:
+        options["eta"] = eta
+    return json.dumps({"queue_name": queue, "actor_name": "work", "args": [], "kwargs": {}, "options": options,
+                       "message_id": message_id or f"m{job}", "message_timestamp": 0}, separators=(",", ":"))
 
 
 def busy_worker(r: Any, q: Any) -> None:
@@ -129,5 +132,91 @@ def consumer(r: Any, q: Any) -> None:
         q.end(job, 0)
 
 
-__all__ = ["DEAD_MESSAGE_TTL_MS", "HEARTBEAT_TIMEOUT_MS", "MAX_UNPACK", "busy_worker", "consumer", "dispatch",
-           "dispatch_script", "message", "namespace"]
+
+# -- delayed messages ------------------------------------------------------------------------------------------
+
+#: The fix of the promotion (our own Lua, not dramatiq's; the guard dramatiq#859 proposes): the worker's
+#: heartbeat, as any dispatch call records it, then the delayed message moves to its queue only if this
+#: worker's SREM takes it out of its own ack set of the delay queue. KEYS: the ack set, the delay queue's
+#: msgs, the queue's msgs, the queue, the heartbeats; ARGV: the delayed id, the copy's id, the copy's data,
+#: the timestamp, the worker. 1 = promoted; 0 = the worker no longer held it (nothing written but the beat).
+GUARDED_PROMOTE = """
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[5])
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+redis.call('RPUSH', KEYS[4], ARGV[2])
+return 1
+"""
+
+
+def _promote(r: Any, q: Any, data: bytes, queue: str, timeout: int) -> Any:
+    """The worker's promotion of a due delayed message (``data``, fetched from ``<queue>.DQ``) onto
+    ``queue``, as dramatiq's ``Worker.handle_delayed_messages`` makes it: a copy of the message for the
+    queue (``Message.copy``, its ``eta`` dropped) under a new Redis id — ``<id>.<actor>`` here, a UUID in
+    dramatiq (``RedisBroker.enqueue``) — enqueued, then the delayed message acked on the delay queue. Split:
+    those two dispatch calls, as released; atomic: :data:`GUARDED_PROMOTE`, one step. Returns the guarded
+    script's reply, or None."""
+    dramatiq = require("dramatiq")
+    msg = dramatiq.Message.decode(data)
+    old = str(msg.options["redis_message_id"])
+    new = f"{old}.{q.actor}"
+    copy = msg.copy(queue_name=queue, options={"redis_message_id": new})
+    copy.options.pop("eta", None)
+    if q.mode == "atomic":
+        ns = namespace(q)
+        return r.eval(GUARDED_PROMOTE, 5, f"{ns}:__acks__.{q.actor}.{queue}.DQ", f"{ns}:{queue}.DQ.msgs",
+                      f"{ns}:{queue}.msgs", f"{ns}:{queue}", f"{ns}:__heartbeats__", old, new, copy.encode(),
+                      q.now(), q.actor)
+    dispatch(r, q, "enqueue", queue, new, copy.encode(), heartbeat_timeout=timeout)
+    dispatch(r, q, "ack", f"{queue}.DQ", old, heartbeat_timeout=timeout)
+    return None
+
+
+def busy_promoter(r: Any, q: Any) -> None:
+    """A worker process that fetched delayed message ``job`` (default ``"1"``) from ``<queue>.DQ`` before
+    the run (it is in its ack set of the delay queue) and has sent nothing since (busy, as
+    :func:`busy_worker`); the message is due, and the worker promotes it onto ``queue`` (default
+    ``default``): :func:`_promote`, with the message as it holds it (``eta``: its due time, default 0)."""
+    job, queue = str(q.params.get("job", "1")), str(q.params.get("queue", "default"))
+    data = message(job, f"{queue}.DQ", eta=int(q.params.get("eta", 0))).encode()
+    _promote(r, q, data, queue, _timeout(q))
+
+
+def delay_consumer(r: Any, q: Any) -> None:
+    """Another worker process's consumer of the delay queue ``<queue>.DQ``: one ``fetch`` (prefetch 1) that
+    drew maintenance (``maintenance``, default true), and each due message it gets promoted onto ``queue``
+    (:func:`_promote`)."""
+    queue = str(q.params.get("queue", "default"))
+    timeout = _timeout(q)
+    got = dispatch(r, q, "fetch", f"{queue}.DQ", 1, maintenance=bool(q.params.get("maintenance", True)),
+                   heartbeat_timeout=timeout)
+    for data in got or []:
+        if data is not None:
+            _promote(r, q, data, queue, timeout)
+
+
+def promoted_once(final: Any, history: Any) -> list[str]:
+    """The rule ``promoted-once`` (reads ``dramatiq:default.msgs``): each dramatiq message (its
+    ``message_id``) has at most one copy among the queue's messages; two copies are two runs of it. The
+    sentence names the steps that wrote each copy."""
+    from emqlab.engine.effects import Placed
+
+    raw = final.values.get("dramatiq:default.msgs") or {}
+    copies: dict[str, list[str]] = {}
+    for rid, data in sorted(raw.items()):
+        copies.setdefault(str(json.loads(data)["message_id"]), []).append(str(rid))
+    out = []
+    for mid, rids in sorted(copies.items()):
+        if len(rids) < 2:
+            continue
+        by = [f"{s.actor}'s step {s.index}" for s in history.steps
+              if any(isinstance(e, Placed) and e.job in rids and e.place == "dramatiq:default" for e in s.effects)]
+        out.append(f"message {mid} has {len(rids)} copies on the queue default (Redis ids {', '.join(rids)})"
+                   + (f", pushed by {' and '.join(by)}" if by else "") + ": each will run")
+    return out
+
+
+__all__ = ["DEAD_MESSAGE_TTL_MS", "GUARDED_PROMOTE", "HEARTBEAT_TIMEOUT_MS", "MAX_UNPACK", "busy_promoter",
+           "busy_worker", "consumer", "delay_consumer", "dispatch", "dispatch_script", "message", "namespace",
+           "promoted_once"]
