@@ -39,6 +39,9 @@ from typing import Any
 
 from emqlab.engine.atlas import require
 
+#: the ``@dangerous`` commands dispatch.lua sends (its maintenance's KEYS): a Redis user limited to
+#: ``emqlab.acl``'s table cannot run these scenarios (``scripts/gen_acl.py`` leaves them out of its workload)
+ACL_DANGEROUS = ("KEYS",)
 #: dramatiq's default heartbeat timeout (ms): a worker silent for longer is taken for dead
 HEARTBEAT_TIMEOUT_MS = 60_000
 #: dramatiq's default dead-message TTL (ms, 7 days)
@@ -217,6 +220,6 @@ def promoted_once(final: Any, history: Any) -> list[str]:
     return out
 
 
-__all__ = ["DEAD_MESSAGE_TTL_MS", "GUARDED_PROMOTE", "HEARTBEAT_TIMEOUT_MS", "MAX_UNPACK", "busy_promoter",
-           "busy_worker", "consumer", "delay_consumer", "dispatch", "dispatch_script", "message", "namespace",
-           "promoted_once"]
+__all__ = ["ACL_DANGEROUS", "DEAD_MESSAGE_TTL_MS", "GUARDED_PROMOTE", "HEARTBEAT_TIMEOUT_MS", "MAX_UNPACK",
+           "busy_promoter", "busy_worker", "consumer", "delay_consumer", "dispatch", "dispatch_script", "message",
+           "namespace", "promoted_once"]
