@@ -438,6 +438,8 @@ def layers_figure() -> Any:
 ATLAS_CODE = {
     "rq": "RQ 1.16.2's released code from PyPI, run unmodified, its key prefixes set to the run's base "
           "(rq-intermediate-cleanup models 1.16.0's cleanup loop, as its file says)",
+    "dramatiq": "dramatiq 2.2.1's Redis broker script (`dispatch.lua`) from PyPI, read from the installed package "
+                "and sent unmodified, one EVAL per step, its namespace under the run's base",
     "arq": "modelled: arq's commands in emqlab's own words (its keys are fixed module constants and its worker "
            "awaits timers, so its released code cannot run under the scheduler)",
     "saq": "modelled: SAQ's commands in emqlab's own words (fixed `saq:` keys, a blocking dequeue and PUBLISH)",

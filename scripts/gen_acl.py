@@ -12,7 +12,9 @@ PATH) and runs the *workload* (:func:`workload`) on it as the default user, one 
 
 * every shipped scenario in every mode it lists, explored exhaustively (:func:`emqlab.explore.explore` on a
   live connection), except a scenario whose fault actors only fakeredis can play (a server restart, SCRIPT
-  FLUSH: refused on a live server before any command is sent);
+  FLUSH: refused on a live server before any command is sent) and one whose actors run another project's
+  released code that sends a ``@dangerous`` command (:func:`dangerous_needs`: dramatiq's scenarios, whose
+  dispatch.lua sends KEYS; they run as a user that may send it, not under this table);
 * a timed run in every timed mode (:func:`emqlab.timing.simulate`);
 * the command line: ``emqlab simulate --split --redis URL`` (its exploration divided over worker
   processes), ``emqlab replay … --redis URL``, ``emqlab clean --redis URL --dry-run`` and ``emqlab clean``;
@@ -102,15 +104,29 @@ class Item:
     text: str = ""
 
 
+def dangerous_needs(sc: Any) -> tuple[str, ...]:
+    """The ``@dangerous`` commands scenario ``sc``'s Python actors declare that another project's released
+    code sends (their module's ``ACL_DANGEROUS``: dramatiq's dispatch.lua sends KEYS), which a restricted
+    user must not be given."""
+    import importlib
+
+    out: list[str] = []
+    for a in sc.actors:
+        if isinstance(a.python, str) and ":" in a.python:
+            out += getattr(importlib.import_module(a.python.split(":", 1)[0]), "ACL_DANGEROUS", ())
+    return tuple(dict.fromkeys(out))
+
+
 def live_cases() -> list[tuple[str, str]]:
-    """Every shipped scenario × mode that can run on a live server (not those with a fault actor only
-    fakeredis can play)."""
+    """Every shipped scenario × mode that can run on a live server under a restricted user: not those with
+    a fault actor only fakeredis can play, nor those whose released code needs a ``@dangerous`` command
+    (:func:`dangerous_needs`)."""
     from emqlab.engine.scenario import load, shipped_names
 
     out = []
     for name in shipped_names():
         sc = load(name)
-        if not any(a.kind in ("restart", "script-flush") for a in sc.actors):
+        if not any(a.kind in ("restart", "script-flush") for a in sc.actors) and not dangerous_needs(sc):
             out += [(name, mode) for mode in sc.modes]
     return out
 

@@ -120,6 +120,11 @@ def outside_key(r: redis.Redis, q: Any) -> None:
     r.get("someone-elses-key")
 
 
+def outside_eval(r: redis.Redis, q: Any) -> None:
+    """An EVAL whose key is outside the run (its script long: a refusal shows it by its SHA1, not its text)."""
+    r.eval("-- a long script\n" + "local x = 1\n" * 50 + "return redis.call('GET', KEYS[1])", 1, "someone-elses-key")
+
+
 def outside_fakeredis(r: redis.Redis, q: Any) -> None:
     import fakeredis
 

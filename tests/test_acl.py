@@ -105,7 +105,10 @@ def test_every_scenario_and_mode_runs_under_exactly_the_tables_commands() -> Non
     gen = _generator()
     items = gen.workload(_bounded)
     names = {name for name, _ in gen.live_cases()}
-    assert len(names) == len(shipped_names()) - 1  # all but the one whose fault only fakeredis can play
+    # all but the one whose fault only fakeredis can play, and dramatiq's (its released script sends KEYS)
+    dangerous = {n for n in shipped_names() if gen.dangerous_needs(load(n))}
+    assert dangerous == {n for n in shipped_names() if load(n).project == "dramatiq"}
+    assert len(names) == len(shipped_names()) - 1 - len(dangerous)
     started = time.perf_counter()
     with own_redis_server() as url:
         user = _user_url(url, acl.setuser_rules("s3cret"))

@@ -58,6 +58,8 @@ WITNESSES: dict[tuple[str, str], dict[str, str]] = {
     ("delayed-promotion", "split"): {
         "double-placement": "v1:W1*18.W2.W1*31.W2", "duplicate-execution": "v1:W1*18.W2*2.W1*33",
         "stolen-lock": "v1:W1*18.W2.W1*31.W2", "stuck-active": "v1:W1*18.W2.W1*31.W2"},
+    ("dramatiq-delayed-twice", "split"): {"invariant:promoted-once": "v1:W2*3.W1*2"},
+    ("dramatiq-heartbeat-lapse", "split"): {"duplicate-execution": "v1:W2*2.W1"},
     ("empty-then-delete", "split"): {"lost-job": "v1:SCHED*3.PROD*2.SCHED*2"},
     ("failure-fields-orphan", "split"): {"orphan-data": "v1:W1*4.W2*2.W1.P1"},
     ("fetch-loop", "split"): {"duplicate-execution": "v1:W1*9.S1.W1*58"},

@@ -139,6 +139,7 @@ def test_a_lost_reply_reaches_the_actor_as_a_connection_error() -> None:
 @pytest.mark.parametrize("actor, words", [
     (toys.outside_key, ["someone-elses-key", "outside this run's queue"]),
     (toys.outside_fakeredis, ["outside the client it was given"]),
+    (toys.outside_eval, ["(EVAL <script ", "…> 1…) is refused", "someone-elses-key"]),
     (toys.raises, ["raised ValueError: boom", "step 2", "pyactors_toys.py"]),
     (toys.blocking, ["BLMOVE blocks", "LMOVE"]),
     (toys.flushes, ["FLUSHDB", "whole keyspace"]),

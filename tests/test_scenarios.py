@@ -52,6 +52,7 @@ LIVE_CASES = [("stalled-finish", "split"), ("cancel-active", "split"), ("retry-r
               ("rq-intermediate-cleanup", "split"), ("rq-dequeue-crash", "split"),
               ("arq-status-not-found", "split"), ("arq-cron-rerun", "split"), ("arq-abort-outlives-job", "split"),
               ("saq-sweep-before-process", "split"), ("saq-heartbeat-overwrites-abort", "split"),
+              ("dramatiq-heartbeat-lapse", "split"), ("dramatiq-delayed-twice", "split"),
               # the atlas's modelled Lua queues (tests/test_atlas_lua.py has bee-queue's, from npm)
               ("asynq-orphan-active", "split"), ("asynq-stale-recovery", "split"), ("asynq-periodic-twice", "split"),
               ("horizon-late-record", "split"), ("horizon-late-release", "split"), ("horizon-retry-trail", "split"),

@@ -279,8 +279,9 @@ def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequ
 
 
 def _read_value(execute: Callable[..., Any], key: bytes) -> Any:
-    """A key's value for an invariant: a string, a hash as a dict, a list, the members of a set or sorted
-    set (sorted); ``None`` when the key does not exist."""
+    """A key's value for an invariant: a string, a hash as a dict (its fields sorted: a hash has no order,
+    and the order HGETALL answers in differs between servers), a list, the members of a set or sorted set
+    (sorted); ``None`` when the key does not exist."""
     kind = execute(b"TYPE", key)
     kind = kind.value if isinstance(kind, Status) else kind
     text = kind.decode() if isinstance(kind, bytes) else str(kind)
@@ -292,7 +293,7 @@ def _read_value(execute: Callable[..., Any], key: bytes) -> Any:
         return dec(execute(b"GET", key))
     if text == "hash":
         raw = execute(b"HGETALL", key) or []
-        return {dec(raw[i]): dec(raw[i + 1]) for i in range(0, len(raw) - 1, 2)}
+        return dict(sorted((dec(raw[i]), dec(raw[i + 1])) for i in range(0, len(raw) - 1, 2)))
     if text == "list":
         return [dec(v) for v in execute(b"LRANGE", key, b"0", b"-1") or []]
     if text == "set":

@@ -57,7 +57,7 @@ from redis.retry import Retry
 
 from emqlab.engine.actors import FACTORIES, ActorGen, Op, split_run
 from emqlab.engine.pyref import resolve
-from emqlab.engine.pywire import SCRIPT_CALLS, refusal, sha1_hex
+from emqlab.engine.pywire import SCRIPT_CALLS, refusal, script_ref, sha1_hex
 from emqlab.protocol import messages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -492,8 +492,10 @@ class _Driver:
         for cmd in request.commands:
             why = refusal(cmd, base)
             if why is not None:
-                shown = " ".join(a.decode("utf-8", "replace") for a in cmd[:3])
-                raise ActorError(f"{self.actor}'s step {self.steps + 1} ({shown}…) is refused: {why}")
+                head = [a.decode("utf-8", "replace") for a in cmd[:3]]
+                if cmd[0].upper() in (b"EVAL", b"EVAL_RO") and len(cmd) > 1:
+                    head[1] = script_ref(cmd[1])  # (a script by its SHA1, as histories show it, not its text)
+                raise ActorError(f"{self.actor}'s step {self.steps + 1} ({' '.join(head)}…) is refused: {why}")
 
     def _fail(self, e: BaseException) -> ActorError:
         if isinstance(e, ActorError):

@@ -3,6 +3,8 @@ where that cannot be done, their commands modelled in our own words (each module
 
 * :mod:`emqlab.engine.atlas.rqlib` — RQ's released code (``pip install "emqlab[atlas]"`` installs the pinned
   version), its key prefixes set to the run's queue base.
+* :mod:`emqlab.engine.atlas.dramatiqlib` — dramatiq's Redis broker script ``dispatch.lua``, read from the
+  installed release (``pip install "emqlab[atlas]"``) and sent unmodified, its namespace under the run's base.
 * :mod:`emqlab.engine.atlas.arqmodel`, :mod:`emqlab.engine.atlas.saqmodel` — arq's and SAQ's commands,
   modelled (their keys are fixed module constants or fixed ``saq:`` names, their workers block or await
   timers), over redis-py;
@@ -20,7 +22,7 @@ import importlib
 from types import ModuleType
 
 #: the versions the atlas's scenarios were written against (pyproject's ``atlas`` extra pins them)
-PINNED: dict[str, str] = {"rq": "1.16.2"}
+PINNED: dict[str, str] = {"rq": "1.16.2", "dramatiq": "2.2.1"}
 
 
 class MissingLibrary(ImportError):
@@ -28,7 +30,7 @@ class MissingLibrary(ImportError):
 
 
 def require(name: str) -> ModuleType:
-    """Import the queue library ``name`` (``rq``); raises :class:`MissingLibrary` naming the extra to
+    """Import the queue library ``name`` (``rq``, ``dramatiq``); raises :class:`MissingLibrary` naming the extra to
     install when it is not installed."""
     try:
         return importlib.import_module(name)
