@@ -1,12 +1,14 @@
-"""Two anomaly-check cases the checks got wrong, each on hand-built histories (positive and negative) and on a
-real run:
+"""Three anomaly-check cases the checks got wrong, on hand-built histories (positive and negative) and on
+real runs:
 
 * a finish that succeeded (0) but deleted the job because keepJobs is 0 (removeOnComplete / removeOnFail)
   is a finish: duplicate-execution says the later run came after it, work-thrown-away does not call a
   refused run's work lost when another run's result went with the job;
 * a re-add by a Python actor (an ``EVALSHA`` of addStandardJob, atomic or split) begins a new incarnation:
   the step carries the script it ran (``Step.script``, resolved from the SHA1), and every check that reads
-  incarnations (duplicate-execution, work-thrown-away, lost-job / orphan-data) sees it.
+  incarnations (duplicate-execution, work-thrown-away, lost-job / orphan-data) sees it;
+* a lock token two executions hold (one copied it) is the lock of the one that took it, whatever order the
+  actors are declared in: stolen-lock names the copy holder's delete, not the owner's.
 """
 
 from __future__ import annotations
@@ -192,3 +194,28 @@ def test_a_readd_inside_a_python_actors_transaction_is_a_new_incarnation_too(bac
     assert h.final.placements["1"] == ["completed"] and h.kinds == []
     back = History.from_json(h.to_json())  # the batch's scripts survive the history's JSON
     assert [s.scripts for s in back.steps] == [s.scripts for s in h.steps] and check(back) == []
+
+
+# -- a copied lock token: whose lock it is does not depend on the order actors are declared in --------------
+
+#: shared-token's actors: W2 owns job 1's lock (``locks: {"1": W2}``), W1 holds a copy of W2's token
+_SHARED: dict[str, Any] = {
+    "W2": {"kind": "worker", "holds": "1", "mode": "atomic", "fetch_next": False},
+    "W1": {"python": "emqlab.blocks:finish", "with": {"job": "1", "token": "W2:1"}},
+}
+
+
+@pytest.mark.parametrize("order", [["W2", "W1"], ["W1", "W2"]], ids=["owner-declared-first", "owner-declared-last"])
+def test_a_copied_token_is_stolen_by_the_copy_holder_not_by_the_owner(order: list[str]) -> None:
+    """Found by the independent checker (tests/test_independent_checker.py): with two executions under one
+    token, the check took the first listed as the lock's owner, so declaring W1 first turned W2's finish of
+    its own job into a theft from W1 and W1's late finish into none. The owner is the one that took the
+    token: here the scenario's ``locks:`` gives it to W2."""
+    sc = scenario({a: _SHARED[a] for a in order}, state={"active": ["1"]}, locks={"1": "W2"})
+    with Runner(sc, "atomic", connect()) as r:
+        owner_first = _drain(r, ["W2", "W1"])
+        r.reset()
+        copy_first = _drain(r, ["W1", "W2"])
+    assert [a.kind for a in owner_first.findings if a.kind == "stolen-lock"] == []
+    (stolen,) = [a for a in copy_first.findings if a.kind == "stolen-lock"]
+    assert stolen.because.startswith("W1 deleted W2's lock on job 1 (step 1, EVALSHA) while W2 still held the job")
