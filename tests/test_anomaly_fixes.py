@@ -219,3 +219,41 @@ def test_a_copied_token_is_stolen_by_the_copy_holder_not_by_the_owner(order: lis
     assert [a.kind for a in owner_first.findings if a.kind == "stolen-lock"] == []
     (stolen,) = [a for a in copy_first.findings if a.kind == "stolen-lock"]
     assert stolen.because.startswith("W1 deleted W2's lock on job 1 (step 1, EVALSHA) while W2 still held the job")
+
+
+# -- a finish that put the job back for a retry did not finish it ---------------------------------------------
+
+
+def _drop_from_wait(r: Any, q: Any) -> None:
+    """Takes job 1 out of wait and puts it nowhere (a clean-up that removes the wrong entry)."""
+    r.lrem(q.keys.wait, 0, "1")
+
+
+def _drop_from_failed(r: Any, q: Any) -> None:
+    """Takes job 1 out of failed and leaves its hash (a trim that forgets the hash)."""
+    r.zrem(q.keys.failed, "1")
+
+
+def test_a_job_retried_and_then_dropped_is_lost_not_left_over_data() -> None:
+    """Found by the independent checker's reading of docs/concepts.md: lost-job and orphan-data took any
+    finish that succeeded for one that finished the job, so a job W1 put back in wait for a retry (attempt 1
+    of 3), which X1 then took out of wait, was called orphan-data "although W1 finished it". Its finish
+    filed it in neither completed nor failed: nobody finished it, and the job is lost."""
+    w1 = {"kind": "worker", "holds": "1", "finish": "failed", "fetch_next": False}
+    sc = scenario({"W1": w1, "X1": _drop_from_wait}, jobs={"1": {"attempts": 3}}, state={"active": ["1"]},
+                  locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "X1"])
+    assert [(e.actor, e.result, e.released) for e in h.executions] == [("W1", "0", True)]
+    (lost,) = h.findings
+    assert lost.kind == "lost-job"
+    assert lost.because == "job 1 exists but is in no list or set: X1 step 2, LREM took it out and nothing put it back"
+    # negative: the same finish filing the job as failed for good (attempts 1) finishes it, so the hash X1
+    # leaves in no place is W1's finished job's left-over data
+    sc = scenario({"W1": w1, "X1": _drop_from_failed}, jobs={"1": {"attempts": 1}}, state={"active": ["1"]},
+                  locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "X1"])
+    (left,) = h.findings
+    assert left.kind == "orphan-data" and left.because == ("job 1's hash is in no list or set although W1"
+                                                           " finished it (step 1)")

@@ -323,13 +323,14 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
 
 def _unplaced(h: History) -> list[tuple[str, bool, list[Execution]]]:
     """Jobs whose hash exists at the end in no structure: (job, the hash lacks its payload, the executions
-    that finished the job). lost-job and orphan-data split this set between them."""
+    that finished the job). lost-job and orphan-data split this set between them. A finish that succeeded by
+    putting the job back for a retry did not finish it (:func:`_finished_by`)."""
     out = []
     for job, places in sorted(h.final.placements.items()):
         info = h.final.jobs.get(job, {})
         if places or not info.get("exists"):
             continue
-        done = [e for e in h.executions if e.job == job and e.released and _current(h, e)]
+        done = [e for e in h.executions if e.job == job and _finished_by(h, e) is not None and _current(h, e)]
         out.append((job, not info.get("payload", True), done))
     return out
 
