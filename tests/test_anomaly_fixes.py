@@ -1,12 +1,14 @@
-"""Two anomaly-check cases the checks got wrong, each on hand-built histories (positive and negative) and on a
-real run:
+"""Three anomaly-check cases the checks got wrong, on hand-built histories (positive and negative) and on
+real runs:
 
 * a finish that succeeded (0) but deleted the job because keepJobs is 0 (removeOnComplete / removeOnFail)
   is a finish: duplicate-execution says the later run came after it, work-thrown-away does not call a
   refused run's work lost when another run's result went with the job;
 * a re-add by a Python actor (an ``EVALSHA`` of addStandardJob, atomic or split) begins a new incarnation:
   the step carries the script it ran (``Step.script``, resolved from the SHA1), and every check that reads
-  incarnations (duplicate-execution, work-thrown-away, lost-job / orphan-data) sees it.
+  incarnations (duplicate-execution, work-thrown-away, lost-job / orphan-data) sees it;
+* a lock token two executions hold (one copied it) is the lock of the one that took it, whatever order the
+  actors are declared in: stolen-lock names the copy holder's delete, not the owner's.
 """
 
 from __future__ import annotations
@@ -192,3 +194,66 @@ def test_a_readd_inside_a_python_actors_transaction_is_a_new_incarnation_too(bac
     assert h.final.placements["1"] == ["completed"] and h.kinds == []
     back = History.from_json(h.to_json())  # the batch's scripts survive the history's JSON
     assert [s.scripts for s in back.steps] == [s.scripts for s in h.steps] and check(back) == []
+
+
+# -- a copied lock token: whose lock it is does not depend on the order actors are declared in --------------
+
+#: shared-token's actors: W2 owns job 1's lock (``locks: {"1": W2}``), W1 holds a copy of W2's token
+_SHARED: dict[str, Any] = {
+    "W2": {"kind": "worker", "holds": "1", "mode": "atomic", "fetch_next": False},
+    "W1": {"python": "emqlab.blocks:finish", "with": {"job": "1", "token": "W2:1"}},
+}
+
+
+@pytest.mark.parametrize("order", [["W2", "W1"], ["W1", "W2"]], ids=["owner-declared-first", "owner-declared-last"])
+def test_a_copied_token_is_stolen_by_the_copy_holder_not_by_the_owner(order: list[str]) -> None:
+    """Found by the independent checker (tests/test_independent_checker.py): with two executions under one
+    token, the check took the first listed as the lock's owner, so declaring W1 first turned W2's finish of
+    its own job into a theft from W1 and W1's late finish into none. The owner is the one that took the
+    token: here the scenario's ``locks:`` gives it to W2."""
+    sc = scenario({a: _SHARED[a] for a in order}, state={"active": ["1"]}, locks={"1": "W2"})
+    with Runner(sc, "atomic", connect()) as r:
+        owner_first = _drain(r, ["W2", "W1"])
+        r.reset()
+        copy_first = _drain(r, ["W1", "W2"])
+    assert [a.kind for a in owner_first.findings if a.kind == "stolen-lock"] == []
+    (stolen,) = [a for a in copy_first.findings if a.kind == "stolen-lock"]
+    assert stolen.because.startswith("W1 deleted W2's lock on job 1 (step 1, EVALSHA) while W2 still held the job")
+
+
+# -- a finish that put the job back for a retry did not finish it ---------------------------------------------
+
+
+def _drop_from_wait(r: Any, q: Any) -> None:
+    """Takes job 1 out of wait and puts it nowhere (a clean-up that removes the wrong entry)."""
+    r.lrem(q.keys.wait, 0, "1")
+
+
+def _drop_from_failed(r: Any, q: Any) -> None:
+    """Takes job 1 out of failed and leaves its hash (a trim that forgets the hash)."""
+    r.zrem(q.keys.failed, "1")
+
+
+def test_a_job_retried_and_then_dropped_is_lost_not_left_over_data() -> None:
+    """Found by the independent checker's reading of docs/concepts.md: lost-job and orphan-data took any
+    finish that succeeded for one that finished the job, so a job W1 put back in wait for a retry (attempt 1
+    of 3), which X1 then took out of wait, was called orphan-data "although W1 finished it". Its finish
+    filed it in neither completed nor failed: nobody finished it, and the job is lost."""
+    w1 = {"kind": "worker", "holds": "1", "finish": "failed", "fetch_next": False}
+    sc = scenario({"W1": w1, "X1": _drop_from_wait}, jobs={"1": {"attempts": 3}}, state={"active": ["1"]},
+                  locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "X1"])
+    assert [(e.actor, e.result, e.released) for e in h.executions] == [("W1", "0", True)]
+    (lost,) = h.findings
+    assert lost.kind == "lost-job"
+    assert lost.because == "job 1 exists but is in no list or set: X1 step 2, LREM took it out and nothing put it back"
+    # negative: the same finish filing the job as failed for good (attempts 1) finishes it, so the hash X1
+    # leaves in no place is W1's finished job's left-over data
+    sc = scenario({"W1": w1, "X1": _drop_from_failed}, jobs={"1": {"attempts": 1}}, state={"active": ["1"]},
+                  locks={"1": "W1"})
+    with Runner(sc, "atomic", connect()) as r:
+        h = _drain(r, ["W1", "X1"])
+    (left,) = h.findings
+    assert left.kind == "orphan-data" and left.because == ("job 1's hash is in no list or set although W1"
+                                                           " finished it (step 1)")

@@ -18,7 +18,8 @@ double-placement     final            at the end, one job id is held more than o
 lost-job             final            at the end, a job's hash with its payload is in no structure, and no
                                       execution of that incarnation finished it
 stolen-lock          effects          a job's lock was deleted or overwritten by an actor other than its
-                                      owner while the owner's execution was open (a lease lapsing is
+                                      owner (the execution that took it, not one holding a copy of its
+                                      token) while the owner's execution was open (a lease lapsing is
                                       expiry, not theft)
 duplicate-execution  effects          an execution of a job started after another execution of the same
                                       incarnation had started, unless that one had already handed the job
@@ -323,13 +324,14 @@ def double_placement(h: History, scenario: Scenario | None = None) -> list[Anoma
 
 def _unplaced(h: History) -> list[tuple[str, bool, list[Execution]]]:
     """Jobs whose hash exists at the end in no structure: (job, the hash lacks its payload, the executions
-    that finished the job). lost-job and orphan-data split this set between them."""
+    that finished the job). lost-job and orphan-data split this set between them. A finish that succeeded by
+    putting the job back for a retry did not finish it (:func:`_finished_by`)."""
     out = []
     for job, places in sorted(h.final.placements.items()):
         info = h.final.jobs.get(job, {})
         if places or not info.get("exists"):
             continue
-        done = [e for e in h.executions if e.job == job and e.released and _current(h, e)]
+        done = [e for e in h.executions if e.job == job and _finished_by(h, e) is not None and _current(h, e)]
         out.append((job, not info.get("payload", True), done))
     return out
 
@@ -463,7 +465,7 @@ def stolen_lock(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
         for e in s.effects:
             if not isinstance(e, LockChanged) or e.before is None:
                 continue
-            ex = next((x for x in h.executions if x.token == e.before and x.job == e.job), None)
+            ex = _owner(h, scenario, e.job, e.before)
             if ex is None or ex.actor == s.actor:
                 continue
             if ex.start > s.index or (ex.end is not None and ex.end < s.index):
@@ -478,6 +480,21 @@ def stolen_lock(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
                 f" still held the job ({since}, {until})",
                 (s.index,)))
     return out
+
+
+def _owner(h: History, scenario: Scenario | None, job: str, token: str) -> Execution | None:
+    """The execution whose lock ``token`` on ``job`` is: of the executions under that token, the one that took
+    it — its start step set the lock to it, or it held the job from the start and the scenario's ``locks:``
+    gives the lock to its actor — else the first. Another execution under the same token (a copied token, as
+    in shared-token) holds the lock without owning it, whatever order the actors are declared in."""
+    holders = [x for x in h.executions if x.token == token and x.job == job]
+    for x in holders:
+        if x.start == 0 and scenario is not None and scenario.locks.get(job) == x.actor:
+            return x
+        if 0 < x.start <= len(h.steps) and any(isinstance(c, LockChanged) and c.job == job and c.after == token
+                                               for c in h.steps[x.start - 1].effects):
+            return x
+    return holders[0] if holders else None
 
 
 def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
