@@ -227,7 +227,14 @@ def test_lost_orphan_phantom_stuck() -> None:
     fragment = {"1": {"exists": True, "payload": False}}
     assert [a.kind for a in check(_h([], [], {"1": []}, jobs=fragment))] == ["orphan-data"]
     finished = [Execution("W1", "1", "W1:1", 0, 2, "0", True, OK)]
-    assert [a.kind for a in check(_h([], finished, {"1": []}))] == ["orphan-data"]
+    # W1's finish completed the job (step 2) and X1 took it out of completed: left-over data
+    completed = [_step(2, "W1", "moveToFinished", Removed("1", "active"), Placed("1", "completed"), kind="script"),
+                 _step(3, "X1", "ZREM", Removed("1", "completed"))]
+    assert [a.kind for a in check(_h(completed, finished, {"1": []}))] == ["orphan-data"]
+    # a finish that succeeded by putting the job back in wait (a retry) did not finish it: lost
+    retried = [_step(2, "W1", "moveToFinished", Removed("1", "active"), Placed("1", "wait"), kind="script"),
+               _step(3, "X1", "LREM", Removed("1", "wait"))]
+    assert [a.kind for a in check(_h(retried, finished, {"1": []}))] == ["lost-job"]
     assert [a.kind for a in check(_h([], [], {"1": ["wait"]}, jobs={"1": {"exists": False}}))] == ["phantom-job"]
     assert [a.kind for a in check(_h([], finished, {"1": ["active"]}))] == ["stuck-active"]
     assert check(_h([], finished, {"1": ["active"]}, locks={"1": "W2:1"})) == []
