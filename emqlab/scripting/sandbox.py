@@ -1,4 +1,4 @@
-"""The home of the Redis 7 scripting sandbox's Python side: a lupa runtime in which Lua reaches no Python, and
+"""The home of the Redis 7 scripting sandbox's Python side: a Lua 5.1 runtime in which Lua reaches no Python, and
 ``lua/lib/sandbox.lua`` (the sandbox itself, one file) set up in it — for the client-side host
 (:mod:`emqlab.scripting.host`) and for the embedded fakeredis server (:mod:`emqlab.backend.fakeserver`).
 
@@ -7,8 +7,9 @@ of :mod:`emqlab.scripting.host` and in ``docs/lua-host.md``; the escape probes o
 ``tests/test_lua_sandbox_probes.py`` check both environments and a live Redis.
 
 **The one home of the Lua runtime.** This module is the only one of :mod:`emqlab.scripting` that names the
-Lua implementation (``lupa.lua51`` under CPython; ``tests/test_layers.py`` holds every other module to it),
-so that another Lua 5.1 (a WebAssembly one, for a browser build) has one place to go in. What the host asks
+Lua implementation (``tests/test_layers.py`` holds every other module to it): ``lupa.lua51`` under CPython,
+:mod:`emqlab.scripting.wasmlua` under Pyodide (npm's ``wasmoon-lua5.1``, a Lua 5.1 in WebAssembly, for a
+browser build; ``tests/test_pyodide_runtime.py`` checks that both give the same answers). What the host asks
 of a runtime, all of it here: :func:`new_runtime` (a runtime whose Lua reaches no Python, strings as bytes,
 an optional memory cap changed with ``set_max_memory``), ``runtime.eval(text)`` and ``runtime.table_from``
 (a Lua function or table from Python values), calling a Lua function with bytes, numbers and tables and

@@ -2,6 +2,7 @@
 the installed package. Used by ``tests/test_pyodide_runtime.py``; by hand::
 
     python scripts/pyodide/harness.py file.py      # runs file.py under Pyodide, prints its output
+    python scripts/pyodide/harness.py --prepare    # only installs what a run needs (CI: .ci/run)
 
 What it builds, once, in a cache folder outside the checkout (``$EMQLAB_PYODIDE_CACHE``, default
 ``~/.cache/emqlab-pyodide``; nothing of it is committed):
@@ -120,6 +121,10 @@ def run(file: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--prepare"]:
+        for folder in prepare():
+            print(folder)
+        sys.exit(0)
     done = run(Path(sys.argv[1]))
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
