@@ -1,13 +1,16 @@
 """The answers ``tests/test_pyodide_runtime.py`` asks of both runtimes — CPython with lupa, Pyodide with
 the WebAssembly Lua (``emqlab.scripting.wasmlua``) — to compare them: run as a file (under Pyodide, by
 ``run.mjs``) it prints them as one JSON line, ``{"explore": {case: claims}, "host": {case: outcome},
-"seconds": {case: s}}``.
+"seconds": {case: s}}``; with ``--every``, the explorations are every shipped scenario in every mode (an
+exploration that raises gives ``{"error": text}``).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 #: (scenario, mode, explore options): the explorations whose claims must be the same
@@ -64,15 +67,26 @@ def host_outcome(text: bytes, replies: tuple[Any, ...]) -> dict[str, Any]:
     return out
 
 
-def answers() -> dict[str, Any]:
+def every() -> list[tuple[str, str, dict[str, Any]]]:
+    """Every shipped scenario in every mode, default options."""
+    from emqlab.engine.context import MODES
+    from emqlab.engine.scenario import shipped_names
+
+    return [(name, mode, {}) for name in shipped_names() for mode in MODES]
+
+
+def answers(explorations: Sequence[tuple[str, str, dict[str, Any]]] = EXPLORATIONS) -> dict[str, Any]:
     from emqlab.engine.scenario import load
     from emqlab.explore import explore
 
     out: dict[str, Any] = {"explore": {}, "host": {}, "seconds": {}}
-    for name, mode, options in EXPLORATIONS:
+    for name, mode, options in explorations:
         case = explore_case(name, mode, options)
         t0 = time.perf_counter()
-        out["explore"][case] = explore(load(name), mode, **options).claims()
+        try:
+            out["explore"][case] = explore(load(name), mode, **options).claims()
+        except Exception as e:  # noqa: BLE001 - reported as the case's answer, compared like any other
+            out["explore"][case] = {"error": f"{type(e).__name__}: {e}"}
         out["seconds"][case] = round(time.perf_counter() - t0, 3)
     for case, (text, replies) in SCRIPTS.items():
         out["host"][case] = host_outcome(text, replies)
@@ -80,4 +94,4 @@ def answers() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(answers()))
+    print(json.dumps(answers(every() if "--every" in sys.argv[1:] else EXPLORATIONS)))

@@ -1,7 +1,7 @@
 """The Node harness that runs emqlab under Pyodide, its Lua on WebAssembly (``wasmoon-lua5.1``): not part of
 the installed package. Used by ``tests/test_pyodide_runtime.py``; by hand::
 
-    python scripts/pyodide/harness.py file.py      # runs file.py under Pyodide, prints its output
+    python scripts/pyodide/harness.py file.py [arg …]  # runs file.py under Pyodide, prints its output
     python scripts/pyodide/harness.py --prepare    # only installs what a run needs (CI: .ci/run)
 
 What it builds, once, in a cache folder outside the checkout (``$EMQLAB_PYODIDE_CACHE``, default
@@ -113,11 +113,12 @@ def prepare() -> tuple[Path, Path]:
     return _site(cache), _node_modules(cache)
 
 
-def run(file: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run the Python file ``file`` under Pyodide (``run.mjs``): its output, its exit status."""
+def run(file: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the Python file ``file`` under Pyodide (``run.mjs``) with ``args`` as its ``sys.argv[1:]``: its
+    output, its exit status."""
     site, modules = prepare()
-    return subprocess.run(["node", str(HERE / "run.mjs"), str(site), str(modules), str(CHECKOUT), str(file)],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(["node", str(HERE / "run.mjs"), str(site), str(modules), str(CHECKOUT), str(file),
+                           *args], capture_output=True, text=True, timeout=timeout)
 
 
 if __name__ == "__main__":
@@ -125,7 +126,7 @@ if __name__ == "__main__":
         for folder in prepare():
             print(folder)
         sys.exit(0)
-    done = run(Path(sys.argv[1]))
+    done = run(Path(sys.argv[1]), *sys.argv[2:])
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     sys.exit(done.returncode)

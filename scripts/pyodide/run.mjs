@@ -2,15 +2,16 @@
 // wasmoon-lua5.1 (emqlab/scripting/wasmlua.py). Made by scripts/pyodide/harness.py, which installs the npm
 // packages and unpacks the PyPI wheels first (nothing is fetched here):
 //
-//   node run.mjs <site folder> <node_modules folder> <checkout> <file.py>
+//   node run.mjs <site folder> <node_modules folder> <checkout> <file.py> [argument …]
 //
+// (the arguments are the file's sys.argv[1:])
 // The file's output is the process's; the start-up times go to stderr as one JSON line
 // ({"pyodide_s", "lua_s", "install_s"}); the exit status is 1 when the Python code raised.
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";
 
-const [site, nodeModules, checkout, file] = process.argv.slice(2);
+const [site, nodeModules, checkout, file, ...args] = process.argv.slice(2);
 const require = createRequire(path.join(nodeModules, "harness.js"));
 const { loadPyodide } = require("pyodide");
 const { LuaApi, LuaGlobal } = require("wasmoon-lua5.1");
@@ -40,6 +41,7 @@ const s = (a, b) => Math.round(b - a) / 1000;
 process.stderr.write(JSON.stringify({ pyodide_s: s(t0, t1), lua_s: s(t1, t2), install_s: s(t2, t3) }) + "\n");
 
 try {
+  py.runPython(`import sys; sys.argv = ${JSON.stringify([file, ...args])}`);  // (a JSON list of strings is Python)
   py.runPython(fs.readFileSync(file, "utf8"), { filename: file });
 } catch (e) {
   process.stderr.write(String(e) + "\n");
