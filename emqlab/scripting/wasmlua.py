@@ -25,6 +25,7 @@ Raises ``RuntimeError`` from :func:`new_runtime` when ``emqlabLua`` was not set 
 from __future__ import annotations
 
 import math
+import types
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -102,7 +103,12 @@ _HELPERS_JS = """
 }
 """
 
-_helpers: list[Any] = []  # [api.module, the helpers]: one wasm module for every runtime
+#: the C API functions Python calls (the wasm module's exports)
+_C_API = ("_luaL_openlibs", "_luaL_ref", "_luaL_unref", "_lua_createtable", "_lua_getmetatable", "_lua_gettop",
+          "_lua_next", "_lua_objlen", "_lua_pcall", "_lua_pushboolean", "_lua_pushcclosure", "_lua_pushnil",
+          "_lua_pushnumber", "_lua_pushstring", "_lua_pushvalue", "_lua_rawget", "_lua_rawgeti", "_lua_rawset",
+          "_lua_rawseti", "_lua_settop", "_lua_toboolean", "_lua_tonumber", "_lua_type")
+_helpers: list[Any] = []  # [the C API, the helpers]: one wasm module for every runtime
 _runtimes: weakref.WeakValueDictionary[int, LuaRuntime] = weakref.WeakValueDictionary()
 
 
@@ -112,7 +118,10 @@ def _setup() -> tuple[Any, Any]:
         if lua is None:
             raise RuntimeError("no WebAssembly Lua: the page must set globalThis.emqlabLua = {api, LuaGlobal} "
                                "(wasmoon-lua5.1's LuaApi.initialize()) before Python makes a runtime")
-        _helpers.extend([lua.api.module, run_js(_HELPERS_JS)(lua.api, create_proxy(_dispatch))])
+        module = lua.api.module
+        # (each function looked up once: an attribute of a JavaScript object is a crossing of its own)
+        c_api = types.SimpleNamespace(**{name: getattr(module, name) for name in _C_API})
+        _helpers.extend([c_api, run_js(_HELPERS_JS)(lua.api, create_proxy(_dispatch))])
     return _helpers[0], _helpers[1]
 
 
