@@ -178,3 +178,19 @@ def test_only_the_sandbox_module_names_the_lua_runtime() -> None:
                     or isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lupa":
                 users.add(name)
     assert users == {"emqlab.scripting.sandbox"}, sorted(users)
+
+
+def test_only_the_wasm_runtime_imports_javascript() -> None:
+    """``js`` and ``pyodide`` (Pyodide's bridge to JavaScript) are imported by :mod:`emqlab.scripting.wasmlua`
+    alone, and that module by :mod:`emqlab.scripting.sandbox` alone (under Pyodide only): CPython never
+    imports them."""
+    users: dict[str, set[str]] = {"js": set(), "pyodide": set(), "emqlab.scripting.wasmlua": set()}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _target(name, node):
+                    for wanted in users:
+                        if target == wanted or target.startswith(wanted + "."):
+                            users[wanted].add(name)
+    assert users == {"js": {"emqlab.scripting.wasmlua"}, "pyodide": {"emqlab.scripting.wasmlua"},
+                     "emqlab.scripting.wasmlua": {"emqlab.scripting.sandbox"}}, users

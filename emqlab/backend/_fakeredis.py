@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import sys
 
+from emqlab.scripting.sandbox import stand_in_for_lupa
+
+# (under Pyodide no lupa: fakeredis's scripting module, which imports it, gets the WebAssembly Lua's stand-in)
+stand_in_for_lupa()
+
 if "fakeredis" not in sys.modules and "numpy" not in sys.modules:
     sys.modules["numpy"] = None  # type: ignore[assignment]
     try:

@@ -1,4 +1,4 @@
-"""The home of the Redis 7 scripting sandbox's Python side: a lupa runtime in which Lua reaches no Python, and
+"""The home of the Redis 7 scripting sandbox's Python side: a Lua 5.1 runtime in which Lua reaches no Python, and
 ``lua/lib/sandbox.lua`` (the sandbox itself, one file) set up in it — for the client-side host
 (:mod:`emqlab.scripting.host`) and for the embedded fakeredis server (:mod:`emqlab.backend.fakeserver`).
 
@@ -7,8 +7,9 @@ of :mod:`emqlab.scripting.host` and in ``docs/lua-host.md``; the escape probes o
 ``tests/test_lua_sandbox_probes.py`` check both environments and a live Redis.
 
 **The one home of the Lua runtime.** This module is the only one of :mod:`emqlab.scripting` that names the
-Lua implementation (``lupa.lua51`` under CPython; ``tests/test_layers.py`` holds every other module to it),
-so that another Lua 5.1 (a WebAssembly one, for a browser build) has one place to go in. What the host asks
+Lua implementation (``tests/test_layers.py`` holds every other module to it): ``lupa.lua51`` under CPython,
+:mod:`emqlab.scripting.wasmlua` under Pyodide (npm's ``wasmoon-lua5.1``, a Lua 5.1 in WebAssembly, for a
+browser build; ``tests/test_pyodide_runtime.py`` checks that both give the same answers). What the host asks
 of a runtime, all of it here: :func:`new_runtime` (a runtime whose Lua reaches no Python, strings as bytes,
 an optional memory cap changed with ``set_max_memory``), ``runtime.eval(text)`` and ``runtime.table_from``
 (a Lua function or table from Python values), calling a Lua function with bytes, numbers and tables and
@@ -19,12 +20,19 @@ of :func:`load`), :func:`lua_type` and the errors :data:`LuaError` and :data:`Lu
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
-import lupa.lua51 as lua51
-
 from emqlab.protocol import messages
+
+#: Under Pyodide (WebAssembly, where lupa has no build) the runtime is :mod:`emqlab.scripting.wasmlua`: the
+#: Lua 5.1 of npm's ``wasmoon-lua5.1`` driven through its C API, the same contract; elsewhere lupa's.
+WASM = sys.platform == "emscripten"
+if sys.platform == "emscripten":  # (spelled out: mypy reads the platform check and types lupa's branch)
+    from emqlab.scripting import wasmlua as lua51
+else:
+    import lupa.lua51 as lua51
 
 #: the type name (``"table"``, ``"function"`` …) of a Lua value held by Python, ``None`` for a Python value
 lua_type = lua51.lua_type
@@ -72,14 +80,33 @@ def _nothing(obj: object, name: object, *value: object) -> None:
     return None
 
 
-def new_runtime(**options: Any) -> lua51.LuaRuntime:
+def new_runtime(**options: Any) -> Any:
     """A Lua 5.1 runtime whose Lua code can reach no Python: no ``python.eval``, no ``python.builtins``, and
     no attribute or item of a Python object that Lua holds (an error raised by a Python function and caught
     by a script's ``pcall`` is such an object): each reads as ``nil``, a write is ignored. Strings are bytes
     (``encoding=None``). ``options`` go to ``lupa.lua51.LuaRuntime`` (``unpack_returned_tuples``,
-    ``max_memory`` …)."""
+    ``max_memory`` …); under Pyodide, :class:`emqlab.scripting.wasmlua.LuaRuntime` (which holds no
+    Python object but the callables given to it, so the attribute rule has nothing to guard)."""
+    if WASM:
+        return lua51.new_runtime(**options)
     return lua51.LuaRuntime(encoding=None, register_eval=False, register_builtins=False,
                             attribute_handlers=(_nothing, _nothing), **options)
+
+
+def stand_in_for_lupa() -> None:
+    """Under Pyodide, make ``import lupa`` and ``import lupa.lua51`` give :mod:`emqlab.scripting.wasmlua`
+    (fakeredis's scripting module imports lupa as it loads; the embedded server's ``EVAL`` is the host's, and
+    the runtime fakeredis makes for ``FUNCTION`` comes from :func:`new_runtime`). Does nothing elsewhere, or
+    when a lupa is importable."""
+    if not WASM or "lupa" in sys.modules:
+        return
+    import contextlib
+    import types
+
+    lupa = types.ModuleType("lupa", "emqlab's stand-in for lupa under Pyodide: lua51 is emqlab.scripting.wasmlua")
+    lupa.lua51 = lua51  # type: ignore[attr-defined]
+    lupa.allow_lua_module_loading = contextlib.nullcontext  # type: ignore[attr-defined]
+    sys.modules["lupa"], sys.modules["lupa.lua51"] = lupa, lua51
 
 
 def sha1hex(s: bytes) -> bytes:
@@ -87,7 +114,7 @@ def sha1hex(s: bytes) -> bytes:
     return hashlib.sha1(s).hexdigest().encode()
 
 
-def load(runtime: lua51.LuaRuntime, lib: Path, py: dict[bytes, Any], **options: Any) -> Any:
+def load(runtime: Any, lib: Path, py: dict[bytes, Any], **options: Any) -> Any:
     """Run ``lib/sandbox.lua`` in ``runtime`` and return the host's API table it gives (see the file's
     header). ``py``: the Python helpers the sandbox calls (``sha1hex``, ``log``, ``known_command``, ``tick``,
     ``stopped_at``); the sandbox's texts come from
