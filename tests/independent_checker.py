@@ -35,8 +35,8 @@ from emqlab.engine.specs import InvariantSpec, Scenario
 BUILT_IN_PLACES = ("wait", "active", "prioritized", "delayed", "paused", "completed", "failed")
 #: the lists among them (the others are sorted sets: docs/concepts.md, "The 14 keys")
 BUILT_IN_LISTS = ("wait", "active", "paused")
-#: where a finish hands a job on for a retry (duplicate-execution: "put it back to wait, delayed or prioritized")
-RETRY_PLACES = ("wait", "delayed", "prioritized")
+#: where a finish hands a job on for a retry (duplicate-execution: "back to wait, paused, delayed or prioritized")
+RETRY_PLACES = ("wait", "paused", "delayed", "prioritized")
 #: where a finished job is filed
 DONE_PLACES = ("completed", "failed")
 #: the recovery role's script (stuck-active: "any actor … that runs a moveStalledJobsToWait pass")
@@ -343,7 +343,7 @@ def _owner(r: Record, sc: Scenario, job: str, token: str) -> Execution | None:
 def duplicate_execution(r: Record) -> set[Finding]:
     """An execution of a job started after another execution of the same job had started (two executions
     that both hold the job from the start count: neither had released it), unless that one had already
-    handed the job on for a retry: a step of its own finish put the job in wait, delayed or prioritized
+    handed the job on for a retry: a step of its own finish put the job in wait, paused, delayed or prioritized
     before the second started."""
     out = set()
     for later in r.executions:
