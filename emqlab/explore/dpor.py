@@ -29,14 +29,15 @@ counted (the same dynamic programming). Source sets and sleep sets do not simply
 reversal or a sleep set points to may need more preemptions than the one the search is on. So, under a
 bound (bounded partial-order reduction, BPOR):
 
-- *Conservative points*: a race is reversed at its own node with an initial that fits the bound there
-  (one already planned there counts only if it fits), and also, always, at the node where the switch
-  into the earlier step's actor was made (the start of its run of steps), with the later step's actor and
-  with the initial chosen at the race's node: switching there costs no more than the switch that was
-  made (:meth:`Exhaustive._plan`). A node's regular entries are explored first. (Without the conservative
+- *Conservative points*: a race is reversed at its own node with every initial that fits the bound there
+  (not one: the one planned may need preemptions further on), and also, always, at the node where the
+  switch into the earlier step's actor was made (the start of its run of steps), with the later step's
+  actor and every initial: switching there costs no more than the switch that was made
+  (:meth:`Exhaustive._plan`). A node's regular entries are explored first. (Without the conservative
   entry whenever the race's node already had an initial that did not fit, or whenever the earlier actor's
   run held a step the later one depended on, or one of the candidates slept there, the reduced search
-  found 21 of two-workers' 24 traces at bound 0.)
+  found 21 of two-workers' 24 traces at bound 0; with one initial per reversal, 22 of random scenario
+  221's 24.)
 - *Sleep sets*: an explored sibling sleeps below a later one only where moving its step up costs no
   preemption (:meth:`_Node.sleeps_free`: taking it and then the later one there costs no more than the
   later one alone). A run may not be stopped merely because it repeats a trace: the races it shows are
@@ -495,19 +496,22 @@ class Exhaustive(Strategy):
         ``i``'s backtrack set unless one is there already.
 
         Under a preemption bound this is BPOR (Coons, Musuvathi, McKinley, "Bounded partial-order
-        reduction", OOPSLA 2013): only initials that node ``i`` can take within the bound count there (an
-        initial already in its backtrack set that does not fit does not excuse adding one that does); and
-        ``p`` and the initial Source-DPOR would choose are also planned, *conservatively*, at the node ``b``
-        where the context switch into event ``i``'s actor was made (the start of its run of steps that ends
-        at ``i``), each unless it is planned there already: switching there costs no more than the switch
-        that was made, so the race is reversed within the bound even where node ``i`` is in the middle of
-        its actor's run (a switch there is a preemption). Always, whatever node ``i`` holds, whether or not
-        ``p``'s step depends on steps of that run before ``i`` and whether or not the candidate sleeps at
-        ``b`` (a sleeping entry is never taken: it is only not lost): the run from ``b`` is then not the
-        race's reversal but the start of the chain of reversals that would have led there through nodes
-        beyond the bound. A node's conservative entries are explored after its regular ones. A ``b`` inside
-        a divided search's root prefix is left out: the search that handed the subtree on expanded every
-        node there fully (:class:`emqlab.explore.parts.Donor`)."""
+        reduction", OOPSLA 2013), planned more widely: *every* initial that node ``i`` can take within the
+        bound joins its backtrack set, because the one already there may lead only to interleavings with
+        more preemptions further on (random scenario 221 at bound 0: the initials W1, C2 and S3 of one
+        reversal; W1 was planned, and only the run that starts with S3 has no preemption, since starting
+        with W1 means leaving W1's finish in the middle). And ``p`` and every initial are also planned,
+        *conservatively*, at the node ``b`` where the context switch into event ``i``'s actor was made (the
+        start of its run of steps that ends at ``i``), each unless it is planned there already: switching
+        there costs no more than the switch that was made, so the race is reversed within the bound even
+        where node ``i`` is in the middle of its actor's run (a switch there is a preemption). Always,
+        whatever node ``i`` holds, whether or not ``p``'s step depends on steps of that run before ``i``
+        and whether or not the candidate sleeps at ``b`` (a sleeping entry is never taken: it is only not
+        lost): the run from ``b`` is then not the race's reversal but the start of the chain of reversals
+        that would have led there through nodes beyond the bound. A node's conservative entries are
+        explored after its regular ones. A ``b`` inside a divided search's root prefix is left out: the
+        search that handed the subtree on expanded every node there fully
+        (:class:`emqlab.explore.parts.Donor`). Without a bound: Source-DPOR's one initial, unchanged."""
         initials: list[str] = []
         vmask = 0
         for k in range(i + 1, j):
@@ -519,13 +523,12 @@ class Exhaustive(Strategy):
         if not (rest & vmask) and p not in initials:
             initials.append(p)
         node = nodes[i]
-        fitting = [q for q in initials if node.fits(q)]
-        choice = p if p in initials else min(initials, key=self.order.index)
-        if fitting and not any(q in node.backtrack for q in fitting):
-            choice = p if p in fitting else min(fitting, key=self.order.index)
-            node.backtrack.append(choice)
         if self._bound is None:
+            if not any(q in node.backtrack for q in initials):
+                node.backtrack.append(p if p in initials else min(initials, key=self.order.index))
             return
+        # under a bound every initial that fits: the one already planned may need more preemptions further on
+        node.backtrack.extend(q for q in initials if node.fits(q) and q not in node.backtrack)
         e = actors[i]
         b = i
         while b > 0 and actors[b - 1] == e:
@@ -533,7 +536,7 @@ class Exhaustive(Strategy):
         if b == i or b < self._root:
             return
         start = nodes[b]
-        for q in dict.fromkeys((p, choice)):
+        for q in dict.fromkeys((p, *initials)):
             if q in start.enabled and start.fits(q) and q not in start.backtrack and q not in start.conservative:
                 start.conservative.append(q)
 
