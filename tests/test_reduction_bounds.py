@@ -1,6 +1,6 @@
 """The reduction oracle at preemption bounds 0, 1 and 2 (``test_reduction.py`` holds each scenario's own bound and
 none): for every shipped scenario × mode, the reduced search claims exactly what the search that runs every
-schedule with at most that many preemptions finds."""
+schedule with at most that many preemptions finds, and runs nothing beyond the bound (BPOR)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,31 @@ def test_reduced_search_claims_what_the_unreduced_one_finds(name: str, mode: str
     sc = scenario.load(name)
     reduced = explore(sc, mode, preemptions=bound)
     assert reduced.complete and reduced.raw_exact
+    # BPOR never starts a branch past the bound: each run executed is kept, blocked by a sleep set, or
+    # repeats a kept trace (a sleep set the bound kept open), never beyond the bound
+    assert reduced.outside_bound == 0
+    assert reduced.executed == reduced.explored + reduced.blocked + reduced.repeated
     if reduced.raw_interleavings > LIMIT:
         pytest.skip(f"{reduced.raw_interleavings:,} interleavings: too many to enumerate without reduction")
     assert_same(reduced, explore(sc, mode, reduce=False, preemptions=bound))
+
+
+def test_a_trace_two_parts_both_kept_counts_once() -> None:
+    """The merge of a divided bounded search sets aside a trace kept by two parts (their sleep sets may both
+    leave it open) and takes back everything it added to the counts."""
+    from emqlab.explore.report import Part, Report, TraceRecord
+    from emqlab.protocol.outcome import Outcome
+
+    shared = TraceRecord(7, ("duplicate-execution",), (("W1", "finish:1:0"),), (("W1", Outcome(code=0)),))
+    only = TraceRecord(2, (), (("W1", "finish:1:-2"),), (("W1", Outcome(code=-2)),))
+    a = Part(0, explored=1, raw=7, runs_with={"duplicate-execution": 1}, interleavings_with={"duplicate-execution": 7},
+             results={"W1": {"finish:1:0": 1}}, codes={"W1": {Outcome(code=0): 1}}, traces={"k1": shared})
+    b = Part(1, explored=2, raw=9, runs_with={"duplicate-execution": 1}, interleavings_with={"duplicate-execution": 7},
+             results={"W1": {"finish:1:0": 1, "finish:1:-2": 1}},
+             codes={"W1": {Outcome(code=0): 1, Outcome(code=-2): 1}}, traces={"k1": shared, "k2": only})
+    rep = Report.merge([a, b], scenario="s", mode="split", strategy="exhaustive", backend="fakeredis",
+                       order=["W1"], replay=lambda *_: None)  # type: ignore[arg-type,return-value]
+    assert (rep.explored, rep.repeated, rep.raw_interleavings) == (2, 1, 9)
+    assert rep.runs_with == {"duplicate-execution": 1} and rep.interleavings_with == {"duplicate-execution": 7}
+    assert rep.results == {"W1": {"finish:1:-2": 1, "finish:1:0": 1}}
+    assert rep.codes == {"W1": {Outcome(code=-2): 1, Outcome(code=0): 1}}

@@ -280,10 +280,11 @@ def test_cli_json_carries_every_count() -> None:
     assert out.exit_code == 0
     data = json.loads(out.output)
     assert data["interleavings"]["raw"] >= data["interleavings"]["explored"] > 0
-    assert set(data["interleavings"]) == {"raw", "raw_exact", "explored", "blocked", "outside_bound", "executed",
-                                          "distinct_outcomes", "complete", "reduction", "steps_executed"}
+    assert set(data["interleavings"]) == {"raw", "raw_exact", "explored", "blocked", "outside_bound", "repeated",
+                                          "executed", "distinct_outcomes", "complete", "reduction",
+                                          "steps_executed"}
     inter = data["interleavings"]
-    assert inter["executed"] == inter["explored"] + inter["blocked"] + inter["outside_bound"]
+    assert inter["executed"] == inter["explored"] + inter["blocked"] + inter["outside_bound"] + inter["repeated"]
     assert data["interleavings"]["raw"] == 21 and data["interleavings"]["raw_exact"] is True
     assert data["interleavings_with"] == {"double-placement": 1}
     assert data["runs_with"] == {"double-placement": 1}

@@ -20,13 +20,43 @@ actors' positions. Their sum is the exact number of interleavings (``raw``), and
 each anomaly are counted the same way. ``tests/test_reduction.py`` checks both against the unreduced
 search.
 
-**A preemption bound** (CHESS's: context switches away from an actor that could still run) is, with
-reduction, a filter over traces rather than a cut of the search: a trace is within bound ``K`` when one of
-its interleavings has at most ``K`` preemptions (the minimum is found by the same dynamic programming), and
-only interleavings with at most ``K`` preemptions are counted. This finds exactly the final states and
-anomalies the unreduced bounded search finds (sleep sets and bounding do not combine soundly — Coons,
-Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013 — so the bound never prunes the reduced
-search). ``reduce=False`` with a bound runs every schedule with at most ``K`` preemptions and cuts the rest.
+**A preemption bound** (CHESS's: a switch away from an actor that could still run) cuts the search: no
+branch that would take the path past ``K`` preemptions is started, so every run ends within the bound and
+:attr:`Report.outside_bound` stays 0 (it counts runs whose trace needs more than ``K``: none can). A trace
+counts when one of its interleavings has at most ``K`` preemptions, and only those interleavings are
+counted (the same dynamic programming). Source sets and sleep sets do not simply combine with a bound
+(Coons, Musuvathi, McKinley, "Bounded partial-order reduction", OOPSLA 2013): the interleaving a race
+reversal or a sleep set points to may need more preemptions than the one the search is on. So, under a
+bound (bounded partial-order reduction, BPOR):
+
+- *Conservative points*: a race is reversed at its own node with every initial that fits the bound there
+  (not one: the one planned may need preemptions further on), and also, always, at the node where the
+  switch into the earlier step's actor was made (the start of its run of steps), with the later step's
+  actor and every initial: switching there costs no more than the switch that was made
+  (:meth:`Exhaustive._plan`). A node's regular entries are explored first. (Without the conservative
+  entry whenever the race's node already had an initial that did not fit, or whenever the earlier actor's
+  run held a step the later one depended on, or one of the candidates slept there, the reduced search
+  found 21 of two-workers' 24 traces at bound 0; with one initial per reversal, 22 of random scenario
+  221's 24.)
+- *Sleep sets*: an explored sibling sleeps below a later one only where moving its step up costs no
+  preemption (:meth:`_Node.sleeps_free`: taking it and then the later one there costs no more than the
+  later one alone). A run may not be stopped merely because it repeats a trace: the races it shows are
+  what the conservative points are planned from (stopping runs that took an awake sibling's steps and
+  could only repeat a trace lost a trace of random scenario 86 at bound 0).
+- *Repeats*: the runs a sibling left awake may repeat a trace already kept; each is recognised (a trace's
+  name is its earliest least-preemption interleaving), counted in :attr:`Report.repeated` and nowhere
+  else (a divided search's parts may repeat each other's traces, which :meth:`Report.merge` sets aside
+  the same way).
+
+How sound it is: the bound never cuts a kept trace's interleavings short (each run is within it), the
+sleep-set rule is exact (moving one step up changes the preemptions by at most what the rule checks), and
+setting repeats aside is exact; that the conservative points reach every trace within the bound is BPOR's
+claim, which emqlab checks rather than proves for its combination with source sets:
+``tests/test_reduction_bounds.py`` (every shipped scenario × mode at bounds 0, 1 and 2),
+``tests/test_reduction.py`` (at each scenario's own bound), ``tests/test_reduction_random.py`` and
+``python benchmarks/oracle.py`` (random scenarios at bounds 0, 1 and 2) compare it with the search that runs
+every schedule within the bound: final states, anomaly kinds, counts and witnesses. ``reduce=False`` with a
+bound runs every schedule with at most ``K`` preemptions.
 
 **Infrastructure errors** (:class:`emqlab.backend.faults.ServerFault`, a lost connection) are never a step's
 answer. One whose scope is the run (:class:`emqlab.backend.faults.FaultScope`: OOM, a BUSY script that SCRIPT
@@ -56,7 +86,7 @@ from emqlab.engine import footprints as _fp
 from emqlab.engine.actors import Op
 from emqlab.engine.footprints import Footprint
 from emqlab.engine.runner import Runner
-from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace
+from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace, TraceRecord
 from emqlab.explore.strategy import Progress, Strategy
 from emqlab.protocol.schedules import ScheduleError
 from emqlab.protocol.schedules import preemptions as _preemptions
@@ -94,6 +124,9 @@ class Branch:
     done: frozenset[str]
     fps: dict[str, Footprint]
     children: tuple[str, ...]
+    #: for each child done: whether its actor still had a step to take after it (a bounded search's sleep
+    #: sets need it)
+    goes_on: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +140,40 @@ class _Node:
     fps: dict[str, Footprint] = field(default_factory=dict)
     current: str | None = None
     child_sleep: dict[str, Footprint] = field(default_factory=dict)
+    #: the actor that took the step before this node (None at the start)
+    prev: str | None = None
+    #: preemptions the path spent before this node, and what taking ``current`` here costs
+    used: int = 0
+    paid: int = 0
+    #: BPOR's conservative backtrack entries (explored after the regular ones: :meth:`Exhaustive._plan`)
+    conservative: list[str] = field(default_factory=list)
+
+    #: for each actor taken here: whether it still had a step to take after it
+    goes_on: dict[str, bool] = field(default_factory=dict)
+
+    #: the search's preemption bound (None: none)
+    bound: int | None = None
+
+    def cost(self, q: str) -> int:
+        """What taking ``q`` here costs in preemptions: one when it switches away from the previous actor
+        while that actor could still run (CHESS's preemption)."""
+        return 1 if self.prev is not None and q != self.prev and self.prev in self.enabled else 0
+
+    def sleeps_free(self, q: str, p: str) -> bool:
+        """Whether ``q`` (explored here before ``p``) may sleep below ``p`` under a preemption bound: a run
+        below ``p`` that takes ``q``'s step while it sleeps is equivalent to the run with that step moved
+        up here, before ``p``'s, which has no more preemptions exactly when taking ``q`` then ``p`` here
+        costs no more than taking ``p`` (the switches further on cost the same or less). Otherwise the run
+        with the step moved up may be over the bound while the one below ``p`` is not, and ``q`` stays
+        awake (sleep sets and bounds combine only so: Coons, Musuvathi, McKinley, OOPSLA 2013)."""
+        if self.bound is None:
+            return True
+        moved = self.cost(q) + (1 if self.goes_on.get(q, True) else 0)
+        return moved <= self.cost(p)
+
+    def fits(self, q: str) -> bool:
+        """Whether taking ``q`` here keeps the path within the bound."""
+        return self.bound is None or self.used + self.cost(q) <= self.bound
 
 
 def _path(nodes: list[_Node], keep: int) -> list[str]:
@@ -133,6 +200,9 @@ class Exhaustive(Strategy):
         self.donate: Callable[[list[_Node], int], None] | None = None
         #: crash actor -> the actor it ends
         self._crashes = {a.id: a.of for a in runner.scenario.actors if a.kind == "crash" and a.of}
+        #: the search's preemption bound and its root's length
+        self._bound: int | None = None
+        self._root = 0
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -240,19 +310,32 @@ class Exhaustive(Strategy):
         order."""
         r = self.runner
         t = self.tally
+        self._bound = bound
         nodes: list[_Node] = []
-        cut = len(root)
+        cut = self._root = len(root)
         if root or branch is not None:
             try:
                 r.reset()
+                used = 0
                 for c in root:
                     if c not in r.enabled:
                         raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
-                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c))
+                    prev = r.choices[-1] if r.choices else None
+                    paid = 1 if prev is not None and c != prev and prev in r.enabled else 0
+                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c, prev=prev,
+                                       used=used, paid=paid, bound=bound))
+                    used += paid
                     r.step(c)
                 if branch is not None:
-                    nodes.append(_Node(list(r.enabled), dict(branch.sleep), backtrack=list(branch.children),
-                                       done=set(branch.done), fps=dict(branch.fps), current=branch.children[0]))
+                    node = _Node(list(r.enabled), dict(branch.sleep), done=set(branch.done), fps=dict(branch.fps),
+                                 prev=r.choices[-1] if r.choices else None, used=used, bound=bound,
+                                 goes_on=dict(branch.goes_on))
+                    node.backtrack = [a for a in branch.children if node.fits(a)]
+                    if not node.backtrack:
+                        return
+                    node.current = node.backtrack[0]
+                    node.paid = node.cost(node.current)
+                    nodes.append(node)
             except INFRASTRUCTURE as e:  # the whole subtree is lost
                 self._abort(e)
                 return
@@ -279,14 +362,17 @@ class Exhaustive(Strategy):
                     if depth == len(nodes):
                         if r.done:
                             break
-                        sleep = dict(nodes[depth - 1].child_sleep) if depth else {}
-                        node = _Node(list(r.enabled), sleep)
-                        first = self._first(node, r.choices[-1] if r.choices else None)
+                        parent = nodes[depth - 1] if depth else None
+                        sleep = dict(parent.child_sleep) if parent is not None else {}
+                        node = _Node(list(r.enabled), sleep, prev=r.choices[-1] if r.choices else None,
+                                     used=parent.used + parent.paid if parent is not None else 0, bound=bound)
+                        first = self._first(node, node.prev)
                         if first is None:
                             blocked = True
                             break
                         node.backtrack.append(first)
                         node.current = first
+                        node.paid = node.cost(first)  # (a preemption only when the previous actor sleeps)
                         nodes.append(node)
                     node = nodes[depth]
                     p = node.current
@@ -308,14 +394,17 @@ class Exhaustive(Strategy):
                     fps.append(fp)
                     # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
                     # actor whose step an infrastructure error aborted has no footprint: it stays awake)
-                    node.child_sleep = {q: f for q, f in {**node.sleep, **{q: node.fps[q] for q in node.done
-                                                                            if q != p and q in node.fps}}.items()
+                    # (under a bound only where moving its step up costs no preemption: _Node.sleeps_free)
+                    node.goes_on[p] = p in r.enabled
+                    siblings = {q: node.fps[q] for q in node.done if q != p and q in node.fps}
+                    kept = {q: f for q, f in siblings.items() if node.sleeps_free(q, p)}
+                    node.child_sleep = {q: f for q, f in {**node.sleep, **kept}.items()
                                         if q != p and not f.conflicts(fp)}
                     depth += 1
                 at = len(nodes)
                 for k, a, fa in ended:
                     if k >= cut:
-                        self._ended(nodes[k], actors, fps, preds, k, a, fa)
+                        self._ended(nodes, actors, fps, preds, k, a, fa)
                 if blocked:
                     t.blocked += 1
                 else:
@@ -340,12 +429,18 @@ class Exhaustive(Strategy):
             if self.deadline is not None and time.time() > self.deadline:
                 t.complete = False
                 return
-            # backtrack to the deepest node with an awake, unexplored backtrack entry (not into the root)
+            # backtrack to the deepest node with an awake, unexplored backtrack entry within the bound (not
+            # into the root), then its conservative ones (BPOR)
             while len(nodes) > cut:
                 d = len(nodes) - 1
                 node = nodes[d]
-                alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep), None)
+                alt = next((a for a in node.backtrack if a not in node.done and a not in node.sleep
+                            and node.fits(a)), None)
+                if alt is None:
+                    alt = next((a for a in node.conservative if a not in node.done and a not in node.sleep
+                                and node.fits(a)), None)
                 if alt is not None:
+                    node.paid = node.cost(alt)
                     node.current = alt
                     keep = d
                     break
@@ -358,7 +453,7 @@ class Exhaustive(Strategy):
         if prev in order:
             order.remove(prev)
             order.insert(0, prev)
-        return next((a for a in order if a not in node.sleep), None)
+        return next((a for a in order if a not in node.sleep and node.fits(a)), None)
 
     def _races(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int],
                p: str, fp: Footprint) -> None:
@@ -367,12 +462,15 @@ class Exhaustive(Strategy):
         j = len(actors)
         mine = 0
         direct: list[int] = []
+        own = 0  # p's program-order predecessors
         for i in range(j):
             if actors[i] == p:
-                mine |= (1 << i) | preds[i]
+                own |= (1 << i) | preds[i]
             elif fps[i].conflicts(fp):
-                mine |= (1 << i) | preds[i]
                 direct.append(i)
+        mine = own
+        for i in direct:
+            mine |= (1 << i) | preds[i]
         preds.append(mine)
         covered = 0
         bits = mine
@@ -383,41 +481,76 @@ class Exhaustive(Strategy):
         for i in direct:
             if covered >> i & 1:
                 continue  # not an immediate race: something in between orders them
-            # v = the events after i that do not happen after it, then p's event
-            v = [k for k in range(i + 1, j) if not (preds[k] >> i & 1)]
-            initials: list[str] = []
-            vmask = 0
-            for k in v:
-                if not (preds[k] & vmask) and actors[k] not in initials:
-                    initials.append(actors[k])
-                vmask |= 1 << k
-            if not (mine & vmask) and p not in initials:
-                initials.append(p)
-            node = nodes[i]
-            if not any(q in node.backtrack for q in initials):
-                q = p if p in initials else min(initials, key=self.order.index)
-                node.backtrack.append(q)
+            # p's event depends on these besides event i (a bit set)
+            rest = own
+            for k in direct:
+                if k != i:
+                    rest |= (1 << k) | preds[k]
+            self._plan(nodes, actors, preds, i, j, p, rest)
 
-    def _ended(self, node: _Node, actors: list[str], fps: list[Footprint], preds: list[int], k: int, a: str,
-               fa: Footprint) -> None:
+    def _plan(self, nodes: list[_Node], actors: list[str], preds: list[int], i: int, j: int, p: str,
+              rest: int) -> None:
+        """Make sure a race between event ``i`` and a later step of ``p`` (at ``j``; ``rest``: the events that
+        step depends on besides ``i``, a bit set) can be reversed (Source-DPOR, Algorithm 1): ``v`` = the
+        events after ``i`` that do not happen after it, then ``p``'s step; one of ``v``'s initials joins node
+        ``i``'s backtrack set unless one is there already.
+
+        Under a preemption bound this is BPOR (Coons, Musuvathi, McKinley, "Bounded partial-order
+        reduction", OOPSLA 2013), planned more widely: *every* initial that node ``i`` can take within the
+        bound joins its backtrack set, because the one already there may lead only to interleavings with
+        more preemptions further on (random scenario 221 at bound 0: the initials W1, C2 and S3 of one
+        reversal; W1 was planned, and only the run that starts with S3 has no preemption, since starting
+        with W1 means leaving W1's finish in the middle). And ``p`` and every initial are also planned,
+        *conservatively*, at the node ``b`` where the context switch into event ``i``'s actor was made (the
+        start of its run of steps that ends at ``i``), each unless it is planned there already: switching
+        there costs no more than the switch that was made, so the race is reversed within the bound even
+        where node ``i`` is in the middle of its actor's run (a switch there is a preemption). Always,
+        whatever node ``i`` holds, whether or not ``p``'s step depends on steps of that run before ``i``
+        and whether or not the candidate sleeps at ``b`` (a sleeping entry is never taken: it is only not
+        lost): the run from ``b`` is then not the race's reversal but the start of the chain of reversals
+        that would have led there through nodes beyond the bound. A node's conservative entries are
+        explored after its regular ones. A ``b`` inside a divided search's root prefix is left out: the
+        search that handed the subtree on expanded every node there fully
+        (:class:`emqlab.explore.parts.Donor`). Without a bound: Source-DPOR's one initial, unchanged."""
+        initials: list[str] = []
+        vmask = 0
+        for k in range(i + 1, j):
+            if preds[k] >> i & 1:
+                continue
+            if not (preds[k] & vmask) and actors[k] not in initials:
+                initials.append(actors[k])
+            vmask |= 1 << k
+        if not (rest & vmask) and p not in initials:
+            initials.append(p)
+        node = nodes[i]
+        if self._bound is None:
+            if not any(q in node.backtrack for q in initials):
+                node.backtrack.append(p if p in initials else min(initials, key=self.order.index))
+            return
+        # under a bound every initial that fits: the one already planned may need more preemptions further on
+        node.backtrack.extend(q for q in initials if node.fits(q) and q not in node.backtrack)
+        e = actors[i]
+        b = i
+        while b > 0 and actors[b - 1] == e:
+            b -= 1
+        if b == i or b < self._root:
+            return
+        start = nodes[b]
+        for q in dict.fromkeys((p, *initials)):
+            if q in start.enabled and start.fits(q) and q not in start.backtrack and q not in start.conservative:
+                start.conservative.append(q)
+
+    def _ended(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int], k: int,
+               a: str, fa: Footprint) -> None:
         """Step ``k`` ended actor ``a`` (a crash) while ``a`` had a step to take (footprint ``fa``, as
         declared): a race with that step, which no run where step ``k`` comes first ever shows — the
         disabling transitions of Flanagan and Godefroid's DPOR (POPL 2005). It is reversed as Source-DPOR
-        reverses any other: ``a``'s step is taken as if it came at the end of this run, ``v`` = the events
-        after ``k`` that do not happen after it, then that step; one of ``v``'s initials joins node ``k``'s
-        backtrack set unless one is there already."""
-        vmask = 0
-        initials: list[str] = []
-        for m in range(k + 1, len(actors)):
-            if preds[m] >> k & 1:
-                continue
-            if not (preds[m] & vmask) and actors[m] not in initials:
-                initials.append(actors[m])
-            vmask |= 1 << m
-        if not any(fps[m].conflicts(fa) for m in range(k + 1, len(actors)) if vmask >> m & 1):
-            initials.append(a)
-        if not any(q in node.backtrack for q in initials):
-            node.backtrack.append(a if a in initials else min(initials, key=self.order.index))
+        reverses any other (:meth:`_plan`): ``a``'s step is taken as if it came at the end of this run."""
+        rest = 0
+        for m in range(len(actors)):
+            if m != k and (actors[m] == a or fps[m].conflicts(fa)):
+                rest |= (1 << m) | preds[m]
+        self._plan(nodes, actors, preds, k, len(actors), a, rest)
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         t = self.tally
@@ -426,10 +559,16 @@ class Exhaustive(Strategy):
         if bound is not None and least > bound:
             t.outside_bound += 1
             return
+        key = ".".join(schedule)
+        if bound is not None and key in t.traces:  # a sleep set the bound kept open let a trace repeat
+            t.repeated += 1
+            return
         _total, within = trace.counts(bound)
         h = self.runner.history()
         t.raw += within
         self._record(h, least, schedule, weight=within)
+        if bound is not None:  # (a divided search's parts may repeat each other's traces: the merge sees it)
+            t.traces[key] = TraceRecord.of(h, within)
 
 
 __all__ = ["Branch", "Exhaustive", "footprint", "independent"]

@@ -283,18 +283,19 @@ class Donor:
         for d in range(cut, len(nodes)):
             node = nodes[d]
             give = tuple(a for a in node.enabled if a not in node.done and a not in node.sleep)
-            if not give:
-                continue
-            branch = Branch(dict(node.sleep), frozenset(node.done),
-                            {q: f for q, f in node.fps.items() if q in node.done}, give)
-            path = [nodes[i].current for i in range(d)]
-            if not self.donated:
-                self.first_at = time.perf_counter()
-            node.done.update(give)
-            self.donated.append((path, branch))
-            if self.sink is not None:
-                self.sink(path, branch)
+            if give:
+                break
+        else:
             return
+        branch = Branch(dict(node.sleep), frozenset(node.done), {q: f for q, f in node.fps.items() if q in node.done},
+                        give, dict(node.goes_on))
+        path = [nodes[i].current for i in range(d)]
+        if not self.donated:
+            self.first_at = time.perf_counter()
+        node.done.update(give)
+        self.donated.append((path, branch))
+        if self.sink is not None:
+            self.sink(path, branch)
 
 
 

@@ -59,13 +59,16 @@ class Report:
     ``explored`` counts the runs kept (an exhaustive search with reduction keeps one per trace within the
     preemption bound), ``blocked`` the runs a sleep set stopped before their end (the reduction knew they
     would repeat a trace), ``outside_bound`` the runs an exhaustive search with reduction ran in full and
-    then set aside because every interleaving of their trace has more preemptions than the bound (the
-    bound filters traces: the races such a run shows lead to traces within it); :attr:`executed` is all
-    the runs started. ``raw_interleavings`` counts the interleavings the exploration
-    covers (within the preemption bound, if any) — exact when ``raw_exact``, else the multinomial estimate
-    from the default run's step counts — and ``distinct_outcomes`` the distinct final states (by
-    :meth:`emqlab.engine.history.FinalState.logical`). ``runs_with[k]`` counts explored runs showing anomaly
-    ``k``, ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``).
+    then set aside because every interleaving of their trace has more preemptions than the bound (0: the
+    bound is inside the search, which starts no branch past it, :mod:`emqlab.explore.dpor`; kept as a
+    check), ``repeated`` the runs a bounded search ran in full and set aside because they repeat a trace it
+    kept (under a preemption bound some sleep sets must stay open: :mod:`emqlab.explore.dpor`);
+    :attr:`executed` is all the runs started.
+    ``raw_interleavings`` counts the interleavings the exploration covers (within the preemption bound, if any) —
+    exact when ``raw_exact``, else the multinomial estimate from the default run's step counts — and
+    ``distinct_outcomes`` the distinct final states (by :meth:`emqlab.engine.history.FinalState.logical`).
+    ``runs_with[k]`` counts explored runs showing anomaly ``k``,
+    ``interleavings_with[k]`` the interleavings showing it (exact with ``raw_exact``).
 
     ``aborted`` counts the runs an infrastructure error aborted, by cause (:class:`Abort`); they are in no
     other figure, and with any of them ``raw_exact`` is False (the reduction may have missed subtrees below
@@ -82,6 +85,7 @@ class Report:
     explored: int = 0
     blocked: int = 0
     outside_bound: int = 0
+    repeated: int = 0
     distinct_outcomes: int = 0
     runs_with: dict[str, int] = field(default_factory=dict)
     interleavings_with: dict[str, int] = field(default_factory=dict)
@@ -108,8 +112,9 @@ class Report:
 
     @property
     def executed(self) -> int:
-        """Every run the search started: kept, blocked by a sleep set, beyond the bound, or aborted."""
-        return self.explored + self.blocked + self.outside_bound + self.aborted_runs
+        """Every run the search started: kept, blocked by a sleep set, beyond the bound, repeating a kept
+        trace, or aborted."""
+        return self.explored + self.blocked + self.outside_bound + self.repeated + self.aborted_runs
 
     @property
     def aborted_runs(self) -> int:
@@ -164,7 +169,8 @@ class Report:
             "params": self.params, "steps_per_actor": self.steps_per_actor,
             "interleavings": {"raw": self.raw_interleavings, "raw_exact": self.raw_exact,
                               "explored": self.explored, "blocked": self.blocked,
-                              "outside_bound": self.outside_bound, "executed": self.executed,
+                              "outside_bound": self.outside_bound, "repeated": self.repeated,
+                              "executed": self.executed,
                               "distinct_outcomes": self.distinct_outcomes, "complete": self.complete,
                               "reduction": self.reduction, "steps_executed": self.steps_executed},
             "runs_with": dict(sorted(self.runs_with.items())),
@@ -200,7 +206,7 @@ class Report:
         default (``source-dpor`` for an exhaustive search, else ``off``); ``params``, ``warnings`` and
         ``elapsed_s`` are taken as given."""
         complete, stopped = True, None
-        explored = blocked = outside = summed = executed = 0
+        explored = blocked = outside = repeated = summed = executed = 0
         steps: dict[str, int] = {a: 0 for a in order}
         runs_with: dict[str, int] = {}
         inter_with: dict[str, int] = {}
@@ -209,12 +215,14 @@ class Report:
         codes: dict[str, Counter[Outcome]] = {a: Counter() for a in order}
         aborted: dict[Abort, int] = {}
         retried: dict[Abort, int] = {}
+        kept: set[str] = set()
         best: dict[str, tuple[int, int, tuple[int, ...], str, str]] = {}
         for p in parts:
             complete = complete and p.complete
             explored += p.explored
             blocked += p.blocked
             outside += p.outside_bound
+            repeated += p.repeated
             summed += p.raw
             executed += p.steps_executed
             for a, n in p.steps_per_actor.items():
@@ -232,6 +240,26 @@ class Report:
             _add(aborted, p.aborted)
             _add(retried, p.retried)
             stopped = stopped or p.stopped
+            for key, rec in p.traces.items():  # a bounded search's parts may repeat each other's traces
+                if key not in kept:
+                    kept.add(key)
+                    continue
+                explored, repeated, summed = explored - 1, repeated + 1, summed - rec.weight
+                for k in rec.kinds:
+                    runs_with[k] -= 1
+                    inter_with[k] -= rec.weight
+                for a, r in rec.results:
+                    results[a][r] -= 1
+                for a, o in rec.codes:
+                    codes[a][o] -= 1
+        runs_with = {k: n for k, n in runs_with.items() if n}
+        inter_with = {k: n for k, n in inter_with.items() if n}
+        for counter in results.values():
+            for r in [r for r, n in counter.items() if not n]:
+                del counter[r]
+        for outcomes_of in codes.values():
+            for o in [o for o, n in outcomes_of.items() if not n]:
+                del outcomes_of[o]
         witnesses: dict[str, History] = {}
         unreplayed: dict[str, str] = {}
         least: dict[str, int] = {}
@@ -247,7 +275,7 @@ class Report:
         return cls(scenario, mode, strategy, backend, steps_per_actor=steps,
                    raw_interleavings=summed if raw is None else raw,
                    raw_exact=exhaustive and complete and not aborted, explored=explored, blocked=blocked,
-                   outside_bound=outside, distinct_outcomes=len(outcomes), runs_with=runs_with,
+                   outside_bound=outside, repeated=repeated, distinct_outcomes=len(outcomes), runs_with=runs_with,
                    interleavings_with=inter_with, min_preemptions=least, witnesses=witnesses,
                    unreplayed=unreplayed, results={a: dict(sorted(c.items())) for a, c in results.items() if c},
                    codes={a: dict(sorted(c.items(), key=lambda kv: str(kv[0]))) for a, c in codes.items() if c},
@@ -262,6 +290,24 @@ def _add(into: dict[Any, int], counts: dict[Any, int]) -> None:
         into[k] = into.get(k, 0) + n
 
 
+@dataclass(frozen=True)
+class TraceRecord:
+    """What one kept trace added to a search's counts (:attr:`Part.traces`): its interleavings within the
+    bound (``weight``), its anomaly kinds, and its run's results and finish outcomes by actor."""
+
+    weight: int
+    kinds: tuple[str, ...]
+    results: tuple[tuple[str, str], ...]
+    codes: tuple[tuple[str, Outcome], ...]
+
+    @classmethod
+    def of(cls, h: History, weight: int) -> TraceRecord:
+        results = tuple((a, str(r)) for a, res in h.results.items() for r in res)
+        codes = tuple((a, r.outcome) for a, res in h.results.items() for r in res
+                      if r.kind in ("finish", "cancel") and r.outcome is not None)
+        return cls(weight, tuple(h.kinds), results, codes)
+
+
 @dataclass
 class Part:
     """What one search found, or one part of a divided exploration (:mod:`emqlab.explore.parts`): the
@@ -274,6 +320,7 @@ class Part:
     explored: int = 0
     blocked: int = 0
     outside_bound: int = 0
+    repeated: int = 0
     raw: int = 0
     steps_executed: int = 0
     steps_per_actor: dict[str, int] = field(default_factory=dict)
@@ -298,6 +345,9 @@ class Part:
     #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: a bounded exhaustive search's kept traces (by their earliest least-preemption interleaving), with what
+    #: each added to the counts: the merge sets aside a trace two parts both kept
+    traces: dict[str, TraceRecord] = field(default_factory=dict)
     #: runs run again after a run-scoped server error, by cause (Report.retried)
     retried: dict[Abort, int] = field(default_factory=dict)
     #: how many nodes it handed on through the worker's channel (:data:`~emqlab.explore.parts._back`) instead
@@ -347,6 +397,7 @@ class Trace:
         # ``kills``: actor -> the event (a crash) that ended it while it still had a step to take; until that
         # event has run, switching away from the actor is a preemption even after its last event
         self.killed: dict[int, tuple[int, int]] = {}
+        self._memo: dict[tuple[tuple[int, ...], int], int] = {}
         for a, e in (kills or {}).items():
             if a in idx:
                 self.killed[idx[a]] = pos_of[e]
@@ -392,28 +443,42 @@ class Trace:
         go.cache_clear()
         return total, within
 
+    def _least(self, pos: tuple[int, ...], last: int) -> int:
+        """The fewest preemptions that complete an interleaving from ``pos`` after lane ``last`` ran."""
+        memo = self._memo
+        key = (pos, last)
+        if key not in memo:
+            memo[key] = 0 if pos == self.lengths else min(
+                self._cost(pos, last, lane) + self._least(_adv(pos, lane), lane) for lane in self._moves(pos))
+        return memo[key]
+
     def best(self) -> tuple[int, list[str]]:
         """The fewest preemptions of any interleaving, and the earliest such interleaving in scenario
         order."""
-
-        @cache
-        def least(pos: tuple[int, ...], last: int) -> int:
-            if pos == self.lengths:
-                return 0
-            return min(self._cost(pos, last, lane) + least(_adv(pos, lane), lane) for lane in self._moves(pos))
-
         pos, last = tuple(0 for _ in self.order), -1
-        total = least(pos, last)
+        total = self._least(pos, last)
         out: list[str] = []
         while pos != self.lengths:
-            target = least(pos, last)
+            target = self._least(pos, last)
             for lane in self._moves(pos):
-                if self._cost(pos, last, lane) + least(_adv(pos, lane), lane) == target:
+                if self._cost(pos, last, lane) + self._least(_adv(pos, lane), lane) == target:
                     out.append(self.order[lane])
                     pos, last = _adv(pos, lane), lane
                     break
-        least.cache_clear()
         return total, out
+
+    def least_starting(self, prefix: Sequence[str]) -> int | None:
+        """The fewest preemptions of an interleaving of this trace that begins with ``prefix`` (actors, one
+        per step), or None when none does."""
+        idx = {a: i for i, a in enumerate(self.order)}
+        pos, last, spent = tuple(0 for _ in self.order), -1, 0
+        for a in prefix:
+            lane = idx.get(a)
+            if lane is None or lane not in self._moves(pos):
+                return None
+            spent += self._cost(pos, last, lane)
+            pos, last = _adv(pos, lane), lane
+        return spent + self._least(pos, last)
 
 
 def _adv(pos: tuple[int, ...], lane: int) -> tuple[int, ...]:
@@ -422,4 +487,4 @@ def _adv(pos: tuple[int, ...], lane: int) -> tuple[int, ...]:
     return tuple(nxt)
 
 
-__all__ = ["Abort", "INFRASTRUCTURE", "Part", "RUN_RETRIES", "Report", "Trace", "multinomial"]
+__all__ = ["Abort", "INFRASTRUCTURE", "Part", "RUN_RETRIES", "Report", "Trace", "TraceRecord", "multinomial"]

@@ -119,14 +119,14 @@ class Strategy:
         witness's schedule, the schedule of the run that showed it). :meth:`Report.merge` adds parts up."""
         t = self.tally
         return Part(index, complete=t.complete, explored=t.explored, blocked=t.blocked,
-                    outside_bound=t.outside_bound, raw=t.raw if self.name == "exhaustive" else 0,
+                    outside_bound=t.outside_bound, repeated=t.repeated, raw=t.raw if self.name == "exhaustive" else 0,
                     steps_executed=t.steps_executed, steps_per_actor=dict(t.steps_per_actor),
                     runs_with=dict(t.runs_with), interleavings_with=dict(t.interleavings_with),
                     best={k: (pre, n, rank, format_schedule(choices), h.schedule)
                           for k, (pre, n, rank, choices, h) in self._best.items()},
                     outcomes=set(t.outcomes), results={a: dict(c) for a, c in self._results.items() if c},
                     codes={a: dict(c) for a, c in self._codes.items() if c}, aborted=dict(t.aborted),
-                    stopped=t.stopped, retried=dict(t.retried))
+                    stopped=t.stopped, retried=dict(t.retried), traces=dict(t.traces))
 
     def _report(self, started: float, params: dict[str, Any], *, raw: int | None = None,
                 reduction: str | None = None, warnings: Sequence[str] = (),

@@ -202,6 +202,8 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         t.add_row("  blocked by a sleep set", f"{rep.blocked:,}")
     if rep.outside_bound:
         t.add_row("  beyond the bound", f"{rep.outside_bound:,}")
+    if rep.repeated:
+        t.add_row("  repeating a kept trace", f"{rep.repeated:,}")
     if rep.aborted:
         t.add_row("  aborted (server errors)", f"{rep.aborted_runs:,}")
     t.add_row("distinct final states", str(rep.distinct_outcomes))
@@ -214,8 +216,10 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     if rep.blocked:
         notes.append("blocked = runs the reduction stopped before their end: they would repeat a trace")
     if rep.outside_bound:
-        notes.append("beyond the bound = runs whose trace needs more preemptions than the bound, run in full:\n"
-                     "the races they show lead to traces within it (the bound filters traces, not the search)")
+        notes.append("beyond the bound = runs whose trace needs more preemptions than the bound, set aside")
+    if rep.repeated:
+        notes.append("repeating a kept trace = runs the bounded search could not rule out in advance: under a\n"
+                     "preemption bound a step may only be put to sleep when moving it up costs no preemption")
     if bound is not None:
         origin = "--preemptions" if rep.params.get("bound_from") == "option" else \
             f"preemptions: {bound} in the scenario file; --preemptions K overrides it"
