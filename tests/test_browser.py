@@ -317,6 +317,17 @@ def _lab_page(browser: Any, lab: dict[str, Any], name: str) -> Any:
     return page
 
 
+def _click_and_wait(page: Any, out: Any, cell: int, button: Any) -> str:
+    """Click ``button`` of the widget in output ``out`` of cell ``cell`` of the current notebook and wait until the
+    cell's output has re-rendered; returns the output's text after."""
+    before = out.inner_text()
+    button.click()
+    page.wait_for_function("([i, before]) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
+                           ".node.querySelector('.jp-OutputArea').innerText !== before", arg=[cell, before],
+                           timeout=20_000)
+    return str(out.inner_text())
+
+
 def _open_notebook(page: Any, name: str) -> None:
     """Open notebook ``name`` in the JupyterLab of ``page`` (no reload of the page) and wait for its kernel."""
     page.evaluate("""async (name) => {
@@ -481,12 +492,7 @@ def test_notebook_2_stepper_in_jupyterlab(lab_tab: Any, artifacts: Path) -> None
 
     def clicked(button: Any) -> str:
         """Click ``button`` and wait for the widget to re-render; returns the widget's text after."""
-        before = out.inner_text()
-        button.click()
-        page.wait_for_function("([i, before]) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
-                               ".node.querySelector('.jp-OutputArea').innerText !== before", arg=[stepper, before],
-                               timeout=20_000)
-        return str(out.inner_text())
+        return _click_and_wait(page, out, stepper, button)
 
     start = out.inner_text()
     label0 = w1.inner_text()
@@ -566,11 +572,7 @@ def test_levels_notebook_of_the_workshop_wins_a_level(lab_tab: Any, artifacts: P
 
     def click(button: Any) -> None:
         """Click ``button`` and wait until the widget has re-rendered."""
-        before = out.inner_text()
-        button.click()
-        page.wait_for_function("([i, before]) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
-                               ".node.querySelector('.jp-OutputArea').innerText !== before", arg=[cell, before],
-                               timeout=20_000)
+        _click_and_wait(page, out, cell, button)
 
     for actor in moves:
         assert "You win!" not in out.inner_text()
