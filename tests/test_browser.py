@@ -594,6 +594,16 @@ def test_levels_notebook_of_the_workshop_wins_a_level(lab_tab: Any, artifacts: P
     assert words(shown["win"]) == words(f"You win! {plain(lv.victory)}"), shown
     assert words(shown["why"]) == words(f"Why, in this run: {why}"), shown
     assert words(shown["schedule"]).startswith(f"Schedule: {schedule} — replay it: "), shown
+    # the history's "<== double-placement" marks stay whole: its lines do not wrap inside JupyterLab's output
+    marks = page.evaluate("""(i) => {
+        const pre = [...window.jupyterapp.shell.currentWidget.content.widgets[i].node.querySelectorAll('pre')]
+            .find(p => p.innerText.includes('<== '));
+        if (!pre) return null;
+        const line = parseFloat(getComputedStyle(pre).lineHeight);
+        return {rows: Math.round(pre.getBoundingClientRect().height / line),
+                lines: pre.innerText.split('\\n').length, whiteSpace: getComputedStyle(pre).whiteSpace};
+    }""", cell)
+    assert marks is not None and marks["whiteSpace"] == "pre" and marks["rows"] <= marks["lines"] + 1, marks
 
     _run(page, "notebook:run-all-below", active=cell + 1)
     _assert_ran_and_rendered(page, NOTEBOOKS[3])

@@ -432,7 +432,10 @@ def _history_html(text: str, words: Sequence[str]) -> str:
     for line, meaning in zip(lines[1:], words, strict=False):
         out.append(f"<span title='{html.escape(meaning, quote=True)}'>{html.escape(line)}</span>" if meaning
                    else html.escape(line))
-    return "<pre style='font-size:11px;line-height:1.3;margin:0 0 0 12px'>" + "\n".join(out) + "</pre>"
+    # (white-space and word-break set here: JupyterLab's output styles wrap a <pre> anywhere, which cut the
+    # history's "<== double-placement" marks mid-word; a line too long for the column scrolls instead)
+    return ("<pre style='font-size:11px;line-height:1.3;margin:0 0 0 12px;white-space:pre;word-break:normal;"
+            "overflow-x:auto'>" + "\n".join(out) + "</pre>")
 
 
 def _last_html(last: dict[str, Any] | None) -> str:
