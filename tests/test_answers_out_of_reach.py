@@ -224,3 +224,21 @@ def test_honest_answers_in_the_cheats_words_still_pass() -> None:
     assert G.grade_a1_gap(gap_of).passed
     model = key("a3-rate-vs-rtt")["predicted_per_1000"]
     assert math.isclose(model(5, 30, 1.0), 1000 * 5 / 35)
+
+
+def test_a_checkout_s_tests_are_out_of_reach() -> None:
+    """Run from a checkout (an editable install), a graded notebook could read ``tests/test_grading.py``, whose
+    repaired finish passes a2: a fresh user's submission did, and scored 7/7. The checkout's folders other
+    than the package and ``lua/`` are now closed to graded code."""
+    steal = ("import os, re, emqlab\n"
+             "_root = os.path.dirname(os.path.dirname(emqlab.__file__))\n"
+             "FINISH_LUA = re.search(r'FIXED = \"\"\"(.*?)\"\"\"', open(_root + '/tests/test_grading.py').read(),"
+             " re.S).group(1)\n")
+    nb = copy.deepcopy(G.read_notebook(SOURCES / G.ASSIGNMENTS["a2-repair-finish"].notebook))
+    for c in nb["cells"]:
+        if G.grade_id(c) == "a2_finish_answer":
+            c["source"] = steal
+    report = G.grade_notebook(nb, name="steal-a2.ipynb")
+    finish = [c for c in report.cells if c.grade_id.startswith("a2_") and "two_workers" not in c.grade_id]
+    assert finish and not any(c.passed for c in finish), report.text()
+    assert any("PermissionError" in e.error and "test_grading.py" in e.error for e in report.errors), report.text()

@@ -154,3 +154,13 @@ def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for
     assert "two-workers (atomic): +non-owner-finish" in details
     assert "witness of non-owner-finish: emqlab replay" in details
     assert "stalled-finish (" not in details and "cancel-active (" not in details  # not failing: no details
+
+
+def test_the_count_of_scenarios_that_differ_in_split_only_counts_kinds_missing_too(tmp_path: Path) -> None:
+    """A finish that does nothing loses the split run's kinds in two scenarios (each row says ``-kind``): the
+    summary counted only kinds the user's finish adds, and said 0 of 2 differ."""
+    (tmp_path / "moveToFinished-14.lua").write_text("return 0\n")
+    res = CliRunner().invoke(main, ["check", "--lua", str(tmp_path), "-s", "lease-lapse", "-s", "lost-finish-reply"])
+    assert "scenarios: 0 fail, 0 to review, 2 differ in split only, of 2" in res.output, res.output
+    rows = [line for line in res.output.splitlines() if line.startswith("differs ")]
+    assert len(rows) == 2 and len({line.index(" atomic:") for line in rows}) == 1, rows

@@ -233,6 +233,32 @@ def check(gid: str, namespace: Mapping[str, Any], key: str | Path | None = None)
     return v.feedback
 
 
+def checkout_folders() -> list[str]:
+    """The folders of the source checkout emqlab runs from (an editable install: the package's parent holds
+    ``pyproject.toml``), except the ones graded code imports and reads from: the package, ``lua/`` and any
+    folder that holds the interpreter or an entry of ``sys.path``. A checkout's tests, docs, notebooks and
+    benchmarks hold worked answers (``tests/test_grading.py`` has a repaired finish that passes a2), so a
+    graded notebook may not read them. Empty for an installed wheel."""
+    import sys
+
+    import emqlab
+
+    package = Path(emqlab.__file__).resolve().parent
+    root = package.parent
+    if not (root / "pyproject.toml").is_file():
+        return []
+    needed = [Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.executable, *sys.path) if p]
+    out = []
+    for child in root.iterdir():
+        child = child.resolve()
+        if not child.is_dir() or child in (package, root / "lua") or child.suffix in (".egg-info", ".dist-info"):
+            continue
+        if any(n == child or child in n.parents for n in needed):
+            continue
+        out.append(str(child))
+    return sorted(out)
+
+
 def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Assignment, limits: Limits = DEFAULT_LIMITS,
                    *, file: str | None = None, key: Key | None = None) -> GradeReport:
     """Grade ``nb`` (an assignment's submission) with its code run by
@@ -250,7 +276,8 @@ def grade_isolated(nb: Mapping[str, Any], path: str, assignment: Assignment, lim
     probes = {n: pts for n, pts in PROBES.items() if n in names}
     src = src or source_notebook(assignment.notebook)
     deny = sorted({str(p) for p in (src.parent if src is not None else None,
-                                    key.folder if key is not None else None) if p is not None})
+                                    key.folder if key is not None else None) if p is not None}
+                  | set(checkout_folders()))
     answers = key_answers(assignment, key)
     if answers is None and any(c.key for c in assignment.cells):
         notes.append("No answer key here: the cells graded against the instructor's key score 0 "

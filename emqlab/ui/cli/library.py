@@ -154,14 +154,19 @@ def scripts(bullmq: bool) -> None:
     console.print(t)
 
 
-def _scenario_line(rows: list[Any], width: int | None) -> str:
+def _differs(rows: list[Any]) -> bool:
+    """Whether a scenario's rows differ from emqlab's finish at all (a kind either side has, the other not)."""
+    return any(r.differs or r.missing for r in rows)
+
+
+def _scenario_line(rows: list[Any], width: int | None, name_width: int = 24) -> str:
     """One scenario's verdict line: fails (its atomic finish shows what emqlab's never does), review (final
     states emqlab's finish never leaves), differs (split only, or kinds emqlab's shows and yours does not) or
     same; then each mode's differences (``+kind`` yours only, ``-kind`` emqlab's only)."""
     atomic = next((r for r in rows if r.mode == "atomic"), None)
     status = ("fails" if atomic is not None and atomic.broken else
               "review" if atomic is not None and atomic.unmatched else
-              "differs" if any(r.differs or r.missing for r in rows) else "same")
+              "differs" if _differs(rows) else "same")
 
     def short(r: Any) -> str:
         bits = [f"+{k}" for k in r.extra] + [f"-{k}" for k in r.missing] + (["error"] if r.errors or r.error else [])
@@ -169,7 +174,7 @@ def _scenario_line(rows: list[Any], width: int | None) -> str:
             bits.append(f"{r.unmatched} final state{'' if r.unmatched == 1 else 's'}")
         return ", ".join(bits) or "same"
 
-    line = f"{status:<7} {rows[0].scenario:<24} " + " · ".join(f"{r.mode}: {short(r)}" for r in rows)
+    line = f"{status:<7} {rows[0].scenario:<{name_width}} " + " · ".join(f"{r.mode}: {short(r)}" for r in rows)
     if width is not None and len(line) > width:
         line = line[: width - 1] + "…"
     return line
@@ -192,13 +197,14 @@ def _print_check(result: Any, lua_path: str, width: int | None) -> None:
                                                         f" {', '.join(result.skipped)}" if result.skipped else ""),
          width, 4)
     counts = (f"{len(failing)} fail, {len(review)} to review,"
-              f" {sum(1 for rows in by_scenario.values() if any(r.differs for r in rows)) - len(failing | review)}"
+              f" {sum(1 for name, rows in by_scenario.items() if name not in failing | review and _differs(rows))}"
               " differ in split only")
     _say(f"verdict: {result.verdict} — {result.reason}", width, 4)
     _say(f"scenarios: {counts}, of {len(by_scenario)}", width, 4)
     console.print()
+    name_width = max(len(name) for name in by_scenario) if by_scenario else 0
     for rows in by_scenario.values():
-        console.print(_scenario_line(rows, width), markup=False, highlight=False, soft_wrap=True)
+        console.print(_scenario_line(rows, width, name_width), markup=False, highlight=False, soft_wrap=True)
     shown = [rows for name, rows in by_scenario.items()
              if name in detailed and any(r.differs or r.missing for r in rows)]
     if shown:
