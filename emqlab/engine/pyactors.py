@@ -505,6 +505,8 @@ class _Driver:
             return ActorError(f"{self.actor} awaited an asyncio timer or task (at its step {self.steps + 1}{frame}):"
                               " an event loop's timers and tasks cannot be scheduled deterministically, so an"
                               " async actor may await only its client's commands")
+        if isinstance(e, ImportError):  # (a missing library is no failure a worker would catch: install it)
+            return ActorError(f"{self.actor} cannot run: {e}")
         return ActorError(f"{self.actor} raised {type(e).__name__}: {e} (at its step {self.steps + 1}{frame}); a"
                           " Python actor that raises stops the run — catch what your worker would catch")
 

@@ -127,7 +127,8 @@ done. Level {BOARD_LEVEL}, `{solution}`, before and after its last step:
 |---:|---|
 {rows}
 
-(`J` is the job's own hash; key 11 is the target set, `completed` or `failed`.)
+(`J` is the job's own hash; keys 11 and 13 follow the target: `completed` and `metrics:completed` as shown, or
+`failed` and `metrics:failed`.)
 
 **Commands** (`emqlab COMMAND --help` for each): `emqlab simulate --split` / `--atomic` (every
 interleaving, the anomalies, a witness), `emqlab replay 'v1:…'` (one run, step by step), `emqlab play N`
@@ -229,7 +230,8 @@ def _readme(pdfs: list[str]) -> str:
 - `agenda.md`: 90 minutes, and half a day.
 - `handout.md`: one page to print: schedule strings, the board, the anomalies, the 14 keys, the commands.
 {extra}
-Students: `pip install emqlab` (or the wheel you give them), then `jupyter lab students/` and `emqlab play`.
+Students: `pip install "emqlab[lab]"` (from the wheel you give them: `pip install "<wheel>[lab]"`; the `lab`
+extra brings JupyterLab), then `jupyter lab students/` and `emqlab play 1` (`emqlab play` alone lists the levels).
 Grading: `emqlab grade submitted/ --key instructor/ --csv grades.csv` (one folder per student in
 `submitted/`) writes the grades and, beside them, `grades-feedback/<student>.txt`: one file per student,
 to hand back.

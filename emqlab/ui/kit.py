@@ -295,6 +295,8 @@ def slides() -> list[Slide]:
             Block("para", ("moveToFinished's keys, in protocol order (all share the {queue} hash tag, so on a "
                            "cluster they live in one slot):",)),
             Block("code", tuple(keys)),
+            Block("para", ("Keys 11 and 13 follow the target: completed and metrics:completed as shown, or failed "
+                           "and metrics:failed.",)),
         )),
         Slide("The race: the shortest run that goes wrong (split)", (
             Block("code", tuple(witness.annotated(marks=marks, width=110).splitlines()), size=10.0),

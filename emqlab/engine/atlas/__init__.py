@@ -36,7 +36,8 @@ def require(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as e:
         raise MissingLibrary(f"this actor runs the released {name} package ({name}=={PINNED.get(name, '?')}),"
-                             f" which is not installed: pip install \"emqlab[atlas]\"") from e
+                             f" which is not installed: pip install \"emqlab[atlas]\" (in a checkout:"
+                             f" pip install -e \".[atlas]\")") from e
 
 
 __all__ = ["PINNED", "MissingLibrary", "require"]

@@ -133,7 +133,8 @@ def _grade_folder(folder: str, csv_path: str, limits: Any, jobs: int | None = No
     if not rows:
         err_console.print(f"[bold red]error:[/] no notebooks (*.ipynb) under {folder}")
     elif feedback is not None:
-        err_console.print(f"  feedback: {len({r.student for r in rows})} files in {feedback}/ (one per student)",
+        n = len({r.student for r in rows})
+        err_console.print(f"  feedback: {n} file{'' if n == 1 else 's'} in {feedback}/ (one per student)",
                           markup=False, highlight=False)
     with click.open_file(csv_path, "w") as f:
         write_csv(rows, f)
