@@ -257,3 +257,20 @@ def test_a_job_retried_and_then_dropped_is_lost_not_left_over_data() -> None:
     (left,) = h.findings
     assert left.kind == "orphan-data" and left.because == ("job 1's hash is in no list or set although W1"
                                                            " finished it (step 1)")
+
+
+def test_a_finish_that_fails_a_job_and_fetches_it_again_is_said_so() -> None:
+    """W2's fetch_next finish files job 1 in failed and, in the same step, fetches job 1 again (a second copy
+    sat in wait): the because-sentence said W2's first execution 'had not released it', which its own finish
+    had just done."""
+    from emqlab.engine.scenario import load
+    from emqlab.protocol.schedules import parse_schedule
+
+    sc = load("attempts-overrun")
+    with Runner(sc, "split", connect()) as r:
+        for actor in parse_schedule("v1:W1*7.S1.W1*9.W2*3", [a.id for a in sc.actors]):
+            r.step(actor)
+        h = r.history()
+    dup = [a for a in h.anomalies if a["kind"] == "duplicate-execution"]
+    assert dup and dup[0]["because"] == ("W2 started job 1 again (step 19): its own finish had just failed it in"
+                                         " that step and fetched it as the next job"), dup

@@ -513,7 +513,8 @@ def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[An
                     continue  # a legitimate retry: the earlier finish handed the job on
                 since = f"since step {earlier.start}" if earlier.start else "from the start"
                 finished = _finished_by(h, earlier)
-                if finished is not None and finished[0].index < later.start:
+                # (<=: a finish that fetches the next job files this one before it takes the next, in one step)
+                if finished is not None and finished[0].index <= later.start:
                     done, deleted = finished
                     if deleted:
                         because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
@@ -524,8 +525,11 @@ def duplicate_execution(h: History, scenario: Scenario | None = None) -> list[An
                                                   for x in done.effects) else "failed"
                         because = (f"{later.actor} started job {job} (step {later.start}) after {earlier.actor} had"
                                    f" already {verb} it (step {done.index})")
+                        if done.index == later.start:  # (one fetch_next finish: it filed the job, then took it)
+                            because = (f"{later.actor} started job {job} again (step {later.start}): its own"
+                                       f" finish had just {verb} it in that step and fetched it as the next job")
                     steps: tuple[int, ...] = (later.start, done.index)
-                elif earlier.end is not None and earlier.end < later.start and earlier.outcome is not None \
+                elif earlier.end is not None and earlier.end <= later.start and earlier.outcome is not None \
                         and earlier.outcome.refused:
                     because = (f"{later.actor} started job {job} (step {later.start}) although {earlier.actor} had"
                                f" already run it ({since}); {earlier.actor}'s finish was refused at step"
