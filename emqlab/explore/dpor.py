@@ -33,16 +33,13 @@ bound (bounded partial-order reduction, BPOR):
   (not one: the one planned may need preemptions further on), and also, always, at the node where the
   switch into the earlier step's actor was made (the start of its run of steps), with the later step's
   actor and every initial: switching there costs no more than the switch that was made
-  (:meth:`Exhaustive._plan`). A node's regular entries are explored first. (Without the conservative
-  entry whenever the race's node already had an initial that did not fit, or whenever the earlier actor's
-  run held a step the later one depended on, or one of the candidates slept there, the reduced search
-  found 21 of two-workers' 24 traces at bound 0; with one initial per reversal, 22 of random scenario
-  221's 24.)
+  (:meth:`Exhaustive._plan`). A node's regular entries are explored first. Each part of this rule is
+  needed: without it the reduced search loses traces at bound 0 (two-workers, and the random scenarios
+  86 and 221 that ``tests/test_reduction_random.py`` holds).
 - *Sleep sets*: an explored sibling sleeps below a later one only where moving its step up costs no
   preemption (:meth:`_Node.sleeps_free`: taking it and then the later one there costs no more than the
   later one alone). A run may not be stopped merely because it repeats a trace: the races it shows are
-  what the conservative points are planned from (stopping runs that took an awake sibling's steps and
-  could only repeat a trace lost a trace of random scenario 86 at bound 0).
+  what the conservative points are planned from (random scenario 86 loses a trace otherwise).
 - *Repeats*: the runs a sibling left awake may repeat a trace already kept; each is recognised (a trace's
   name is its earliest least-preemption interleaving), counted in :attr:`Report.repeated` and nowhere
   else (a divided search's parts may repeat each other's traces, which :meth:`Report.merge` sets aside
