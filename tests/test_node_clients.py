@@ -1,6 +1,7 @@
 """BullMQ's Node client (npm's ``bullmq``, pinned, with its ioredis) against ``emqlab server`` and against the
-live Redis, side by side (issue 28, item 2, part): standard, delayed and prioritized jobs, a retry with
-backoff, a job that fails for good, QueueEvents, and obliterate — the same outcome on both.
+live Redis, side by side: standard, delayed and prioritized jobs, a retry with backoff, a job that fails for
+good, a FlowProducer parent with two children, a job whose worker died recovered by another worker's stalled
+check, QueueEvents, and obliterate — the same outcome on both.
 
 The package is installed from the npm registry at test time into ``$EMQLAB_NODE_DIR`` (default: a folder
 under the temporary directory), kept for the next run."""
@@ -59,7 +60,13 @@ def test_bullmq_node_gives_the_same_outcome_on_emqlab_server_and_on_redis(node_m
         for key in conn.scan_iter(match=f"{prefix}:*", count=500):  # (only this run's own keys)
             conn.delete(key)
     assert embedded == live
-    assert embedded["counts"] == {"wait": 0, "active": 0, "delayed": 0, "prioritized": 0, "completed": 4,
+    assert embedded["counts"] == {"wait": 0, "active": 0, "delayed": 0, "prioritized": 0, "completed": 7,
                                   "failed": 1}
     jobs = embedded["jobs"]
     assert isinstance(jobs, dict) and jobs["d"]["attemptsMade"] == 2 and jobs["e"]["state"] == "failed"
+    # the flow's parent ran after its two children and read their values (6*2 + 7*2)
+    assert jobs["p"]["returnvalue"] == {"sum": 26, "children": 2}
+    assert [jobs[c]["state"] for c in ("f1", "f2", "p")] == ["completed"] * 3
+    # the abandoned job was found stalled, moved back to wait and run by the second worker
+    assert embedded["stalled"] == {"taken": "s", "state": "completed", "returnvalue": {"doubled": 16},
+                                   "events": [["completed", "s"], ["stalled", "s"]]}
