@@ -48,9 +48,9 @@ def test_a_job_in_a_list_its_index_no_longer_names_is_lost(conn: redis.Redis) ->
     assert h.final.placements["2"] == []
     (a,) = h.findings
     assert a.kind == "lost-job" and h.steps[a.steps[0] - 1].op == "ZREM"
-    assert a.because == ("job 2 exists but is in no list or set: SCHED step 6, ZREM took 1000 out of the index"
-                         " delayed_queue_schedule, so no poll finds delayed:1000 with the job in it, and nothing"
-                         " put it back")
+    # (it said the job was "in no list or set" while it was in delayed:1000)
+    assert a.because == ("job 2 exists but no poll can find it: SCHED step 6, ZREM took 1000 out of the index"
+                         " delayed_queue_schedule while the job was in delayed:1000, and nothing put it back")
 
 
 @pytest.mark.parametrize("schedule", ["v1:PROD*2.SCHED*3", "v1:SCHED*5.PROD*2", "v1:SCHED*4.PROD*2.SCHED"])

@@ -352,8 +352,9 @@ def lost_job(h: History, scenario: Scenario | None = None) -> list[Anomaly]:
             if scenario is not None else None
         if removed is not None and own is not None and own.index is not None and own.index in removed.keys \
                 and own.key not in removed.keys:
-            because += (f": {_ref(removed)} took {own.member} out of the index {own.index}, so no poll finds"
-                        f" {own.key} with the job in it, and nothing put it back")
+            # (the job is still in the list: only the index that leads a poll to it is gone)
+            because = (f"job {job} exists but no poll can find it: {_ref(removed)} took {own.member} out of the"
+                       f" index {own.index} while the job was in {own.key}, and nothing put it back")
         elif removed is not None and own is not None:
             because += f": {_ref(removed)} took it out of {own.key} and nothing put it back"
         elif removed is not None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from emqlab.protocol.keys import QUEUE_KEY_NAMES
+
 #: the lists and sets the board always shows (others only when they hold a job)
 BOARD = ("wait", "active", "stalled", "completed", "failed")
 _MORE = ("delayed", "prioritized", "paused")
@@ -434,8 +436,6 @@ TERMS: dict[str, str] = {
 
 
 def _job_key(k: str) -> str | None:
-    from emqlab.protocol.keys import QUEUE_KEY_NAMES
-
     if k in QUEUE_KEY_NAMES or ":" in k or not k or k.startswith("<"):
         return None
     return k
@@ -535,7 +535,10 @@ def explain(parts: Sequence[str]) -> str:
             if member == "0":
                 return "wake the workers: there is work (the marker)"
             return "tell the workers when the next delayed job is due (the marker)"
-        return f"put job {member} in {key}"
+        if key in QUEUE_KEY_NAMES:
+            return f"put job {member} in {key}"
+        # (a scenario's own sorted set need not hold jobs: an index of timestamps does not)
+        return f"add {member} to {key}" + (f" (score {a[1]})" if len(a) > 2 else "")
     if name == "ZPOPMIN":
         return f"take the first job of {key}"
     if name == "ZRANGEBYSCORE" and key == "delayed":
