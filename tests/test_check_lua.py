@@ -1,17 +1,18 @@
-"""Check your own Lua (issue 11 item 1, issue 10 item 3): a file or folder of scripts put in place of
+"""Check your own Lua: a file or folder of scripts put in place of
 emqlab's, run through the scenarios split and atomic, compared with emqlab's own; a lesson variant that
 shows the bug an atomic finish still has without its precondition; BullMQ's shipped scripts unchanged;
 every bad input refused with one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from emqlab.check.lua import check_scripts
+from emqlab.check.lua import FINISH_RULE, check_scripts
 from emqlab.engine import scenario
 from emqlab.explore import explore
 from emqlab.scripting.registry import ScriptError, ScriptSet, default_scripts, lua_dir
@@ -109,7 +110,7 @@ def test_the_check_command_prints_the_witness_and_exits_with_the_verdict() -> No
     assert replay.exit_code == 0 and "verdict: fails — double-placement in the replayed schedule" in replay.output
 
 
-def test_a_finish_that_errors_fails_and_one_that_files_nothing_is_flagged_for_review(tmp_path: Path) -> None:
+def test_a_finish_that_errors_fails_and_one_that_files_nothing_fails_too(tmp_path: Path) -> None:
     erring, idle = tmp_path / "erring", tmp_path / "idle"
     erring.mkdir()
     idle.mkdir()
@@ -121,14 +122,51 @@ def test_a_finish_that_errors_fails_and_one_that_files_nothing_is_flagged_for_re
     assert bad.verdict == "fails"
     atomic = next(r for r in bad.rows if r.mode == "atomic")
     assert atomic.errors and "WRONGTYPE" in atomic.errors[0] and atomic.broken
+    # a finish that replies 0 and moves nothing: it said "holds" (final states listed for review only)
     quiet = check_scripts(default_scripts().overlay(idle), chosen)
-    assert quiet.verdict == "holds" and [r.scenario for r in quiet.to_review] == ["stalled-finish"]
-    row = quiet.to_review[0]
+    assert quiet.verdict == "fails" and [r.scenario for r in quiet.failing] == ["stalled-finish"]
+    row = quiet.failing[0]
+    assert row.extra == ["invariant:finish-files-its-job"] and row.witnesses[row.extra[0]] == "v1:W1.S1"
     assert row.unmatched == 1 and row.example == "job 1 in active; locks: 1 by W1:1"
     assert quiet.replaced == ("moveToFinished",) and quiet.skipped == ("fooBar-3.lua",)
     res = CliRunner().invoke(main, ["check", "--lua", str(idle), "-s", "stalled-finish"])
-    assert res.exit_code == 0 and "warning: the atomic finish leaves final states emqlab's never does" in res.output
+    assert res.exit_code == 1 and "verdict: fails" in res.output
     assert "skipped (emqlab never calls them): fooBar-3.lua" in res.output
+    # the witness the check prints replays to the same verdict
+    replay = CliRunner().invoke(main, ["replay", "v1:W1.S1", "--atomic", "-s", "stalled-finish", "--lua",
+                                       str(idle / "moveToFinished-14.lua")])
+    assert replay.exit_code == 0 and "verdict: fails" in replay.output, replay.output
+    assert ("W1's finish of job 1 replied 0, a success, and did not move the job (nothing taken out of active or"
+            " put anywhere, no delete) in its moveToFinished (step 1)") in " ".join(replay.output.split())
+
+
+def test_a_scenario_that_never_runs_the_replaced_script_says_nothing_of_it(tmp_path: Path) -> None:
+    """rq-two-schedulers runs RQ's own code, never moveToFinished: its row is unused, and a check of such
+    scenarios alone is inconclusive (it said 'holds' and counted them as scenarios the finish passed)."""
+    (tmp_path / "moveToFinished-14.lua").write_text("return 0\n")
+    res = check_scripts(default_scripts().overlay(tmp_path), [scenario.load("rq-two-schedulers")])
+    assert res.unused == ["rq-two-schedulers"] and all(not r.ran for r in res.rows)
+    assert res.verdict == "inconclusive" and res.reason == "no scenario checked runs moveToFinished"
+    own = check_scripts(default_scripts().overlay(lua_dir()),
+                        [scenario.load("rq-two-schedulers"), scenario.load("stalled-finish")])
+    assert own.verdict == "holds" and own.unused == ["rq-two-schedulers"]
+    assert own.reason.startswith("in the 1 scenario that run ")
+    text = CliRunner().invoke(main, ["check", "--lua", str(tmp_path), "-s", "rq-two-schedulers"]).output
+    assert "1 unused (no run calls your scripts), of 1" in text and "unused  rq-two-schedulers" in text, text
+
+
+def test_emqlabs_own_finish_keeps_the_rule_in_every_shipped_scenario_and_mode() -> None:
+    """The check's rule must not flag emqlab's own scripts anywhere: every shipped scenario, every mode it
+    lists but split (the rule does not check a split finish), explored with the rule added (the reference
+    side of every check)."""
+    broken = []
+    for sc in scenario.shipped():
+        sc = dataclasses.replace(sc, invariants=(*sc.invariants, FINISH_RULE))
+        for mode in [m for m in sc.modes if m != "split"]:
+            rep = explore(sc, mode)
+            if FINISH_RULE.kind in rep.anomaly_kinds:
+                broken.append((sc.name, mode, rep.witnesses[FINISH_RULE.kind].schedule))
+    assert broken == []
 
 
 def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for_the_failing() -> None:
@@ -157,10 +195,13 @@ def test_the_report_puts_the_verdict_first_one_line_per_scenario_and_details_for
 
 
 def test_the_count_of_scenarios_that_differ_in_split_only_counts_kinds_missing_too(tmp_path: Path) -> None:
-    """A finish that does nothing loses the split run's kinds in two scenarios (each row says ``-kind``): the
-    summary counted only kinds the user's finish adds, and said 0 of 2 differ."""
-    (tmp_path / "moveToFinished-14.lua").write_text("return 0\n")
-    res = CliRunner().invoke(main, ["check", "--lua", str(tmp_path), "-s", "lease-lapse", "-s", "lost-finish-reply"])
+    """A finish that files the job without checking anything loses the split run's kinds in two scenarios
+    (each row says ``-kind``): the summary counted only kinds the user's finish adds, and said 0 of 2 differ."""
+    (tmp_path / "moveToFinished-14.lua").write_text(
+        "redis.call('LREM', KEYS[2], -1, ARGV[1])\nredis.call('ZADD', KEYS[11], 1, ARGV[1])\n"
+        "redis.call('DEL', KEYS[12] .. ':lock')\nreturn 0\n")
+    res = CliRunner().invoke(main, ["check", "--lua", str(tmp_path), "-s", "stalled-finish", "-s",
+                                    "mark-then-recover"])
     assert "scenarios: 0 fail, 0 to review, 2 differ in split only, of 2" in res.output, res.output
     rows = [line for line in res.output.splitlines() if line.startswith("differs ")]
     assert len(rows) == 2 and len({line.index(" atomic:") for line in rows}) == 1, rows

@@ -5,29 +5,70 @@ what it shows with what emqlab's own scripts show in the same exploration (for a
 
 Each scenario and mode is explored twice, with your scripts and with emqlab's, and compared on three
 things: the anomaly kinds, the errors a finish raised (a Lua error, a WRONGTYPE — never one emqlab's
-raises), and the final placements and locks (a finish that returns 0 and files nothing leaves states
-emqlab's finish never does).
+raises), and the final placements and locks. Both explorations check one rule more than a plain
+exploration does, :func:`finish_files_its_job` (``invariant:finish-files-its-job``): a finish that replies
+success must have moved its job (out of active, into completed, failed or back for a retry, or deleted
+it) — a finish that returns 0 and files nothing breaks it, which emqlab's own finish never does.
 
 The verdict (``emqlab check``): **fails** when, in some scenario, your script's *atomic* finish shows an
 anomaly emqlab's does not, or raises an error emqlab's never does (it admits a race or breaks, whatever its
-atomicity); **holds** otherwise, every exploration having been complete. Final states emqlab's finish never
-leaves are listed for review with a warning, not judged: a protocol variant may mean them (BullMQ's
-client retries a failed job with retryJob, emqlab's finish retries it itself), and so may a finish that
-files nothing. Split-mode differences are listed, not judged (a split run of any finish has races).
-Witnesses are the shortest schedules.
+atomicity); **holds** otherwise, every exploration having been complete and at least one scenario having
+run one of your scripts (a scenario whose runs never call them is *unused*: it says nothing of them, and
+counts for neither verdict; when every scenario is unused the verdict is **inconclusive**). Final states
+emqlab's finish never leaves are listed for review with a warning, not judged: a protocol variant may
+mean them (BullMQ's client retries a failed job with retryJob, emqlab's finish retries it itself).
+Split-mode differences are listed, not judged (a split run of any finish has races). Witnesses are the
+shortest schedules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from emqlab.engine.effects import HashDeleted, Placed, Removed
+from emqlab.engine.history import FinalState, History
 from emqlab.engine.scenario import Scenario
+from emqlab.engine.specs import InvariantSpec
 from emqlab.explore import Report, explore
 from emqlab.scripting.registry import ScriptSet
 
 CHECK_MODES = ("atomic", "split")
+
+
+def finish_files_its_job(final: FinalState, h: History) -> list[str]:
+    """The rule every checked exploration adds (``invariant:finish-files-its-job``): an execution whose
+    finish ran a script as one step (atomic: ``EVALSHA``, a transaction) and replied success
+    (:attr:`emqlab.engine.history.Execution.released`) moved its job in that step — took it out of active,
+    put it somewhere (completed, failed, or back for a retry), or deleted its hash (keepJobs 0): a
+    ``Placed``, ``Removed`` or ``HashDeleted`` effect on the job. A split finish is not checked: another
+    actor can make its moves first (its commands then change nothing), which the other kinds report. A
+    finish that fetched the same job again in its own step (a retry taken at once as the next job) starts a
+    new execution there and is not checked either. Returns one sentence per finish that breaks it
+    (``final`` is not read: the rule is about what the finish's step did)."""
+    out = []
+    for e in h.executions:
+        if not e.released or e.end is None:
+            continue
+        steps = [s for s in h.steps if e.start < s.index <= e.end and s.actor == e.actor and s.scripts]
+        if not steps or any(s.kind == "command" for s in steps):
+            continue  # (a finish without a script, or a split one)
+        if any(x.start == e.end and x.job == e.job and x.actor == e.actor for x in h.executions if x is not e):
+            continue
+        if any(isinstance(x, (Placed, Removed, HashDeleted)) and x.job == e.job
+               for s in steps for x in s.effects):
+            continue
+        first, last = steps[0].index, steps[-1].index
+        where = f"step {first}" if first == last else f"steps {first}-{last}"
+        out.append(f"{e.actor}'s finish of job {e.job} replied {e.result}, a success, and did not move the job"
+                   f" (nothing taken out of active or put anywhere, no delete) in its {steps[-1].script}"
+                   f" ({where})")
+    return out
+
+
+FINISH_RULE = InvariantSpec("finish-files-its-job", python=finish_files_its_job)
+"""The rule :func:`finish_files_its_job`, as a scenario invariant."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +83,8 @@ class CheckRow:
     witnesses: dict[str, str] = field(default_factory=dict)
     complete: bool = True
     error: str = ""
+    #: your replaced scripts ran in some run of this exploration (False: it says nothing of them)
+    ran: bool = True
     #: errors your scripts' finishes raised that emqlab's never do
     errors: tuple[str, ...] = ()
     #: final (placements, locks) your scripts reach and emqlab's never do: how many, and one of them
@@ -82,7 +125,7 @@ class CheckRow:
         return {"scenario": self.scenario, "mode": self.mode, "yours": list(self.yours),
                 "emqlab": list(self.reference), "extra": self.extra, "missing": self.missing,
                 "witnesses": self.witnesses, "complete": self.complete, "errors": list(self.errors),
-                "unmatched_final_states": self.unmatched, "example": self.example,
+                "unmatched_final_states": self.unmatched, "example": self.example, "ran_your_scripts": self.ran,
                 **({"error": self.error} if self.error else {})}
 
 
@@ -106,20 +149,34 @@ class CheckResult:
         return [r for r in self.rows if r.mode == "atomic" and r.unmatched and not r.broken]
 
     @property
+    def unused(self) -> list[str]:
+        """The scenarios none of whose runs called one of your scripts, in any mode (their rows say nothing
+        of your scripts)."""
+        ran = {r.scenario for r in self.rows if r.ran or r.error}
+        return sorted({r.scenario for r in self.rows} - ran)
+
+    @property
     def verdict(self) -> str:
         if self.failing:
             return "fails"
-        return "holds" if all(r.complete for r in self.rows) else "inconclusive"
+        if not all(r.complete for r in self.rows) or len(self.unused) == len({r.scenario for r in self.rows}):
+            return "inconclusive"
+        return "holds"
 
     @property
     def reason(self) -> str:
         if self.failing:
             what = "; ".join(f"{r.scenario}: {r.problems()[0]}" for r in self.failing)
             return f"the atomic finish does what emqlab's never does — {what}"
+        names = ", ".join(self.replaced) if 0 < len(self.replaced) <= 2 else "the replaced scripts"
+        unused = self.unused
+        if len(unused) == len({r.scenario for r in self.rows}):
+            return f"no scenario checked runs {names}"
         if self.verdict == "inconclusive":
             return "no atomic anomaly beyond emqlab's seen, but an exploration stopped at its budget"
-        n = len({r.scenario for r in self.rows})
-        return f"in {n} scenario{'' if n == 1 else 's'} the atomic finish shows nothing emqlab's does not"
+        n = len({r.scenario for r in self.rows}) - len(unused)
+        return (f"in the {n} scenario{'' if n == 1 else 's'} that run {names} the atomic finish shows nothing"
+                " emqlab's does not")
 
     def to_dict(self) -> dict[str, Any]:
         return {"origin": self.origin, "verdict": self.verdict, "reason": self.reason,
@@ -134,7 +191,9 @@ def check_scripts(scripts: ScriptSet, scenarios: Sequence[Scenario], *, modes: S
     that raises (a Lua error the script does not catch, a missing script) becomes a row with ``error``.
     ``progress(scenario, mode)`` is called before each exploration."""
     rows: list[CheckRow] = []
+    replaced = tuple(getattr(scripts, "replaced", ()))
     for sc in scenarios:
+        sc = replace(sc, invariants=(*sc.invariants, FINISH_RULE))
         for mode in modes:
             if mode not in sc.modes:
                 continue
@@ -151,9 +210,9 @@ def check_scripts(scripts: ScriptSet, scenarios: Sequence[Scenario], *, modes: S
             errors = sorted(_errors(rep) - _errors(ref))
             rows.append(CheckRow(sc.name, mode, tuple(rep.anomaly_kinds), reference,
                                  {k: h.schedule for k, h in rep.witnesses.items()}, rep.complete and ref.complete,
+                                 ran=not replaced or not rep.scripts_run.isdisjoint(replaced),
                                  errors=tuple(e[:160] for e in errors), unmatched=len(states),
                                  example=_show(min(states)) if states else ""))
-    replaced = tuple(getattr(scripts, "replaced", ()))
     skipped = tuple(getattr(scripts, "skipped", ()))
     return CheckResult(scripts.origin, tuple(rows), replaced, skipped)
 
@@ -174,4 +233,4 @@ def _show(state: tuple[Any, Any]) -> str:
     return where + (f"; locks: {held}" if held else "")
 
 
-__all__ = ["CHECK_MODES", "CheckResult", "CheckRow", "check_scripts"]
+__all__ = ["CHECK_MODES", "FINISH_RULE", "CheckResult", "CheckRow", "check_scripts", "finish_files_its_job"]

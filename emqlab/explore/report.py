@@ -106,6 +106,9 @@ class Report:
     outcomes: set[Any] = field(default_factory=set, repr=False)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
+    #: the names of the scripts the recorded runs ran (a step's ``scripts``): which of a script set an
+    #: exploration exercised (``emqlab check`` tells a scenario that never runs a replaced script)
+    scripts_run: frozenset[str] = field(default_factory=frozenset, repr=False)
     #: the times a run was run again from its start after a run-scoped server error (:data:`RUN_RETRIES`),
     #: by cause: a retried run that then completed counts like any other; one that never did is in ``aborted``
     retried: dict[Abort, int] = field(default_factory=dict)
@@ -211,6 +214,7 @@ class Report:
         runs_with: dict[str, int] = {}
         inter_with: dict[str, int] = {}
         outcomes: set[Any] = set()
+        scripts_run: set[str] = set()
         results: dict[str, Counter[str]] = {a: Counter() for a in order}
         codes: dict[str, Counter[Outcome]] = {a: Counter() for a in order}
         aborted: dict[Abort, int] = {}
@@ -233,6 +237,7 @@ class Report:
                 if k not in best or b[:3] < best[k][:3]:
                     best[k] = b
             outcomes |= p.outcomes
+            scripts_run |= p.scripts_run
             for a, c in p.results.items():
                 results[a].update(c)
             for a, oc in p.codes.items():
@@ -282,7 +287,7 @@ class Report:
                    elapsed_s=elapsed_s, complete=complete,
                    reduction=reduction or ("source-dpor" if exhaustive else "off"), steps_executed=executed,
                    params=dict(params or {}), warnings=list(warnings), outcomes=outcomes, aborted=aborted,
-                   stopped=stopped, retried=retried)
+                   stopped=stopped, retried=retried, scripts_run=frozenset(scripts_run))
 
 
 def _add(into: dict[Any, int], counts: dict[Any, int]) -> None:
@@ -331,6 +336,8 @@ class Part:
     outcomes: set[Any] = field(default_factory=set)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
+    #: the scripts its recorded runs ran (Report.scripts_run)
+    scripts_run: set[str] = field(default_factory=set)
     longest: int = 0
     seconds: float = 0.0
     worker: str = ""

@@ -70,6 +70,8 @@ class Strategy:
             if best is None or key < best[:3]:
                 self._best[k] = (*key, list(choices), h)
         t.outcomes.add(h.final.logical())
+        for s in h.steps:
+            t.scripts_run.update(s.scripts)
         for actor, res in h.results.items():
             for r in res:
                 self._results[actor][str(r)] += 1
@@ -124,7 +126,8 @@ class Strategy:
                     runs_with=dict(t.runs_with), interleavings_with=dict(t.interleavings_with),
                     best={k: (pre, n, rank, format_schedule(choices), h.schedule)
                           for k, (pre, n, rank, choices, h) in self._best.items()},
-                    outcomes=set(t.outcomes), results={a: dict(c) for a, c in self._results.items() if c},
+                    outcomes=set(t.outcomes), scripts_run=set(t.scripts_run),
+                    results={a: dict(c) for a, c in self._results.items() if c},
                     codes={a: dict(c) for a, c in self._codes.items() if c}, aborted=dict(t.aborted),
                     stopped=t.stopped, retried=dict(t.retried), traces=dict(t.traces))
 

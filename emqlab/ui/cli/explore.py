@@ -45,10 +45,18 @@ from emqlab.ui.cli.common import (
 
 
 def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tuple[Any, Any, Any]:
+    """The scenario, the connection and the script set; with ``--lua`` the scenario checks
+    ``invariant:finish-files-its-job`` too, as ``emqlab check`` does (so a check's witness replays to the
+    same verdict)."""
+    import dataclasses
+
     from emqlab.backend.connect import connect
+    from emqlab.check.lua import FINISH_RULE
     from emqlab.engine.scenario import load
 
     sc = load(scenario_name)
+    if script_set.lua is not None:
+        sc = dataclasses.replace(sc, invariants=(*sc.invariants, FINISH_RULE))
     conn = connect(redis_url)
     scripts = script_set.load()
     return sc, conn, scripts

@@ -161,9 +161,13 @@ def _differs(rows: list[Any]) -> bool:
 
 def _scenario_line(rows: list[Any], width: int | None, name_width: int = 24) -> str:
     """One scenario's verdict line: fails (its atomic finish shows what emqlab's never does), review (final
-    states emqlab's finish never leaves), differs (split only, or kinds emqlab's shows and yours does not) or
-    same; then each mode's differences (``+kind`` yours only, ``-kind`` emqlab's only)."""
+    states emqlab's finish never leaves), differs (split only, or kinds emqlab's shows and yours does not),
+    same, or unused (no run called your scripts); then each mode's differences (``+kind`` yours only,
+    ``-kind`` emqlab's only)."""
     atomic = next((r for r in rows if r.mode == "atomic"), None)
+    if not any(r.ran or r.error for r in rows):
+        line = f"{'unused':<7} {rows[0].scenario:<{name_width}} no run calls your scripts"
+        return line[: width - 1] + "…" if width is not None and len(line) > width else line
     status = ("fails" if atomic is not None and atomic.broken else
               "review" if atomic is not None and atomic.unmatched else
               "differs" if _differs(rows) else "same")
@@ -190,6 +194,7 @@ def _print_check(result: Any, lua_path: str, width: int | None) -> None:
     failing = {r.scenario for r in result.failing}
     detailed = failing if len(by_scenario) > 1 else set(by_scenario)
     review = {r.scenario for r in result.to_review}
+    unused = set(result.unused)
     n = len(by_scenario)
     _say(f"emqlab check · {result.origin} · {n} scenario{'' if n == 1 else 's'}, {len(result.rows)} explorations",
          width, 4)
@@ -198,7 +203,7 @@ def _print_check(result: Any, lua_path: str, width: int | None) -> None:
          width, 4)
     counts = (f"{len(failing)} fail, {len(review)} to review,"
               f" {sum(1 for name, rows in by_scenario.items() if name not in failing | review and _differs(rows))}"
-              " differ in split only")
+              " differ in split only" + (f", {len(unused)} unused (no run calls your scripts)" if unused else ""))
     _say(f"verdict: {result.verdict} — {result.reason}", width, 4)
     _say(f"scenarios: {counts}, of {len(by_scenario)}", width, 4)
     console.print()
@@ -245,10 +250,12 @@ def check(lua_path: str, names: tuple[str, ...], as_json: bool, wide: bool = Fal
     and compare with what emqlab's own scripts show.
 
     Each scenario runs with your scripts and with emqlab's. The verdict is *fails* when your atomic finish
-    shows an anomaly or raises an error emqlab's does not, *holds* otherwise; final states (placements,
-    locks) emqlab's finish never leaves are listed with a warning, for review; split-mode differences are
-    listed, not judged. check always exits with its verdict: 0 holds, 1 fails, 2 a bad path or a script
-    that does not compile.
+    shows an anomaly or raises an error emqlab's does not — a finish that replies success and moves nothing
+    breaks invariant:finish-files-its-job — *holds* otherwise; final states (placements, locks) emqlab's
+    finish never leaves are listed with a warning, for review; split-mode differences are listed, not
+    judged; a scenario whose runs never call your scripts is unused. check always exits with its verdict:
+    0 holds, 1 fails, 2 a bad path or a script that does not compile, 3 inconclusive (an exploration
+    stopped, or no scenario runs your scripts).
 
     \b
     Examples:
