@@ -93,7 +93,7 @@ def test_a_lost_reply_is_info_and_the_worker_retries(conn: redis.Redis, applied:
     assert h.final["metrics"]["completed"] == 1  # counted once, retry or not
     assert h.kinds == []
     line = h.annotated().splitlines()[2]
-    assert ("lost ([" in line or "lost (0)" in line) if applied else "lost (never sent)" in line
+    assert ("lost ([" in line or "lost (0)" in line) if applied else "lost (never arrived)" in line
     assert h.to_dict()["steps"][1]["outcome"] == "info" and "outcome" not in h.to_dict()["steps"][2]
 
 

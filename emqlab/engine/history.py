@@ -490,7 +490,7 @@ def _step_lines(s: Step, tag: str, width: int | None, cw: int) -> list[str]:
     room = None if width is None else max(8, width - len(head) - 1 - len(tag))
     if s.outcome == "info":  # the actor never saw this reply
         inner = None if room is None else max(1, room - len("lost ()"))
-        reply = f"lost ({render_reply(s.reply, inner)})" if s.applied else "lost (never sent)"
+        reply = f"lost ({render_reply(s.reply, inner)})" if s.applied else "lost (never arrived)"
     else:
         reply = render_reply(s.reply, room)
     one = f"{head}{reply:<{REPLY_WIDTH}} {tail}{tag}".rstrip()
