@@ -305,8 +305,22 @@ def test_scenarios_check_in_two_processes_prints_what_one_does(monkeypatch: pyte
         assert res.exit_code == 0, res.output
         out[n] = res.output
     assert out["1"] == out["2"] and "MISMATCH" not in out["1"]
-    assert out["1"].count("\n") == sum(len(s.modes) for s in few) and "empty-then-delete" in out["1"]
+    cases = sum(len(s.modes) for s in few)
+    assert out["1"].count("\n") == cases + 1 and "empty-then-delete" in out["1"]
     lines = out["1"].splitlines()
-    assert len({line.index(" found ") for line in lines}) == 1, out["1"]  # one column, the longest name's
-    assert "ok stalled-finish    split             found double-placement" in out["1"]
+    assert lines[-1] == f"{cases} of {cases} scenario × mode cases as expected"
+    assert len({line.index(" found ") for line in lines[:-1]}) == 1, out["1"]  # one column, the longest name's
+    assert "ok       stalled-finish    split             found double-placement" in out["1"]
     assert "[" not in out["1"]  # kinds as words, not a Python list
+    # a mismatch starts its name in the same column as an ok row, and the summary counts it
+    import dataclasses
+
+    wrong = dataclasses.replace(few[0], expect={m: dataclasses.replace(e, anomalies=())
+                                                for m, e in few[0].expect.items()})
+    monkeypatch.setattr(emqlab.scenario, "shipped", lambda: [wrong, few[1]])
+    res = CliRunner().invoke(main, ["scenarios", "--check", "--jobs", "1"])
+    assert res.exit_code == 1, res.output
+    rows = res.output.splitlines()
+    assert any(r.startswith("MISMATCH stalled-finish") for r in rows) and any(r.startswith("ok       ") for r in rows)
+    assert len({r.index(" found ") for r in rows[:-1]}) == 1, res.output
+    assert rows[-1].endswith(" MISMATCH") and " cases as expected, " in rows[-1]

@@ -119,7 +119,7 @@ def _check_scenarios(lib: Any, jobs: int | None) -> None:
                     missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
             ok = ok and not missing_codes
             bad += not ok
-            mark = "[green]ok[/]" if ok else "[red]MISMATCH[/]"
+            mark = "[green]ok      [/]" if ok else "[red]MISMATCH[/]"  # (one width: the names line up)
             detail = ""
             if not ok and exp is not None:
                 detail = f"; expected {', '.join(sorted(exp.anomalies)) or '-'}"
@@ -129,6 +129,8 @@ def _check_scenarios(lib: Any, jobs: int | None) -> None:
                           markup=True, highlight=False)
     finally:
         close()
+    console.print(f"{len(cases) - bad} of {len(cases)} scenario × mode cases as expected"
+                  + (f", {bad} MISMATCH" if bad else ""), markup=False, highlight=False)
     sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
 
 
