@@ -1,6 +1,7 @@
 """The one home of how emqlab lays out text for a reader, in every layer: numbers to three significant
-digits, text fitted to a width (cut, elided in its middle, wrapped at word boundaries) and the progress bar
-of a long run on a terminal.
+digits, text fitted to a width (cut, elided in its middle, wrapped at word boundaries), the progress bar
+of a long run on a terminal, and a page as data (:class:`PageBlock`s of marked :class:`Span`s: written as
+Markdown here, drawn on a PDF page by :mod:`emqlab.ui.kit`, from the same blocks).
 
 It imports nothing from emqlab, so that any module of any layer may use it; rich is imported only by the
 progress bar, when one is shown.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 #: the default line width of everything emqlab prints: witness lines, because-sentences, grade feedback
@@ -187,3 +189,109 @@ def command_lines(label: str, words: Sequence[str], width: int | None) -> list[s
 
 __all__ = ["DEFAULT_WIDTH", "command_lines", "elide_end", "elide_middle", "elide_words", "line_breaks", "progress_bar",
            "sig3", "wrap"]
+
+
+# -- a page as data: one set of blocks, written as Markdown and drawn on a PDF page --------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of text with one mark: ``""`` (plain), ``"bold"``, ``"em"`` or ``"code"``."""
+
+    text: str
+    mark: str = ""
+
+
+def bold(text: str) -> Span:
+    return Span(text, "bold")
+
+
+def em(text: str) -> Span:
+    return Span(text, "em")
+
+
+def code(text: str) -> Span:
+    return Span(text, "code")
+
+
+Inline = tuple[Span, ...]
+
+
+def spans(*parts: str | Span) -> Inline:
+    """Text and marked spans in order (a ``str`` is plain text)."""
+    return tuple(p if isinstance(p, Span) else Span(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class PageBlock:
+    """One block of a page: ``title`` and ``para`` hold ``inline`` text; ``code`` holds ``lines`` kept as
+    they are; ``table`` holds ``rows`` (the first is the header) of cells, each inline text, and per column
+    whether it is right-aligned (``right``)."""
+
+    kind: str
+    inline: Inline = ()
+    lines: tuple[str, ...] = ()
+    rows: tuple[tuple[Inline, ...], ...] = ()
+    right: tuple[bool, ...] = ()
+
+
+def title(*parts: str | Span) -> PageBlock:
+    return PageBlock("title", spans(*parts))
+
+
+def para(*parts: str | Span) -> PageBlock:
+    return PageBlock("para", spans(*parts))
+
+
+def code_block(lines: Sequence[str]) -> PageBlock:
+    return PageBlock("code", lines=tuple(lines))
+
+
+def table(header: Sequence[str | Span], rows: Sequence[Sequence[str | Span]],
+          right: Sequence[bool] = ()) -> PageBlock:
+    """A table block: ``header`` and ``rows`` are cells, each a ``str`` (plain) or one :class:`Span`."""
+    cells = tuple(tuple(spans(c) for c in row) for row in (header, *rows))
+    return PageBlock("table", rows=cells, right=tuple(right) or (False,) * len(header))
+
+
+def plain(inline: Inline) -> str:
+    """The words of ``inline``, marks left out (what a printed page shows)."""
+    return "".join(s.text for s in inline)
+
+
+_MARKS = {"": "{}", "bold": "**{}**", "em": "*{}*", "code": "`{}`"}
+
+
+def markdown_inline(inline: Inline) -> str:
+    return "".join(_MARKS[s.mark].format(s.text) for s in inline)
+
+
+def markdown(blocks: Sequence[PageBlock], width: int = 110) -> str:
+    """``blocks`` as Markdown: ``# title``, paragraphs wrapped at ``width`` columns, fenced code, tables."""
+    out: list[str] = []
+    for b in blocks:
+        if b.kind == "title":
+            out.append(f"# {markdown_inline(b.inline)}")
+        elif b.kind == "para":
+            out.append("\n".join(wrap(markdown_inline(b.inline), width)))
+        elif b.kind == "code":
+            out.append("\n".join(["```", *b.lines, "```"]))
+        elif b.kind == "table":
+            head, *body = b.rows
+            rule = "|" + "|".join("---:" if r else "---" for r in b.right) + "|"
+            out.append("\n".join([_row(head), rule, *(_row(r) for r in body)]))
+        else:
+            raise ValueError(f"unknown block kind {b.kind!r}")
+    return "\n\n".join(out) + "\n"
+
+
+def _row(cells: Sequence[Inline]) -> str:
+    return "| " + " | ".join(markdown_inline(c) for c in cells) + " |"
+
+
+def table_lines(b: PageBlock) -> list[str]:
+    """A table block as aligned plain-text rows (the header first, no rule): how a page draws it."""
+    rows = [[plain(c) for c in row] for row in b.rows]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) if right else c.ljust(w)
+                      for c, w, right in zip(r, widths, b.right, strict=True)).rstrip() for r in rows]

@@ -59,19 +59,21 @@ def _words(text: str) -> str:
 
 
 def _check_printables(out: Path, keys: list[str]) -> None:
-    """handout.pdf is one page whose text is handout.md's words, the 14 keys in protocol order among them;
+    """handout.pdf is one page whose text is the handout's words (the blocks handout.md is written from),
+    the 14 keys in protocol order among them;
     slides.pdf has a page per slide of :func:`emqlab.ui.kit.slides`, each with that slide's words, the keys
     and every level's title where the slides list them."""
     from pypdf import PdfReader
 
     from emqlab.protocol.schedules import format_schedule, parse_schedule
     from emqlab.teaching.workshop import example_boards, example_schedule
-    from emqlab.ui.kit import COMMANDS, markdown_blocks, slides, write_handout_pdf  # (slides: as patched)
+    from emqlab.teaching.workshop import handout as handout_page
+    from emqlab.ui.kit import COMMANDS, page_blocks, slides, write_handout_pdf  # (slides: as patched)
 
     handout = PdfReader(out / "handout.pdf")
     assert len(handout.pages) == 1
     text = handout.pages[0].extract_text()
-    for block in markdown_blocks((out / "handout.md").read_text()):
+    for block in page_blocks(handout_page()):
         for line in block.lines:
             assert _words(line) in _words(text), line
     listed = re.findall(r"^\s*(\d+)\s+(\S+)\s*$", text, re.M)
@@ -103,8 +105,7 @@ def _check_printables(out: Path, keys: list[str]) -> None:
             res = CliRunner().invoke(main, [words[0], "--help"])
             assert res.exit_code == 0 and all(w in res.output for w in words[1:] if w.startswith("-")), command
     # the same text gives the same bytes (no date in the file)
-    md = (out / "handout.md").read_text()
-    assert write_handout_pdf(md, out / "again.pdf").read_bytes() == (out / "handout.pdf").read_bytes()
+    assert write_handout_pdf(out / "again.pdf").read_bytes() == (out / "handout.pdf").read_bytes()
 
 
 def test_a_workshop_never_overwrites_and_says_where_the_notebooks_are(tmp_path: Path) -> None:
@@ -147,10 +148,11 @@ def test_grading_against_the_workshops_answer_key(tmp_path: Path) -> None:
 
 def test_printables_refuse_text_that_does_not_fit() -> None:
     """A handout longer than one page, or a slide taller or wider than its page, is refused, never cut."""
+    from emqlab.text import para, title
     from emqlab.ui.kit import Block, Slide, handout_figure, slide_figure
 
     with pytest.raises(ValueError, match="does not fit one A4 page"):
-        handout_figure("# title\n\n" + "\n\n".join(f"paragraph {i} " + "word " * 40 for i in range(40)))
+        handout_figure([title("title"), *(para(f"paragraph {i} " + "word " * 40) for i in range(40))])
     with pytest.raises(ValueError, match="slide 2 .*does not fit"):
         slide_figure(Slide("tall", (Block("code", tuple(f"line {i}" for i in range(60))),)), 2, 3)
     with pytest.raises(ValueError, match="does not fit"):

@@ -11,8 +11,10 @@ The assignments with their solutions are read from the checkout's ``notebooks/as
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from emqlab.text import PageBlock, Span, bold, code, code_block, em, markdown, para, table, title
 
 #: the notebooks every student opens, in order
 LESSONS = ("01-read-decide-write.ipynb", "02-interleavings.ipynb", "03-round-trips.ipynb",
@@ -83,57 +85,62 @@ def example_boards() -> tuple[str, str, str]:
         game.close()
 
 
-def handout_markdown() -> str:
-    """The one-page handout (``handout.md``; ``handout.pdf`` is drawn from this text): the schedule string
-    written by the codec, two boards of a real run, the anomaly kinds, moveToFinished's 14 keys in protocol
-    order (:meth:`~emqlab.protocol.keys.QueueKeys.move_to_finished_keys`), the commands."""
+def handout() -> tuple[PageBlock, ...]:
+    """The one-page handout as blocks (``handout.md`` is :func:`handout_markdown`; ``handout.pdf`` is drawn
+    from the same blocks by :func:`emqlab.ui.kit.write_handout_pdf`): the schedule string written by the
+    codec, two boards of a real run, the anomaly kinds, moveToFinished's 14 keys in protocol order
+    (:meth:`~emqlab.protocol.keys.QueueKeys.move_to_finished_keys`), the commands."""
     from emqlab.analysis.anomalies import KINDS
     from emqlab.protocol.keys import QueueKeys
     from emqlab.teaching.level_view import BOARD
 
     k = QueueKeys("q")
     keys = k.move_to_finished_keys("J", "completed")
-    rows = "\n".join(f"| {i} | `{k.relative(key)}` |" for i, key in enumerate(keys, start=1))
     schedule = example_schedule()
     solution, before, after = example_boards()
-    return f"""# emqlab — one page
 
-**The point.** Finishing a job is a read (is the lock still mine?), a decision and several writes. Sent as
-separate commands (*split*), another client — the recovery sweep — can run between them; as one
-`EVALSHA` of `moveToFinished` (*atomic*) nothing can.
+    def listed(names: Sequence[str]) -> list[str | Span]:
+        out: list[str | Span] = []
+        for i, name in enumerate(names):
+            out += [", "] if i else []
+            out.append(code(name))
+        return out
 
-**A schedule string** says who takes each step: `{schedule}` is W1's first nine steps, then S1's
-one, then W1's next eight; when the string ends, each actor left runs to its end, in scenario order.
-`emqlab replay '{schedule}' --split -s NAME` shows that run step by step.
+    return (
+        title("emqlab — one page"),
+        para(bold("The point."), " Finishing a job is a read (is the lock still mine?), a decision and several"
+             " writes. Sent as separate commands (", em("split"), "), another client — the recovery sweep — can"
+             " run between them; as one ", code("EVALSHA"), " of ", code("moveToFinished"), " (", em("atomic"),
+             ") nothing can."),
+        para(bold("A schedule string"), " says who takes each step: ", code(schedule), " is W1's first nine"
+             " steps, then S1's one, then W1's next eight; when the string ends, each actor left runs to its"
+             " end, in scenario order. ", code(f"emqlab replay '{schedule}' --split -s NAME"), " shows that run"
+             " step by step."),
+        para(bold("The board"), " (", code("emqlab play"), "): the lists ", *listed(BOARD), ", the locks (",
+             code("job→token"), ") and, below, each job's counts; ", code("!"), " a warning (such as: a sweep"
+             " now would do damage), ", code("!!"), " the damage is done. Level ", str(BOARD_LEVEL), ", ",
+             code(solution), ", before and after its last step:"),
+        code_block(before.splitlines()),
+        code_block(after.splitlines()),
+        para(bold("The anomalies"), " the checks name: ", *listed(KINDS), "; a scenario's own rules are ",
+             code("invariant:<name>"), "."),
+        para(bold("moveToFinished's 14 keys"), ", in protocol order (", code("KEYS[1..14]"), "; all share the ",
+             code("{queue}"), " hash tag):"),
+        table(("#", "key"), [(str(i), code(k.relative(key))) for i, key in enumerate(keys, start=1)],
+              right=(True, False)),
+        para("(", code("J"), " is the job's own hash; keys 11 and 13 follow the target: ", code("completed"),
+             " and ", code("metrics:completed"), " as shown, or ", code("failed"), " and ", code("metrics:failed"),
+             ".)"),
+        para(bold("Commands"), " (", code("emqlab COMMAND --help"), " for each): ", code("emqlab simulate --split"),
+             " / ", code("--atomic"), " (every interleaving, the anomalies, a witness), ",
+             code("emqlab replay 'v1:…'"), " (one run, step by step), ", code("emqlab play N"), " (you are the"
+             " scheduler), ", code("emqlab scenarios"), " (the races from public bug reports)."),
+    )
 
-**The board** (`emqlab play`): the lists {", ".join(f"`{b}`" for b in BOARD)}, the locks (`job→token`) and,
-below, each job's counts; `!` a warning (such as: a sweep now would do damage), `!!` the damage is
-done. Level {BOARD_LEVEL}, `{solution}`, before and after its last step:
 
-```
-{before}
-```
-
-```
-{after}
-```
-
-**The anomalies** the checks name: {", ".join(f"`{kind}`" for kind in KINDS)}; a scenario's own rules are
-`invariant:<name>`.
-
-**moveToFinished's 14 keys**, in protocol order (`KEYS[1..14]`; all share the `{{queue}}` hash tag):
-
-| # | key |
-|---:|---|
-{rows}
-
-(`J` is the job's own hash; keys 11 and 13 follow the target: `completed` and `metrics:completed` as shown, or
-`failed` and `metrics:failed`.)
-
-**Commands** (`emqlab COMMAND --help` for each): `emqlab simulate --split` / `--atomic` (every
-interleaving, the anomalies, a witness), `emqlab replay 'v1:…'` (one run, step by step), `emqlab play N`
-(you are the scheduler), `emqlab scenarios` (the races from public bug reports).
-"""
+def handout_markdown() -> str:
+    """``handout.md``: :func:`handout` written as Markdown."""
+    return markdown(handout())
 
 
 def _answer_key() -> str:
@@ -239,4 +246,4 @@ to hand back.
 
 
 __all__ = ["AGENDA", "BOARD_LEVEL", "LESSONS", "default_notebooks", "example_boards", "example_schedule",
-           "handout_markdown", "write_workshop"]
+           "handout", "handout_markdown", "write_workshop"]

@@ -1,9 +1,9 @@
 """The workshop's printables (``emqlab workshop DIR``): ``handout.pdf``, the one-page handout drawn from the
-very text of ``handout.md``, and ``slides.pdf``, 16:9 slides with the notebooks' figures.
+blocks ``handout.md`` is written from, and ``slides.pdf``, 16:9 slides with the notebooks' figures.
 
 Both are drawn with matplotlib's PDF backend (:class:`~matplotlib.backends.backend_pdf.PdfPages`), a
 dependency emqlab has anyway: no browser, no LaTeX, nothing to install after ``pip install emqlab``. Their
-text comes from the single sources — the handout's Markdown (:func:`emqlab.teaching.workshop.handout_markdown`:
+text comes from the single sources — the handout's blocks (:func:`emqlab.teaching.workshop.handout`:
 the schedule string written by the codec, a real run's boards, the 14 keys from
 :mod:`emqlab.protocol.keys`), the levels' own files, and the engine's exploration of ``stalled-finish`` —
 and :func:`slides` returns it as data before anything is drawn, so a test can hold the PDF against it.
@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+
+from emqlab.text import PageBlock, table_lines
+from emqlab.text import plain as text_plain
 
 #: page sizes in inches: the handout on A4 portrait, the slides 16:9
 A4 = (8.27, 11.69)
@@ -68,47 +71,26 @@ class Slide:
 
 
 def plain(text: str) -> str:
-    """Markdown's inline marks taken out (``**bold**``, ``*em*``, `` `code` ``): the words a page prints."""
+    """Markdown's inline marks taken out (``**bold**``, ``*em*``, `` `code` ``) of a level's own text (its
+    file's ``victory:``, ``lesson:``): the words a slide prints."""
     text = re.sub(r"\*\*([^*]+)\*\*", r"\1", text)
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", text)
     return re.sub(r"`([^`]*)`", r"\1", text)
 
 
-def markdown_blocks(markdown: str) -> list[Block]:
-    """The subset of Markdown the workshop's own pages use, as blocks: ``# title``, paragraphs, fenced code,
-    and tables (drawn as monospaced rows, their separator row left out). Inline marks are removed
-    (:func:`plain`)."""
+def page_blocks(page: Sequence[PageBlock]) -> list[Block]:
+    """A page's blocks (:class:`emqlab.text.PageBlock`) as drawing blocks: titles and paragraphs as their
+    words (marks left out), code as it is, a table as aligned monospaced rows (:func:`emqlab.text.table_lines`)."""
     out: list[Block] = []
-    lines = markdown.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-        elif line.startswith("```"):
-            j = lines.index("```", i + 1) if "```" in lines[i + 1:] else len(lines)
-            out.append(Block("code", tuple(lines[i + 1:j])))
-            i = j + 1
-        elif line.startswith("#"):
-            out.append(Block("title", (plain(line.lstrip("#").strip()),)))
-            i += 1
-        elif line.startswith("|"):
-            rows = []
-            while i < len(lines) and lines[i].startswith("|"):
-                cells = [plain(c.strip()) for c in lines[i].strip().strip("|").split("|")]
-                if not all(re.fullmatch(r":?-+:?", c) for c in cells):
-                    rows.append(cells)
-                i += 1
-            widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-            out.append(Block("code", tuple("  ".join(c.rjust(w) if k == 0 else c.ljust(w)
-                                                    for k, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
-                                           for r in rows)))
+    for b in page:
+        if b.kind in ("title", "para"):
+            out.append(Block(b.kind, (text_plain(b.inline),)))
+        elif b.kind == "code":
+            out.append(Block("code", b.lines))
+        elif b.kind == "table":
+            out.append(Block("code", tuple(table_lines(b))))
         else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].startswith(("|", "```", "#")):
-                para.append(lines[i].strip())
-                i += 1
-            out.append(Block("para", (plain(" ".join(para)),)))
+            raise ValueError(f"unknown block kind {b.kind!r}")
     return out
 
 
@@ -227,22 +209,25 @@ def _pdf(path: Path, pages: Iterable[Figure]) -> int:
     return n
 
 
-def handout_figure(markdown: str) -> Figure:
-    """The handout's one A4 page, drawn from ``markdown`` (:func:`markdown_blocks`). Raises ``ValueError``
-    when the text does not fit one page at :data:`HANDOUT_SIZES`."""
+def handout_figure(page: Sequence[PageBlock]) -> Figure:
+    """The handout's one A4 page, drawn from ``page`` (:func:`emqlab.teaching.workshop.handout`'s blocks).
+    Raises ``ValueError`` when the text does not fit one page at :data:`HANDOUT_SIZES`."""
     fig = Figure(figsize=A4)
     cur = _Cursor(fig, 40.0, HANDOUT_SIZES)
-    for b in markdown_blocks(markdown):
+    for b in page_blocks(page):
         cur.block(b)
     if cur.overflow:
-        raise ValueError("the handout does not fit one A4 page: shorten handout.md's text")
+        raise ValueError("the handout does not fit one A4 page: shorten the handout's text")
     return fig
 
 
-def write_handout_pdf(markdown: str, path: str | Path) -> Path:
-    """``handout.pdf``: one A4 page with the words of ``markdown`` (the handout's Markdown)."""
+def write_handout_pdf(path: str | Path, page: Sequence[PageBlock] | None = None) -> Path:
+    """``handout.pdf``: one A4 page with the words of the handout (:func:`emqlab.teaching.workshop.handout`,
+    or ``page``), the blocks ``handout.md`` is written from."""
+    from emqlab.teaching.workshop import handout
+
     out = Path(path)
-    _pdf(out, [handout_figure(markdown)])
+    _pdf(out, [handout_figure(page if page is not None else handout())])
     return out
 
 
@@ -390,13 +375,12 @@ def write_slides_pdf(path: str | Path, deck: Sequence[Slide] | None = None) -> P
 
 
 def write_printables(out: str | Path) -> list[Path]:
-    """Write ``handout.pdf`` (from ``out/handout.md``, which :func:`~emqlab.teaching.workshop.write_workshop`
-    wrote) and ``slides.pdf`` into the workshop folder ``out``; returns their paths."""
+    """Write ``handout.pdf`` (from the blocks :func:`~emqlab.teaching.workshop.write_workshop` wrote
+    ``handout.md`` from) and ``slides.pdf`` into the workshop folder ``out``; returns their paths."""
     base = Path(out)
-    handout = write_handout_pdf((base / "handout.md").read_text(encoding="utf-8"), base / "handout.pdf")
-    return [handout, write_slides_pdf(base / "slides.pdf")]
+    return [write_handout_pdf(base / "handout.pdf"), write_slides_pdf(base / "slides.pdf")]
 
 
 __all__ = ["A4", "COMMANDS", "SLIDE", "SWEEP_JOBS", "SWEEP_RTTS", "SWEEP_SEED", "SWEEP_WORKERS", "Block", "Slide",
-           "handout_figure", "markdown_blocks", "plain", "slide_figure", "slides", "sweep_command", "wrap_pt",
+           "handout_figure", "page_blocks", "plain", "slide_figure", "slides", "sweep_command", "wrap_pt",
            "write_handout_pdf", "write_printables", "write_slides_pdf"]
