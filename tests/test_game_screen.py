@@ -299,3 +299,23 @@ def test_level_15_is_not_met_before_its_producer_adds_the_job() -> None:
         assert _says_met_so_far(s)  # (finishing now deletes the list with job 2 in it: a win)
     finally:
         s.close()
+
+
+def test_a_pass_that_is_not_the_recovery_sweep_does_not_say_it_recovered() -> None:
+    """Level 15's scheduler poll records a 'sweep' result (the job it moved to wait): the board said 'sweep
+    recovered 1' of it; the recovery sweep S1 of level 1 still says so."""
+    poll = Session(load_level("15"))
+    try:
+        for key in tokens("SCHED*5"):
+            poll.handle(key)
+        screen = "\n".join(t for t, _ in render(poll, 100, 40, []).lines)
+        assert "SCHED done (5 steps) · took 1" in screen and "recovered" not in screen, screen
+    finally:
+        poll.close()
+    sweep = Session(load_level("1"))
+    try:
+        sweep.handle("S1")
+        screen = "\n".join(t for t, _ in render(sweep, 100, 40, []).lines)
+        assert "S1 done (1 step) · sweep recovered nothing" in screen, screen
+    finally:
+        sweep.close()

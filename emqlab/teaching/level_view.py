@@ -558,14 +558,16 @@ def explain(parts: Sequence[str]) -> str:
     return f"{name} {' '.join(a)}".strip()
 
 
-def result_text(result: Any, codes: dict[str, str] | None = None) -> str:
+def result_text(result: Any, codes: dict[str, str] | None = None, *, recovery: bool = True) -> str:
     """An actor's result in words, a negative code with its meaning (``codes``: :func:`legend`'s):
-    ``finish of job 1 → -2 (the job's lock does not exist (JobLockNotExist))``."""
+    ``finish of job 1 → -2 (the job's lock does not exist (JobLockNotExist))``. A ``sweep`` result is the
+    jobs a pass took: ``sweep recovered 1`` from the recovery sweep (``recovery``), ``took 1`` from another
+    actor's pass (a scheduler's poll, a registry's cleanup)."""
     kind = result.kind
     if kind == "lapsed":
         return "the lock lapsed"
     if kind == "sweep" and result.jobs is not None:
-        return "sweep recovered " + (", ".join(result.jobs) or "nothing")
+        return ("sweep recovered " if recovery else "took ") + (", ".join(result.jobs) or "nothing")
     code = str(result.outcome) if result.outcome is not None else "0"
     meaning = (codes or {}).get(code)
     if meaning is None:

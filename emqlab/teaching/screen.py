@@ -86,7 +86,8 @@ def _actor_block(session: Session, i: int, actor: str, width: int, code: int,
     r = session.game.runner
     pos = position(r, actor)
     if pos is None:
-        done = [result_text(x) for x in r.results.get(actor, [])]
+        sweep = any(a.id == actor and a.kind == "sweep" for a in r.scenario.actors)
+        done = [result_text(x, recovery=sweep) for x in r.results.get(actor, [])]
         taken = r.actor_steps.get(actor, 0)
         text = f"[{i}] {actor} done ({taken} step{'s' if taken != 1 else ''})" + (
             f" · {'; '.join(done)}" if done else "")

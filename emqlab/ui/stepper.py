@@ -278,6 +278,7 @@ class SchedulerStepper(View):
         stalled = sorted(m.decode() if isinstance(m, bytes) else m for m in r.conn.smembers(r.keys.stalled))
         taken = dict(r.actor_steps)
         done = bool(r.done)
+        sweeps = {a.id for a in r.scenario.actors if a.kind == "sweep"}
         return {
             "scenario": self.scenario.name, "mode": self.mode, "atomic": bool(self.atomic.value),
             "enabled": list(r.enabled),
@@ -293,7 +294,8 @@ class SchedulerStepper(View):
             "steps": len(h.steps),
             "anomalies": list(h.anomalies),
             "lesson": self.scenario.lesson,
-            "results": {a: [result_text(x, lg["codes"]) for x in rs] for a, rs in r.results.items()},
+            "results": {a: [result_text(x, lg["codes"], recovery=a in sweeps) for x in rs]
+                        for a, rs in r.results.items()},
             "last": last,
             "level": self._level_data(h, done),
             "legend": lg,
