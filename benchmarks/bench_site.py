@@ -114,7 +114,8 @@ def main() -> int:
         text = table(measure(site, args.repeat))
     print(text)
     if args.write:
-        command = "python benchmarks/bench_site.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
+        command = ("python benchmarks/bench_site.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
+                   + (" --site DIR (built by python scripts/site/build.py --out DIR)" if args.site else ""))
         append_table(args.write, "The browser site in headless Chromium", command, text)
     return 0
 
