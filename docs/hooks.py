@@ -120,6 +120,19 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     return markdown
 
 
+def on_post_build(config: Any, **_: Any) -> None:
+    """With ``$EMQLAB_DOCS_BROWSER=1``, the browser site (``scripts/site/build.py``: the levels and the slider
+    under Pyodide, ``docs/browser.md``) is built into the docs site's ``play/`` folder. Off by default: it
+    needs Node's npm and PyPI the first time, and the test suite builds the docs often."""
+    if os.environ.get("EMQLAB_DOCS_BROWSER", "").lower() in ("", "0", "false", "no"):
+        return
+    import runpy
+
+    site = runpy.run_path(str(ROOT / "scripts" / "site" / "build.py"))
+    done = site["build"](Path(config["site_dir"]) / "play")
+    print(f"emqlab docs: browser site in play/ ({done['files']} files, {done['bytes'] / 1e6:.1f} MB)")
+
+
 # -- the CLI reference ---------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import ipywidgets as W
 
-from emqlab.text import sig3
 from emqlab.timing import (
     DEFAULT_RTTS,
     MODES,
@@ -25,6 +24,7 @@ from emqlab.timing import (
     sweep_rtt,
 )
 from emqlab.ui import plots
+from emqlab.ui.roundtrip import preset_of, summary
 from emqlab.ui.view import View
 
 RTT_MIN, RTT_MAX = 0.03, 250.0
@@ -39,15 +39,6 @@ def default_config() -> TimingConfig:
     """The slider's default runs: 100 jobs (30 with ``$EMQLAB_FAST``), otherwise :class:`TimingConfig`'s
     defaults."""
     return TimingConfig(jobs=30 if fast() else 100)
-
-
-def _preset_of(rtt: float) -> str | None:
-    for name, ms in PRESETS.items():
-        if math.isclose(ms, rtt, rel_tol=1e-3):
-            return name
-    return None
-
-
 
 
 # -- the round-trip slider ------------------------------------------------------------------------------------
@@ -146,24 +137,14 @@ class RoundTripSlider(View):
 
     @property
     def preset(self) -> str | None:
-        return _preset_of(float(self.rtt.value))
+        return preset_of(float(self.rtt.value))
 
     @property
     def summary(self) -> str:
-        """One line: ``RTT 1 ms (cross-AZ) · atomic finish, fetch_next = 1: 1.00 round trips/job · 149 jobs/s ·
-        0 anomalies per 1,000 jobs``."""
-        r = self.result
-        assert r is not None
-        rtt = float(self.rtt.value)
-        where = f" ({self.preset})" if self.preset else ""
-        kinds = "".join(f"{k} {n}; " for k, n in r.anomalies.items())
-        extra = f" ({kinds}the window model expects {r.expected_per_1000:.1f})" if r.mode.startswith("split") else ""
-        if r.mode == "transaction":
-            extra = f" ({r.aborts_per_job:.2f} aborted EXECs per job, each a retry of the whole transaction)"
-        fetch = 0 if r.mode == "transaction" else int(self.fetch_next.value)
-        return (f"RTT {rtt:.3g} ms{where} · {self.mode.value} finish, fetch_next = {fetch}"
-                f" [{r.mode}]: {r.round_trips_per_job:.2f} round trips/job · {sig3(r.jobs_per_s)} jobs/s · "
-                f"{r.anomalies_per_1000:.1f} anomalies per 1,000 jobs{extra}")
+        """One line (:func:`emqlab.ui.roundtrip.summary`): ``RTT 1 ms (cross-AZ) · atomic finish, fetch_next
+        = 1 [atomic]: 1.00 round trips/job · 149 jobs/s · 0.0 anomalies per 1,000 jobs``."""
+        assert self.result is not None
+        return summary(self.result, float(self.rtt.value))
 
     @property
     def data(self) -> dict[str, Any]:

@@ -1,0 +1,110 @@
+"""Driving the built browser site (``scripts/site/build.py``) in headless Chromium through Playwright: a
+local static server for its folder, a page whose requests may reach that server only, and the game's and
+the slider's controls. Shared by ``tests/test_site.py`` and ``benchmarks/bench_site.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+#: how long a page may take to start Python and Lua (ms): minutes on a loaded machine, seconds on a laptop
+START_TIMEOUT_MS = 300_000
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@contextlib.contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """``folder`` served on a free local port (a thread, stopped afterwards): its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_QuietHandler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def offline(context: Any, base: str) -> dict[str, list[str]]:
+    """Refuse every request of ``context`` (a Playwright browser context: its pages and their workers) that
+    does not go to ``base``: ``{"passed": URLs, "refused": URLs}``, filled as they come."""
+    seen: dict[str, list[str]] = {"passed": [], "refused": []}
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(base + "/"):
+            seen["passed"].append(r.request.url)
+            r.continue_()
+        else:
+            seen["refused"].append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    return seen
+
+
+def open_level(page: Any, base: str, level: int = 1) -> dict[str, Any]:
+    """Open the levels page at ``level`` and wait until it is playable (Python started, the level loaded):
+    the start-up timings the worker reports (seconds)."""
+    page.goto(f"{base}/play.html#{level}")
+    page.wait_for_selector(f"#game[data-level='{level}'][data-busy='false']", timeout=START_TIMEOUT_MS)
+    return dict(json.loads(page.get_attribute("#game", "data-startup")))
+
+
+def press(page: Any, key: str) -> float:
+    """Press the game's button for ``key`` (an actor's id, or u r f x h s) and wait for the answer: the
+    milliseconds Python took for it."""
+    if key in ("u", "r", "f", "x", "h", "s"):
+        page.click(f"#keys button[data-key='{key}']")
+    else:
+        page.click(f"button.actor[data-actor='{key}']")
+    page.wait_for_selector("#game[data-busy='false']", timeout=START_TIMEOUT_MS)
+    return float(page.get_attribute("#game", "data-ms"))
+
+
+def slider_point(page: Any, timeout_ms: int = START_TIMEOUT_MS, **want: Any) -> dict[str, Any]:
+    """Wait until the slider has computed a point whose fields equal ``want``; the point."""
+    page.wait_for_function("""(want) => {
+        const box = document.getElementById('slider');
+        if (box.dataset.busy !== 'false' || !box.dataset.point) return false;
+        const p = JSON.parse(box.dataset.point);
+        return Object.entries(want).every(([k, v]) => p[k] === v);
+    }""", arg=want, timeout=timeout_ms)
+    return dict(json.loads(page.get_attribute("#slider", "data-point")))
+
+
+def cpu_seconds(root: int | None = None) -> float:
+    """User + system CPU seconds of the live processes below ``root`` (default: this one), read from
+    ``/proc`` (Linux): Chromium's, when Playwright started it from here."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
