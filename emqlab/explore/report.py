@@ -332,6 +332,9 @@ class Part:
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     codes: dict[str, dict[Outcome, int]] = field(default_factory=dict)
     longest: int = 0
+    #: a PCT part's change-point range (:attr:`emqlab.explore.pct.PCT.k`): its bound per run divides by it
+    #: where it is longer than the longest run
+    k: int = 0
     seconds: float = 0.0
     worker: str = ""
     peak_rss_kb: int = 0
