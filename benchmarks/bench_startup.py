@@ -6,7 +6,8 @@ what start-up costs before any work.
 The median over ``--repeat`` runs of each command, each in a fresh process (the first run of all is thrown
 away: it fills the file cache), with Python's bytecode cache as after ``pip install`` (which compiles the
 modules), and, in the last column, without it (``PYTHONDONTWRITEBYTECODE=1``: each run compiles emqlab's
-modules from source). ``emqlab --version`` and ``--help`` load no command module
+modules from source). The load average is printed with the table: on a loaded machine every row, ``python -c
+pass`` too, costs more CPU. ``emqlab --version`` and ``--help`` load no command module
 (``emqlab.ui.cli.COMMANDS``); ``simulate --split`` runs the default scenario's whole exploration.
 """
 
@@ -59,6 +60,7 @@ def main() -> None:
     ap.add_argument("--write", type=Path, help="append the table to this markdown page")
     args = ap.parse_args()
     cached, uncached = child_env(True), child_env(False)
+    load = os.getloadavg()[0]
     for argv in COMMANDS.values():  # (warm the file cache, and write the bytecode cache)
         cpu_seconds(argv, cached)
     rows = ["| command | CPU s (median) | min | max | without bytecode cache (median) |", "|---|---:|---:|---:|---:|"]
@@ -67,6 +69,9 @@ def main() -> None:
         cold = statistics.median(cpu_seconds(argv, uncached) for _ in range(args.repeat))
         rows.append(f"| `{name}` | {statistics.median(runs):.3f} | {min(runs):.3f} | {max(runs):.3f} | {cold:.3f} |")
         print(rows[-1], flush=True)
+        load = max(load, os.getloadavg()[0])
+    # (on a loaded machine every row costs more CPU: the `python -c pass` row shows how much)
+    rows.append(f"\n{os.cpu_count()} cores; load average up to {load:.1f} during the runs.")
     if args.write:
         append_table(args.write, "Start-up CPU", f"python benchmarks/bench_startup.py --repeat {args.repeat}",
                      "\n".join(rows))

@@ -3,6 +3,8 @@ the anomaly checks on hand-built histories (positive and negative); typed effect
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
 
 import pytest
@@ -348,6 +350,44 @@ def test_pct_never_preempts_more_than_depth_minus_one_and_its_depth_check_is_exa
         assert rep.warnings and f"cannot find {', '.join(rep.params['beyond_depth'])}" in rep.warnings[0]
     else:
         assert rep.warnings == []
+
+
+def test_with_two_actors_every_pct_change_point_is_reached() -> None:
+    """The change point of a run is drawn among the choice points of the run its priorities give without
+    one (both such runs are known with two actors: the default run and the other actor's serial run), so
+    every run reaches its change point and none merely repeats a serial run. Drawn over the first ``k``
+    steps, as before, a point past its serial run's choice points was never reached (there, with ``k`` the
+    longer serial run's length, 3 of every 22 runs with W1 first and 6 of 22 with C1 first)."""
+    with Runner(scenario.load("cancel-active"), "split") as r:
+        ex = PCT(r)
+        drawn: list[list[int]] = []
+        reached: list[bool] = []
+        draw, record = ex._change_points, ex._record
+
+        def spy_draw(rng: random.Random, k: int, count: int, serial: int | None) -> list[int]:
+            drawn.append(draw(rng, k, count, serial))
+            return drawn[-1]
+
+        def spy(h: History, preempt: int, choices: list[str], weight: int = 1) -> None:
+            reached.append(sum(len(e) > 1 for e in r.enabled_at) >= drawn[-1][0])
+            record(h, preempt, choices, weight)
+
+        ex._change_points, ex._record = spy_draw, spy  # type: ignore[method-assign]
+        ex.pct(40, seed=5, depth=2, check_depth=False)
+        assert set(ex.serial) == {("W1", "C1"), ("C1", "W1")}
+    assert len(reached) == 40 and all(reached)
+
+
+def test_pct_change_points_cover_every_set_whose_earliest_point_can_matter() -> None:
+    """An oracle over all cases of a small range: the change points are every set of ``count`` steps of
+    ``1 .. k`` whose earliest is within the serial run's choice points, and no other set."""
+    rng = random.Random(0)
+    for k, count, serial in [(6, 1, 4), (6, 2, 3), (5, 3, 1), (4, 2, None), (3, 5, 2)]:
+        drawn = {tuple(PCT._change_points(rng, k, count, serial)) for _ in range(3000)}
+        every = {c for c in itertools.combinations(range(1, k + 1), min(count, k))
+                 if serial is None or c[0] <= serial}
+        assert drawn == every
+    assert PCT._change_points(rng, 9, 2, 0) == []
 
 
 def test_pct_warns_that_delayed_promotions_double_placement_needs_depth_three() -> None:

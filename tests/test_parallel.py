@@ -328,7 +328,7 @@ def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_d
 
 def test_a_search_shorter_than_the_warm_up_wait_starts_no_pool_and_reports_what_one_job_does(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A local pool starts only once the search has run WARM_AFTER_S (a fork and a pool's thread cost a
+    """A local pool starts only once the search has used WARM_AFTER_S of CPU (a fork and a pool's thread cost a
     short search more than they save): until then the parts handed on run here, the report is the same,
     and with a long wait no pool starts at all; with none, the pool's worker takes parts."""
     sc = scenario.load("lease-lapse")

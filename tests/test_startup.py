@@ -40,6 +40,36 @@ def test_version_and_help_import_nothing_heavy(args: list[str]) -> None:
     assert "emqlab" in out
 
 
+#: every emqlab module ``emqlab --version`` and ``--help`` import: the CLI's group and what it needs to print
+#: its help (the exit-code table) and to handle a stop signal, no layer below that
+VERSION_MODULES = ["emqlab", "emqlab._moved", "emqlab.explore", "emqlab.explore.stops", "emqlab.protocol",
+                   "emqlab.protocol.stopped", "emqlab.protocol.verdict", "emqlab.ui", "emqlab.ui.cli",
+                   "emqlab.ui.entry"]
+
+_MODULES = """
+import json, sys
+sys.argv = ["emqlab", *json.loads(sys.argv[1])]
+from emqlab.ui.entry import entry
+try:
+    entry()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_version_and_help_import_exactly_these_modules(args: list[str]) -> None:
+    """The whole set: of emqlab, exactly :data:`VERSION_MODULES`; outside the standard library, click alone
+    (besides the interpreter's own start-up hooks, which an editable install adds)."""
+    out = subprocess.run([sys.executable, "-c", _MODULES, json.dumps(args)], capture_output=True, text=True,
+                         check=True).stdout
+    modules = json.loads(out.strip().splitlines()[-1])
+    assert [m for m in modules if m.split(".")[0] == "emqlab"] == VERSION_MODULES
+    others = {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"emqlab", "__main__"}
+    assert {m for m in others if not m.startswith(("__editable__", "_distutils_hack"))} == {"click"}
+
+
 def test_help_lists_every_command_with_its_line_and_each_loads() -> None:
     help_text = CliRunner().invoke(main, ["--help"], terminal_width=100).output
     listed = re.findall(r"^  (\S+)\s+(.+)$", help_text.split("Commands:")[1], flags=re.M)

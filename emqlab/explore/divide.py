@@ -29,7 +29,7 @@ timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are me
 report — runs executed included — is the same.
 
 **Where the parts run** (:class:`emqlab.explore.pool.Dispatch`). ``--jobs N`` is this process and a pool of
-N − 1 workers, started once the search has run :data:`~emqlab.explore.pool.WARM_AFTER_S` (a shorter search
+N − 1 workers, started once the search has used :data:`~emqlab.explore.pool.WARM_AFTER_S` of CPU (a shorter search
 runs every part here). Parts go to free workers oldest first (the shallowest, likely the largest); this
 process searches the root part, then runs queued parts too, newest first, feeding the workers between its
 runs. A pool worker's own hand-ons come back as it hands them on (a Dask worker's, when its part ends).
@@ -374,9 +374,10 @@ def _swarm(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: l
         return replace(rep, params=params, raw_interleavings=raw)
     n = len(runner.scenario.actors)
     longest = max([sum(counts.values()), *(p.longest for p in parts)])
-    per_run = 1 / (n * longest ** (job.depth - 1))
+    steps = max([longest, *(p.k for p in parts)])  # (the change points' range, where longer: as PCT.pct says)
+    per_run = 1 / (n * steps ** (job.depth - 1))
     params.update({"depth": job.depth, "longest_run": longest,
-                   "bound_per_run": f"1/({n}*{longest}^{job.depth - 1})", "p_per_run_at_least": per_run,
+                   "bound_per_run": f"1/({n}*{steps}^{job.depth - 1})", "p_per_run_at_least": per_run,
                    "p_all_runs_at_least": 1 - (1 - per_run) ** rep.explored,
                    "assumes": f"a bug of depth <= {job.depth}"})
     more, warnings = depth_check(runner, rep.anomaly_kinds, job.depth)

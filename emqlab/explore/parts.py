@@ -219,7 +219,7 @@ def run_part(job: Job, task: Task) -> Part:
                 pct = PCT(runner)
                 pct.pct(task.runs, task.seed, job.depth, check_depth=False)
                 part = pct.part()
-                part.longest = pct.longest
+                part.longest, part.k = pct.longest, pct.k
             part.index, part.worker, part.queue = task.index, worker, runner.keys.base
     finally:
         _running.clear()

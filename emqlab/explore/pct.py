@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,7 +21,8 @@ DEPTH_CHECK_RUNS = 20_000
 
 
 class PCT(Strategy):
-    """PCT runs over one :class:`Runner` (:meth:`pct`); ``longest`` is the longest run seen."""
+    """PCT runs over one :class:`Runner` (:meth:`pct`); ``longest`` is the longest run seen, ``k`` the range
+    of the change points, ``serial`` what each priority order's run would be without a change point."""
 
     name = "pct"
 
@@ -30,27 +32,50 @@ class PCT(Strategy):
         self.longest = 0
         #: the steps the change points are placed over (:meth:`pct`; set when it runs)
         self.k = 0
+        #: per priority order (the actors, highest first) the choice points (steps where 2+ actors can go) of
+        #: its run without a change point: the actors one after another in that order. The earliest change
+        #: point of a run with that order falls among them or changes nothing.
+        self.serial: dict[tuple[str, ...], int] = {}
+        #: per actor the most steps it took in the serial runs
+        self._most: dict[str, int] = {}
 
     def pct(self, runs: int, seed: int = 0, depth: int = 2, *, check_depth: bool = True) -> Report:
         """``runs`` PCT runs (seeded): each finds a given bug *of depth at most* ``depth`` with probability at
-        least 1/(n·k^(d−1)) for n actors and k steps (the change points are drawn from the first ``k`` steps
-        where 2+ actors are enabled: ``k`` is the default run's length or, if more, :meth:`_choice_points`;
-        the bound uses the longest run instead where that is longer); a bug that needs a deeper
-        ordering gets no guarantee at all. With ``check_depth``, :func:`depth_check` says which anomalies
-        that is (a divided swarm checks once, after merging its parts)."""
+        least 1/(n·k^(d−1)) for n actors and the ``k`` steps its change points range over (Burckhardt et al.
+        2010, Theorem 9); a bug that needs a deeper ordering gets no guarantee at all. Each run gives the
+        actors a random priority order and ``depth - 1`` priority-change points, distinct steps among the
+        first ``k`` where 2+ actors can go (a change anywhere else changes nothing): at one, the running
+        actor's priority drops below every initial one. ``k`` is the sum of the most steps each actor took in
+        the serial runs (this call's first runs, one per actor going first, not counted), which no run's
+        choice points exceed unless an actor takes more steps than it does alone (``k`` then grows for the
+        runs after). Where a priority order's serial run is known (:attr:`serial`), its earliest change point
+        is drawn among that run's choice points only: one beyond them leaves the run that serial run, a
+        repeat. With two actors the later change points lower the running actor below the earlier ones (each
+        switches to the other actor); with more, the lowered priorities are a random permutation, as in the
+        paper, so that an actor preempted later can also resume first. With ``check_depth``,
+        :func:`depth_check` says which expected anomalies the runs missed because no run of that depth has
+        them (a divided swarm checks once, after merging its parts)."""
         started = time.perf_counter()
         t = self.tally
         go_on = self._measure_default()
         self.longest = max(1, sum(t.steps_per_actor.values()))
-        k = self.k = max(self.longest, self._choice_points() if go_on else 0)
-        go_on = go_on and t.stopped is None  # (an error in a serial run may have stopped it)
         n = len(self.order)
+        if go_on:
+            self.serial[tuple(self.order)] = self._choices_made()
+            go_on = self._serial_runs()
+        k = self.k = max(self.longest, sum(self._most.values()), *self.serial.values())
+        go_on = go_on and t.stopped is None  # (an error in a serial run may have stopped it)
         rng = random.Random(seed)
+        lowered = list(range(depth - 1, 0, -1))  # the values a change point gives: below every initial one
         for _ in range(runs if go_on else 0):
             r = self.runner
             prio = dict(zip(self.order, rng.sample(range(depth, depth + n), n), strict=True))
-            changes = sorted(rng.sample(range(1, k + 1), min(depth - 1, k)))
-            change_at = {step: depth - 1 - i for i, step in enumerate(changes)}
+            top = tuple(sorted(self.order, key=lambda a: -prio[a]))
+            changes = self._change_points(rng, k, depth - 1, self.serial.get(top))
+            values = lowered[:len(changes)]
+            if n > 2:
+                rng.shuffle(values)
+            change_at = dict(zip(changes, values, strict=True))
 
             seen = [0]  # the steps so far where 2+ actors were enabled (a change point elsewhere changes nothing)
 
@@ -72,6 +97,9 @@ class PCT(Strategy):
                 if self._abort(e):
                     continue
                 break
+            if not changes or seen[0] < changes[0]:  # no change point was reached: the serial run of ``top``
+                self.serial[top] = seen[0]
+            k = self.k = max(k, seen[0])
             self.longest = max(self.longest, len(h.steps))
             t.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
@@ -88,24 +116,44 @@ class PCT(Strategy):
         # the estimate from the longest each actor ran
         return self._report(started, params, raw=multinomial(list(t.steps_per_actor.values())), warnings=warnings)
 
-    def _choice_points(self) -> int:
-        """The most steps where 2+ actors are enabled (the only steps where lowering the running actor's
-        priority can switch actors) of the serial runs that start with each actor but the first (the rest in
-        scenario order; the default run starts with the first). PCT's k is at least this: the default run
-        alone can be far shorter than the others (an actor that finds nothing to do ends at once), which left a
-        bug whose change point lies beyond it with probability 0. These runs are not counted as explored."""
+    @staticmethod
+    def _change_points(rng: random.Random, k: int, count: int, serial: int | None) -> list[int]:
+        """``count`` distinct steps of ``1 .. k`` (fewer if ``k`` is smaller), ascending, drawn uniformly among
+        the sets whose earliest step is at most ``serial`` (the choice points of the run without a change
+        point) when that is known: the other sets repeat that run. Every set that can change the run keeps
+        at least its unconditioned probability, so the bound per run holds."""
+        if serial == 0:
+            return []  # (one actor can go at every step: no change point changes anything)
+        while True:
+            changes = sorted(rng.sample(range(1, k + 1), min(count, k)))
+            if serial is None or not changes or changes[0] <= serial:
+                return changes
+
+    def _choices_made(self) -> int:
+        """The choice points (steps where 2+ actors could go) of the run the runner just made."""
+        return sum(len(e) > 1 for e in self.runner.enabled_at)
+
+    def _serial_runs(self) -> bool:
+        """One serial run for each actor but the first going first (the rest in scenario order; the default
+        run starts with the first), not counted as explored: each one's choice points go into :attr:`serial`
+        and each actor's most steps into ``_most`` (``k`` is their sum). The default run alone can be far
+        shorter than the others (an actor that finds nothing to do ends at once), which left a bug whose
+        change point lies beyond it with probability 0. False when an infrastructure error stopped the
+        exploration."""
         r = self.runner
-        most = 0
+        self._most = dict(self.tally.steps_per_actor)
         for first in self.order[1:]:
             try:
                 r.reset()
-                r.run(choose=functools.partial(_first_then_order, first))
+                h = r.run(choose=functools.partial(_first_then_order, first))
             except INFRASTRUCTURE as e:
                 if self._abort(e):
                     continue
-                break
-            most = max(most, sum(len(e) > 1 for e in r.enabled_at))
-        return most
+                return False
+            self.serial[tuple([first] + [a for a in self.order if a != first])] = self._choices_made()
+            for a, steps in Counter(s.actor for s in h.steps).items():
+                self._most[a] = max(self._most.get(a, 0), steps)
+        return True
 
 
 def _first_then_order(first: str, runner: Runner) -> str:

@@ -339,6 +339,9 @@ class Part:
     #: the scripts its recorded runs ran (Report.scripts_run)
     scripts_run: set[str] = field(default_factory=set)
     longest: int = 0
+    #: a PCT part's change-point range (:attr:`emqlab.explore.pct.PCT.k`): its bound per run divides by it
+    #: where it is longer than the longest run
+    k: int = 0
     seconds: float = 0.0
     worker: str = ""
     peak_rss_kb: int = 0
