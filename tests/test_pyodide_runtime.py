@@ -9,8 +9,8 @@ schedules and their explanations), and what the host makes of each script of :da
 (compile error, runtime error with its line, the instruction budget, binary strings both ways …).
 
 Needs ``node`` and ``npm`` (skipped without them, failed in CI) and, the first time, npm's registry and PyPI.
-With ``EMQLAB_PYODIDE_EVERY=1`` the explorations are every shipped scenario in every mode (several minutes
-under Pyodide here, so not in CI); Python actors run there by replay (:mod:`emqlab.engine.pysync`: Pyodide
+With ``EMQLAB_PYODIDE_EVERY=1`` the explorations are every shipped scenario in every mode (long under
+Pyodide, so not in CI); Python actors run there by replay (:mod:`emqlab.engine.pysync`: Pyodide
 has no greenlet), which ``tests/test_pyreplay.py`` compares with greenlet on CPython.
 """
 
@@ -50,7 +50,8 @@ def under_pyodide() -> dict[str, Any]:
         harness.prepare()
     except (subprocess.CalledProcessError, OSError) as e:
         require("the Pyodide harness's npm packages and PyPI files", f"installing them failed ({e})")
-    done = harness.run(HARNESS / "differential.py", *(["--every"] if EVERY else []))
+    # (every case under Pyodide takes many times the CI cases' time: an hour's limit, not the harness's 15 minutes)
+    done = harness.run(HARNESS / "differential.py", *(["--every"] if EVERY else []), timeout=3600 if EVERY else 900)
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 

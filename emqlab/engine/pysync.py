@@ -46,15 +46,20 @@ def sync_driver() -> str:
     if asked not in ("", "greenlet", "replay"):
         raise ValueError(f"{DRIVER_VARIABLE}={asked!r}: the driver of synchronous Python actors is 'greenlet' or"
                          " 'replay'")
-    if asked:
-        if asked == "greenlet":
-            import greenlet  # noqa: F401 - asked for: its ImportError says what is missing
-        return asked
-    try:
-        import greenlet  # noqa: F401
-    except ImportError:
-        return "replay"
-    return "greenlet"
+    if asked == "greenlet":
+        import greenlet  # noqa: F401 - asked for: its ImportError says what is missing
+    global _HAS_GREENLET
+    if not asked and _HAS_GREENLET is None:  # (probed once: a failed import searches the path again each time)
+        try:
+            import greenlet  # noqa: F401
+        except ImportError:
+            _HAS_GREENLET = False
+        else:
+            _HAS_GREENLET = True
+    return asked or ("greenlet" if _HAS_GREENLET else "replay")
+
+
+_HAS_GREENLET: bool | None = None
 
 
 class Driver(Protocol):
