@@ -137,17 +137,17 @@ class ActorHandle:
         if getattr(result, "kind", None) in ("finish", "cancel") and getattr(result, "job", None) is not None:
             self._finished.add(result.job)
         ctx = self._driver.ctx
-        self._driver.outer(f"note({result!r})", lambda: ctx.note(self.actor, result))
+        self._driver.outer("note", (result,), lambda: ctx.note(self.actor, result))
 
     def now(self) -> int:
-        return self._driver.outer("now()", self._driver.ctx.now)
+        return self._driver.outer("now", (), self._driver.ctx.now)
 
     def token(self) -> str:
-        return self._driver.outer("token()", lambda: self._driver.ctx.new_token(self.actor))
+        return self._driver.outer("token", (), lambda: self._driver.ctx.new_token(self.actor))
 
     def begin(self, job: str, token: str = "") -> None:
         self._finished.discard(job)
-        self._driver.outer(f"begin({job!r}, {token!r})", lambda: self._driver.ctx.begin(self.actor, job, token))
+        self._driver.outer("begin", (job, token), lambda: self._driver.ctx.begin(self.actor, job, token))
 
     def end(self, job: str, reply: Any = 0) -> None:
         """The actor's finish of ``job`` came back with ``reply`` (a script's reply, an int code, or an
@@ -158,7 +158,7 @@ class ActorHandle:
         from emqlab.protocol.outcome import Outcome, Result
 
         outcome = Outcome.of(reply)
-        self._driver.outer(f"end({job!r}, {outcome!r})", lambda: self._driver.ctx.end(self.actor, job, outcome))
+        self._driver.outer("end", (job, outcome), lambda: self._driver.ctx.end(self.actor, job, outcome))
         if job not in self._finished:
             self.note(Result("finish", job=job, outcome=outcome))
         self._finished.discard(job)
@@ -495,10 +495,12 @@ class _Driver:
             raise redis.exceptions.ConnectionError(CLOSED_TEXT)
         return greenlet_round_trip(request)
 
-    def outer(self, what: str, do: Callable[[], _T]) -> _T:
-        """A call of the actor's handle that asks or tells the run something (``what``: its text): done now,
-        or, replayed, from the tape."""
-        return do() if self.tape is None else self.tape.call(what, do)
+    def outer(self, name: str, args: tuple[Any, ...], do: Callable[[], _T]) -> _T:
+        """A call ``q.<name>(*args)`` of the actor's handle that asks or tells the run something: done now, or,
+        replayed, from the tape."""
+        if self.tape is None:
+            return do()
+        return self.tape.call(f"{name}({', '.join(map(repr, args))})", do)
 
     @contextmanager
     def running(self) -> Iterator[None]:
