@@ -13,7 +13,9 @@ How it is scheduled:
 * A synchronous actor runs in a greenlet (the ``greenlet`` package): when redis-py reads a reply, the
   connection switches back to the Runner with the request, and the Runner switches in again with the reply
   when the scheduler chooses the actor. Only one actor's code ever runs at a time, so a run is a pure
-  function of the schedule.
+  function of the schedule. Where greenlet is missing (Pyodide), the actor is replayed instead: run again
+  from its start with the replies so far, stopped at its next request (:mod:`emqlab.engine.pysync`, which
+  says what replay asks of an actor's code).
 * An asynchronous actor is a coroutine driven by hand, with no event loop: awaiting a reply yields the
   request to the Runner. Awaiting anything else (``asyncio.sleep``, a task, a timer) cannot be scheduled
   deterministically and is refused with a clear error.
@@ -43,10 +45,11 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 import redis.asyncio
@@ -57,6 +60,7 @@ from redis.retry import Retry
 
 from emqlab.engine.actors import FACTORIES, ActorGen, Op, split_run
 from emqlab.engine.pyref import resolve
+from emqlab.engine.pysync import CLOSED_TEXT, Tape, greenlet_driven, greenlet_round_trip, replayed, sync_driver
 from emqlab.engine.pywire import SCRIPT_CALLS, refusal, script_ref, sha1_hex
 from emqlab.protocol import messages
 
@@ -132,17 +136,18 @@ class ActorHandle:
         extend, a sweep)."""
         if getattr(result, "kind", None) in ("finish", "cancel") and getattr(result, "job", None) is not None:
             self._finished.add(result.job)
-        self._driver.ctx.note(self.actor, result)
+        ctx = self._driver.ctx
+        self._driver.outer("note", (result,), lambda: ctx.note(self.actor, result))
 
     def now(self) -> int:
-        return self._driver.ctx.now()
+        return self._driver.outer("now", (), self._driver.ctx.now)
 
     def token(self) -> str:
-        return self._driver.ctx.new_token(self.actor)
+        return self._driver.outer("token", (), lambda: self._driver.ctx.new_token(self.actor))
 
     def begin(self, job: str, token: str = "") -> None:
         self._finished.discard(job)
-        self._driver.ctx.begin(self.actor, job, token)
+        self._driver.outer("begin", (job, token), lambda: self._driver.ctx.begin(self.actor, job, token))
 
     def end(self, job: str, reply: Any = 0) -> None:
         """The actor's finish of ``job`` came back with ``reply`` (a script's reply, an int code, or an
@@ -153,7 +158,7 @@ class ActorHandle:
         from emqlab.protocol.outcome import Outcome, Result
 
         outcome = Outcome.of(reply)
-        self._driver.ctx.end(self.actor, job, outcome)
+        self._driver.outer("end", (job, outcome), lambda: self._driver.ctx.end(self.actor, job, outcome))
         if job not in self._finished:
             self.note(Result("finish", job=job, outcome=outcome))
         self._finished.discard(job)
@@ -436,10 +441,11 @@ class _Done:
 
 
 _DONE = _Done()
+_T = TypeVar("_T")
 
 
 class _Driver:
-    """Runs one Python actor for one run (sync in a greenlet, async as a hand-driven coroutine)."""
+    """Runs one Python actor for one run (sync in a greenlet or by replay, async as a hand-driven coroutine)."""
 
     def __init__(self, ctx: ActorContext, spec: ActorSpec, fn: Callable[..., Any]) -> None:
         self.ctx = ctx
@@ -450,6 +456,8 @@ class _Driver:
         self._conns = 0
         self._violation: str | None = None
         self._closing = False
+        #: the replay driver's record of the actor's exchanges (None: greenlet, or an async actor)
+        self.tape: Tape | None = None
         self.steps = 0
         #: the actor's script set by SHA1 (hex, bytes) -> name, built on its first script call
         self._names: dict[bytes, str] | None = None
@@ -480,12 +488,28 @@ class _Driver:
         raise ActorError(self._violation)
 
     def round_trip(self, request: Request) -> Any:
-        """(In the actor's greenlet.) Hand ``request`` to the Runner; return the replies."""
+        """(In the actor's code.) Hand ``request`` to the Runner; return the replies."""
+        if self.tape is not None:
+            return self.tape.round_trip(request)
         if self._closing:
-            raise redis.exceptions.ConnectionError("the process crashed: its connections are closed")
-        import greenlet
+            raise redis.exceptions.ConnectionError(CLOSED_TEXT)
+        return greenlet_round_trip(request)
 
-        return greenlet.getcurrent().parent.switch(request)
+    def outer(self, name: str, args: tuple[Any, ...], do: Callable[[], _T]) -> _T:
+        """A call ``q.<name>(*args)`` of the actor's handle that asks or tells the run something: done now, or,
+        replayed, from the tape."""
+        if self.tape is None:
+            return do()
+        return self.tape.call(f"{name}({', '.join(map(repr, args))})", do)
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The actor's code runs meanwhile (the outside-client guard knows it)."""
+        _RUNNING_HERE.drivers.append(self)
+        try:
+            yield
+        finally:
+            _RUNNING_HERE.drivers.pop()
 
     def check(self, request: Request) -> None:
         base = self.ctx.keys.base
@@ -512,53 +536,31 @@ class _Driver:
 
     # -- the generator ---------------------------------------------------------------------------------
     def run(self) -> ActorGen:
-        handle = ActorHandle(self)
         if self.is_async:
-            return self._run_async(handle)
-        return self._run_sync(handle)
+            return self._run_async(ActorHandle(self))
+        return self._run_sync()
 
     def _run_code(self, step: Callable[[], Any]) -> Any:
         """Run the actor's own code (``step``) until it hands back a request, with the outside-client guard
         knowing it runs; what it raises becomes an :class:`ActorError`."""
-        _RUNNING_HERE.drivers.append(self)
-        try:
-            out = step()
-        except BaseException as e:
-            raise self._fail(e) from e
-        finally:
-            _RUNNING_HERE.drivers.pop()
+        with self.running():
+            try:
+                out = step()
+            except BaseException as e:
+                raise self._fail(e) from e
         if self._violation is not None:
             raise ActorError(self._violation)
         return out
 
-    def _resume(self, g: Any, *args: Any) -> Any:
-        return self._run_code(lambda: g.switch(*args))
+    def _run_sync(self) -> ActorGen:
+        def body() -> None:
+            self._conns = 0  # (a replayed run makes its connections again: the same names)
+            self.fn(self.sync_client(), ActorHandle(self))
 
-    def _run_sync(self, handle: ActorHandle) -> ActorGen:
-        import greenlet
-
-        client = self.sync_client()
-
-        def body() -> _Done:
-            self.fn(client, handle)
-            return _DONE
-
-        g = greenlet.greenlet(body)
-        try:
-            msg = self._resume(g)
-            while isinstance(msg, Request):
-                replies = yield from self._serve(msg)
-                msg = self._resume(g, replies)
-        finally:
-            if not g.dead:
-                self._closing = True
-                _RUNNING_HERE.drivers.append(self)
-                try:
-                    g.throw(greenlet.GreenletExit)
-                except BaseException:  # noqa: BLE001 - whatever the actor's finally blocks raise while it dies
-                    pass
-                finally:
-                    _RUNNING_HERE.drivers.pop()
+        if sync_driver() == "greenlet":
+            return greenlet_driven(self, body)
+        self.tape = Tape(self.actor)
+        return replayed(self, body, self.tape, ActorError)
 
     def _step_coro(self, coro: Any, value: Any) -> Any:
         def send() -> Any:

@@ -18,6 +18,7 @@ EXPLORATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("stalled-finish", "split", {}),
     ("stalled-finish", "atomic", {}),
     ("two-workers", "split", {"preemptions": 1}),
+    ("rq-two-schedulers", "split", {}),  # Python actors (RQ's released code): replayed under Pyodide
 )
 #: scripts run to their end on the host (replies given by the case): what each returns or its error's texts
 SCRIPTS: dict[str, tuple[bytes, tuple[Any, ...]]] = {

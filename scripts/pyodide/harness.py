@@ -33,9 +33,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parents[1]
-#: the pure-Python distributions emqlab imports under Pyodide (lupa and greenlet: none; see emqlab.scripting.wasmlua)
+#: the pure-Python distributions emqlab imports under Pyodide (lupa and greenlet have no Pyodide build: see
+#: emqlab.scripting.wasmlua and emqlab.engine.pysync), with the atlas's queue libraries (its real-library actors)
 PURE = ("redis", "fakeredis", "sortedcontainers", "click", "rich", "markdown-it-py", "mdurl", "pygments",
-        "typing_extensions")
+        "typing_extensions", "rq", "dramatiq")
 #: the Pyodide platform of the pinned ``pyodide`` npm package (Python 3.14)
 PYODIDE_PLATFORM = ("--platform", "pyemscripten_2026_0_wasm32", "--python-version", "3.14",
                     "--implementation", "cp", "--abi", "cp314")

@@ -18,6 +18,12 @@ actor's client ``r`` and calls the library's methods; RQ's code is the installed
   any prefix) when the server is Redis 5 or later, which it learns once per connection and keeps on the
   connection object. :func:`configure` gives the actor's connection RQ's cached answer ``(4, 0, 0)``, so
   RQ takes its released pre-streams path: the result and the failure text go into the job's hash.
+* **The run's clock.** RQ reads the wall clock for the times it writes (a job's ``ended_at``, a registry's
+  scores, a heartbeat); while an actor runs, its clock functions (``rq.utils``'s ``utcnow``, ``now``,
+  ``current_timestamp`` where RQ's modules hold them, and ``datetime.now`` in those that call it) read the
+  run's virtual clock (``q.now()``) instead, given back with the prefixes. A run is then the same each time
+  it is run, which the replay driver of :mod:`emqlab.engine.pysync` needs (it runs an actor again from its
+  start and checks that it sends the same commands).
 
 Jobs use RQ's ``JSONSerializer``, so a scenario writes a job's RQ payload as JSON in ``data``:
 ``["module.function", null, [args], {kwargs}]``.
@@ -30,6 +36,7 @@ released. The scenarios say which is which.
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -75,14 +82,59 @@ def configure(r: Any, q: Any, version: tuple[int, int, int] = (4, 0, 0)) -> Any:
         # a registry's key_template goes through str.format: the base's hash-tag braces are escaped there
         head = base.replace("{", "{{").replace("}", "}}") if attr == "key_template" else base
         setattr(cls, attr, head + default)
+    global _clock_ms
+    _clock_ms = q.now  # (one actor's code runs at a time: the handle of the actor that configured last is its own)
+    for module, attr in _CLOCK:
+        mod = importlib.import_module(module)
+        if _running and not any(c is mod and a == attr for c, a, _v in _originals):
+            _originals.append((mod, attr, mod.__dict__.get(attr, _INHERITED)))
+        setattr(mod, attr, _VIRTUAL[attr])
     setattr(r, "__rq_redis_server_version", version)
     return rq
+
+
+#: RQ's modules and the clock functions (or the ``datetime`` class) they hold, read at each call
+_CLOCK: tuple[tuple[str, str], ...] = (
+    ("rq.utils", "utcnow"), ("rq.utils", "now"), ("rq.utils", "current_timestamp"),
+    ("rq.job", "utcnow"), ("rq.job", "datetime"), ("rq.queue", "utcnow"), ("rq.queue", "datetime"),
+    ("rq.worker", "utcnow"), ("rq.registry", "current_timestamp"), ("rq.registry", "datetime"),
+    ("rq.scheduler", "current_timestamp"), ("rq.scheduler", "datetime"), ("rq.intermediate_queue", "now"),
+    ("rq.results", "now"),
+)
+_clock_ms: Callable[[], int] | None = None
+
+
+def _aware() -> datetime.datetime:
+    assert _clock_ms is not None
+    return datetime.datetime.fromtimestamp(_clock_ms() / 1000, datetime.timezone.utc)
+
+
+class _VirtualDatetime(datetime.datetime):
+    """``datetime`` whose ``now``/``utcnow`` read the run's clock (naive ones in UTC, as RQ's ``utcnow``)."""
+
+    @classmethod
+    def now(cls, tz: datetime.tzinfo | None = None) -> _VirtualDatetime:
+        t = _aware()
+        t = t.astimezone(tz) if tz is not None else t.replace(tzinfo=None)
+        return cls.combine(t.date(), t.timetz())
+
+    @classmethod
+    def utcnow(cls) -> _VirtualDatetime:
+        return cls.now()
+
+
+_VIRTUAL: dict[str, Any] = {
+    "utcnow": lambda: _aware().replace(tzinfo=None),
+    "now": _aware,
+    "current_timestamp": lambda: int(_aware().timestamp()),
+    "datetime": _VirtualDatetime,
+}
 
 
 #: how many actors using RQ's classes are running in this process, and RQ's own values of the attributes
 #: :func:`configure` sets, kept while any is
 _running = 0
-_originals: list[tuple[type, str, Any]] = []
+_originals: list[tuple[Any, str, Any]] = []
 _INHERITED = object()  # (an attribute the class itself did not hold: removed again, not set)
 
 
