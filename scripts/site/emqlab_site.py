@@ -55,7 +55,7 @@ def start(which: str) -> str:
     level = load_level(which)
     try:
         _session.append(Session(level))
-    except ImportError as e:  # (Python actors run as greenlets: none under Pyodide yet)
+    except ImportError as e:  # (an actor's library missing from the bundle)
         return json.dumps({"error": f"{type(e).__name__}: {e}", "level": level.number})
     state = json.loads(_state([], started))
     state["intro"] = _lines(intro(level))
