@@ -4,9 +4,9 @@
 
 For each case, an exhaustive split search runs once while every command it sends to the embedded server
 is recorded, labelled by who sent it: a step of an actor (a split command, or a ``redis.call`` of a script
-run atomically through the Lua host), the effect recorder reading the queue after a step, or a run's reset
-(deleting the keys, writing the initial state). Then, side by side, each timed ``--repeat`` times (the
-median kept):
+run atomically through the Lua host), the effect recorder reading the queue after a step, the final state
+read at a run's end, or a run's reset (deleting the keys, writing the initial state). Then, side by side,
+each timed ``--repeat`` times (the median kept):
 
 - **engine**: the whole search again (CPU seconds, nothing recorded);
 - **fakeredis, command layer**: the actors' commands replayed run by run through fakeredis's own command
@@ -15,7 +15,8 @@ median kept):
   program using fakeredis pays).
 
 The ratio engine / command layer is the cost of a step against its floor: everything emqlab does besides
-the command itself (the scheduler, footprints, the Lua host, effects, traces, resets).
+the command itself (the scheduler, footprints, the Lua host, effects, traces, the final states, resets).
+Only the actors' commands are replayed: the effect and final-state reads are the engine's own cost.
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def record(sc: Any, bound: int | None) -> tuple[list[tuple[list[tuple[bytes, ...
 
     phase = ["step"]
     runs: list[tuple[list[tuple[bytes, ...]], list[tuple[bytes, ...]]]] = []
-    counts = {"step": 0, "effects": 0, "reset": 0}
+    counts = {"step": 0, "effects": 0, "reset": 0, "final": 0}
     call = ex._FakeDirect.__call__
     after = recorder.EffectRecorder.after_step
     reset = runner.Runner.reset
+    final = runner.Runner.final_state
 
     def rec_call(self: Any, *fields: Any) -> object:
         counts[phase[0]] += 1
@@ -74,6 +76,13 @@ def record(sc: Any, bound: int | None) -> tuple[list[tuple[list[tuple[bytes, ...
         finally:
             phase[0] = "step"
 
+    def rec_final(self: Any) -> Any:
+        phase[0] = "final"
+        try:
+            return final(self)
+        finally:
+            phase[0] = "step"
+
     def rec_reset(self: Any) -> None:
         runs.append(([], []))
         phase[0] = "reset"
@@ -85,12 +94,14 @@ def record(sc: Any, bound: int | None) -> tuple[list[tuple[list[tuple[bytes, ...
     ex._FakeDirect.__call__ = rec_call  # type: ignore[method-assign]
     recorder.EffectRecorder.after_step = rec_after  # type: ignore[method-assign]
     runner.Runner.reset = rec_reset  # type: ignore[method-assign]
+    runner.Runner.final_state = rec_final  # type: ignore[method-assign]
     try:
         rep = explore(sc, "split", preemptions=bound, unbounded=bound is None)
     finally:
         ex._FakeDirect.__call__ = call  # type: ignore[method-assign]
         recorder.EffectRecorder.after_step = after  # type: ignore[method-assign]
         runner.Runner.reset = reset  # type: ignore[method-assign]
+        runner.Runner.final_state = final  # type: ignore[method-assign]
     return [r for r in runs if r[1]], counts, rep
 
 
@@ -165,9 +176,9 @@ def main() -> None:
                          f" {', '.join(CASES)})")
     ap.add_argument("--write", type=Path, help="append the table to this markdown page")
     args = ap.parse_args()
-    rows = ["| scenario (split) | steps | actor commands | effect reads | reset commands | engine CPU s |"
-            " µs/step | fakeredis layer s | client s | engine / layer | engine / client |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| scenario (split) | steps | actor commands | effect reads | final-state reads | reset commands |"
+            " engine CPU s | µs/step | fakeredis layer s | client s | engine / layer | engine / client |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for case in args.scenario or CASES:
         sc, bound, label = _load(case)
         engine_cpu(sc, bound)  # (warm: the scripts' first compile, the command table)
@@ -176,7 +187,8 @@ def main() -> None:
         layer = statistics.median(replay_layer(runs) for _ in range(args.repeat))
         client = statistics.median(replay_client(runs) for _ in range(args.repeat))
         steps = rep.steps_executed
-        rows.append(f"| {label} | {steps:,} | {counts['step']:,} | {counts['effects']:,} | {counts['reset']:,} |"
+        rows.append(f"| {label} | {steps:,} | {counts['step']:,} | {counts['effects']:,} | {counts['final']:,} |"
+                    f" {counts['reset']:,} |"
                     f" {engine:.2f} | {engine / steps * 1e6:.0f} | {layer:.2f} | {client:.2f} |"
                     f" {engine / layer:.1f}x | {engine / client:.1f}x |")
         print(rows[-1], flush=True)

@@ -149,6 +149,9 @@ class StepRecord:
     read_only: bool = False
     #: the commands of a pipelined or MULTI … EXEC step (``command`` is then ``None``)
     batch: Sequence[tuple[bytes, ...]] | None = None
+    #: every command the step sent, in order, each with its raw reply (or the exception it raised), when
+    #: the Runner knows them all (a command; an atomic script run through the Lua host); ``None`` otherwise
+    calls: Sequence[tuple[Sequence[Any], Any]] | None = None
 
 
 class RunView(Protocol):
@@ -159,6 +162,8 @@ class RunView(Protocol):
     job_ids: list[str]
     #: ``exec(*command) -> reply``: a command on the run's backend
     exec: Callable[..., Any]
+    #: steps taken so far in this run
+    index: int
 
     def initial_view(self) -> QueueView:
         """The queue's view in the initial state."""

@@ -245,13 +245,16 @@ _READ_FIELDS = ("atm", "ats", "stc", "defa", "returnvalue", "failedReason", "fin
 
 def read_final_state(execute: Callable[..., Any], keys: QueueKeys, job_ids: Sequence[str],
                      places: Sequence[fx.ExtraPlace] = (), metrics_on: bool = False,
-                     reads: tuple[Sequence[str], Sequence[str]] = ((), ())) -> FinalState:
+                     reads: tuple[Sequence[str], Sequence[str]] = ((), ()),
+                     view: fx.QueueView | None = None) -> FinalState:
     """The queue's :class:`FinalState`, read through ``execute(*command)`` (the jobs ``job_ids`` under
     ``keys``, the scenario's own ``places`` among the placements); ``reads``: the job hash fields and the
     keys (relative to the base) the scenario's invariants read besides
-    (:meth:`emqlab.engine.specs.Scenario.final_reads`)."""
+    (:meth:`emqlab.engine.specs.Scenario.final_reads`). ``view``: the queue's view now, when the caller
+    holds it (the placements and locks are then taken from it, not read)."""
     more_fields, more_keys = reads
-    view = fx.read_view(execute, keys, job_ids, extra=places)
+    if view is None:
+        view = fx.read_view(execute, keys, job_ids, extra=places)
     jobs: dict[str, dict[str, Any]] = {}
     for jid in job_ids:
         field = keys.job_field_of(jid)

@@ -81,6 +81,8 @@ class StepDone:
     script_keys: Sequence[Any] = ()
     outcome: str = "ok"
     applied: bool = True
+    #: every command the step sent with its reply, when known (:attr:`emqlab.engine.context.StepRecord.calls`)
+    calls: Sequence[tuple[Sequence[Any], Any]] | None = None
 
 
 def step_kind(op: Op, armed: bool | None) -> str:
@@ -428,7 +430,7 @@ class Runner:
             self._safety.protect(done.script_keys)
         self.actor_steps[actor] += 1
         rec = StepRecord(actor, op.kind, name, done.args, reply, done.command, written=done.written,
-                         read_only=done.read_only, batch=done.batch)
+                         read_only=done.read_only, batch=done.batch, calls=done.calls)
         with live.as_fault(f"reading what {actor}'s step {self.index} did"):
             for hook in self._after_hooks:
                 hook(self, actor, op, rec)
@@ -501,9 +503,11 @@ class Runner:
         call = op.build(now)
         reply, observed, written = self._atomic(call.name, call.keys, call.args, actor)
         failed = isinstance(reply, redis.exceptions.ResponseError) and str(reply) == NOSCRIPT
+        # (the keys it wrote are known only where the Lua host ran it, and saw every call it made)
+        calls = None if written is None else self.script_calls.get(self.index, ())
         return StepDone(reply, call.name, [self._show(a) for a in call.args],
                         [self.keys.relative(k) for k in call.keys], observed, script_keys=call.keys,
-                        written=written, outcome="fail" if failed else "ok")
+                        written=written, outcome="fail" if failed else "ok", calls=calls)
 
     def _command_step(self, actor: str, op: Op, now: int) -> StepDone:
         """One command (a clock event is one too: its lapse script's EVAL, shown as the event)."""
@@ -521,12 +525,14 @@ class Runner:
             self._sessions.watched[actor] = tuple(command[1:])
             fp = fp | footprints.of_commands([(b"EXISTS", *command[1:])], base)
         written = access.writes if access is not None and not access.writes_any else None
+        # (a command of a MULTI is queued, not run: what it does is its EXEC's)
+        calls = None if op.session else ((command, reply),)
         if op.kind == "clock":  # (its script, LAPSE_LUA, writes only its one KEY)
             return StepDone(reply, op.label, [op.section], [self.keys.relative(command[3])], fp, command=command,
-                            written=written)
+                            written=written, calls=calls)
         return StepDone(reply, command[0].decode().upper(), [self._show(a) for a in command[1:]],
                     [self.keys.relative(k) for k in (command_keys(command) or ())], fp, command=command,
-                    written=written, read_only=is_read_only(command[0]) and not op.pre)
+                    written=written, read_only=is_read_only(command[0]) and not op.pre, calls=calls)
 
     #: step kind (:func:`step_kind`) -> the method that carries out its request
     STEP_KINDS: ClassVar[dict[str, Callable[[Runner, str, Op, int], StepDone]]] = {
@@ -583,10 +589,17 @@ class Runner:
         return self._initial_view
 
     def final_state(self) -> FinalState:
-        """The queue's state now (:func:`emqlab.engine.history.read_final_state`)."""
+        """The queue's state now (:func:`emqlab.engine.history.read_final_state`); its placements and locks
+        from the effect recorder's view when that is current (it holds what a read would give:
+        :mod:`emqlab.engine.derived`)."""
+        view = None
+        for inst in self.instruments:
+            if isinstance(inst, EffectRecorder):
+                view = inst.view if inst.at == self.index else None
+                break
         with live.as_fault(f"reading the final state at step {self.index}"):
             return read_final_state(self.exec, self.keys, self.job_ids, self.scenario.places, self.scenario.metrics,
-                                    self.scenario.final_reads())
+                                    self.scenario.final_reads(), view=view)
 
     # -- internals -------------------------------------------------------------------------------
     def _atomic(self, name: str, keys: Sequence[Any], args: Sequence[Any],

@@ -10,7 +10,6 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import redis
@@ -411,13 +410,28 @@ class Trace:
         for a, e in (kills or {}).items():
             if a in idx:
                 self.killed[idx[a]] = pos_of[e]
+        # what the next event of each lane waits for in the other lanes: (lane, events) where events > 0
+        # (its own lane's earlier events are implied by the position); and the lanes movable from each
+        # position, remembered: both searches below meet every position many times
+        self._waits: list[list[tuple[tuple[int, int], ...]]] = [
+            [tuple((b, n) for b, n in enumerate(self.need[e]) if n and b != lane) for e in self.lanes[lane]]
+            for lane in range(len(self.lanes))]
+        self._mv: dict[tuple[int, ...], list[int]] = {}
 
     def _moves(self, pos: tuple[int, ...]) -> list[int]:
+        found = self._mv.get(pos)
+        if found is not None:
+            return found
         out = []
-        lengths, lanes, need = self.lengths, self.lanes, self.need
+        lengths, waits = self.lengths, self._waits
         for lane, k in enumerate(pos):
-            if k < lengths[lane] and all(p >= n for p, n in zip(pos, need[lanes[lane][k]], strict=True)):
-                out.append(lane)
+            if k < lengths[lane]:
+                for b, n in waits[lane][k]:
+                    if pos[b] < n:
+                        break
+                else:
+                    out.append(lane)
+        self._mv[pos] = out
         return out
 
     def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:
@@ -430,28 +444,39 @@ class Trace:
 
     def counts(self, bound: int | None) -> tuple[int, int]:
         """(interleavings of this trace, those with at most ``bound`` preemptions)."""
+        end = self.lengths
+        moves, cost = self._moves, self._cost
+        ways: dict[tuple[int, ...], int] = {end: 1}
 
-        @cache
-        def go(pos: tuple[int, ...], last: int) -> tuple[int, ...]:
-            # ways[u] = completions from here using exactly u more preemptions (u capped at cap)
-            if pos == self.lengths:
-                return (1,) + (0,) * cap
-            acc = [0] * (cap + 1)
-            for lane in self._moves(pos):
-                c = self._cost(pos, last, lane)
-                nxt = list(pos)
-                nxt[lane] += 1
-                sub = go(tuple(nxt), lane)
-                for u, w in enumerate(sub):
-                    acc[min(cap, u + c)] += w
-            return tuple(acc)
+        def every(pos: tuple[int, ...]) -> int:
+            # the completions from ``pos``, whatever they cost (a position alone decides them)
+            found = ways.get(pos)
+            if found is None:
+                found = ways[pos] = sum(every(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:]) for lane in moves(pos))
+            return found
 
-        cap = bound + 1 if bound is not None else 0
-        ways = go(tuple(0 for _ in self.order), -1)
-        total = sum(ways)
-        within = total if bound is None else sum(ways[: bound + 1])
-        go.cache_clear()
-        return total, within
+        start = tuple(0 for _ in self.order)
+        total = every(start)
+        if bound is None:
+            return total, total
+        cheap: dict[tuple[tuple[int, ...], int, int], int] = {}
+
+        def within(pos: tuple[int, ...], last: int, budget: int) -> int:
+            # the completions from ``pos`` (after lane ``last``) with at most ``budget`` more preemptions
+            if pos == end:
+                return 1
+            key = (pos, last, budget)
+            found = cheap.get(key)
+            if found is None:
+                found = 0
+                for lane in moves(pos):
+                    c = cost(pos, last, lane)
+                    if c <= budget:
+                        found += within(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:], lane, budget - c)
+                cheap[key] = found
+            return found
+
+        return total, within(start, -1, bound)
 
     def _least(self, pos: tuple[int, ...], last: int) -> int:
         """The fewest preemptions that complete an interleaving from ``pos`` after lane ``last`` ran."""
@@ -462,18 +487,56 @@ class Trace:
                 self._cost(pos, last, lane) + self._least(_adv(pos, lane), lane) for lane in self._moves(pos))
         return memo[key]
 
+    #: :meth:`best` looks for interleavings of at most 0, 1, … this many preemptions, each search kept to
+    #: the positions that budget reaches, before it computes the fewest over every position
+    SHALLOW = 3
+
+    def _within(self, pos: tuple[int, ...], last: int, budget: int,
+                memo: dict[tuple[tuple[int, ...], int], tuple[int, int]]) -> bool:
+        """Whether an interleaving completes from ``pos`` (after lane ``last``) with at most ``budget``
+        preemptions. ``memo`` holds, per position, the largest budget known to fall short and the smallest
+        known to be enough (a budget between them is searched)."""
+        if pos == self.lengths:
+            return True
+        key = (pos, last)
+        short, enough = memo.get(key, (-1, 1 << 30))
+        if budget <= short:
+            return False
+        if budget >= enough:
+            return True
+        found = False
+        for lane in self._moves(pos):
+            c = self._cost(pos, last, lane)
+            if c <= budget and self._within(_adv(pos, lane), lane, budget - c, memo):
+                found = True
+                break
+        short, enough = memo.get(key, (short, enough))
+        memo[key] = (short, min(enough, budget)) if found else (max(short, budget), enough)
+        return found
+
     def best(self) -> tuple[int, list[str]]:
         """The fewest preemptions of any interleaving, and the earliest such interleaving in scenario
         order."""
         pos, last = tuple(0 for _ in self.order), -1
-        total = self._least(pos, last)
+        short: dict[tuple[tuple[int, ...], int], tuple[int, int]] = {}
+        fits: Callable[[tuple[int, ...], int, int], bool] | None = None
+        for k in range(self.SHALLOW + 1):
+            if self._within(pos, last, k, short):
+                total = k
+                fits = lambda p, a, b: self._within(p, a, b, short)  # noqa: E731
+                break
+        else:
+            total = self._least(pos, last)
         out: list[str] = []
+        budget = total
         while pos != self.lengths:
-            target = self._least(pos, last)
             for lane in self._moves(pos):
-                if self._cost(pos, last, lane) + self._least(_adv(pos, lane), lane) == target:
+                c = self._cost(pos, last, lane)
+                nxt = _adv(pos, lane)
+                if c <= budget and (fits(nxt, lane, budget - c) if fits is not None
+                                    else c + self._least(nxt, lane) == budget):
                     out.append(self.order[lane])
-                    pos, last = _adv(pos, lane), lane
+                    pos, last, budget = nxt, lane, budget - c
                     break
         return total, out
 

@@ -433,6 +433,7 @@ class LineCache(Generic[T]):
 
 
 _ACCESS: LineCache[KeyAccess | None] = LineCache()
+_KEYS: LineCache[tuple[bytes, ...] | None] = LineCache()
 
 
 def _key_access(argv: Sequence[bytes], trust_script_keys: bool) -> KeyAccess | None:
@@ -455,11 +456,14 @@ def command_keys(command: Sequence[Arg]) -> tuple[bytes, ...] | None:
     """Every key argument of one concrete command, in argument order, one per key position (a key given twice
     appears twice, as in ``COMMAND GETKEYS``): ``(b"MSET", b"a", b"1", b"b", b"2")`` -> ``(b"a", b"b")``;
     ``None`` for an unknown command. Conservative where a spec cannot be resolved (module docstring)."""
-    argv = _argv(command)
-    resolved = _resolve(argv, True)
-    if resolved is None:
-        return None
-    return tuple(argv[i] for i in resolved[0])
+    argv = command if type(command) is tuple and all(type(a) is bytes for a in command) and command \
+        else _argv(command)
+
+    def compute() -> tuple[bytes, ...] | None:
+        resolved = _resolve(argv, True)
+        return None if resolved is None else tuple(argv[i] for i in resolved[0])
+
+    return _KEYS.answer(tuple(argv), sum(map(len, argv)), compute)
 
 
 def is_read_only(name: bytes | str | Sequence[Arg]) -> bool:
