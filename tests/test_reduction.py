@@ -8,6 +8,7 @@ force."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
@@ -127,9 +128,10 @@ expect: {}
     assert_same(reduced, every)
 
 
-def _brute(actors: list[str], preds: list[int], bound: int | None) -> tuple[int, int]:
+def linearizations(actors: list[str], preds: list[int]) -> Iterator[tuple[list[str], int]]:
+    """Every interleaving of a trace (its events' actors, their happens-before bit sets), by brute force:
+    the actors in order, and its preemptions (a switch away from an actor with steps left)."""
     n = len(actors)
-    total = within = 0
     for perm in itertools.permutations(range(n)):
         pos = {e: i for i, e in enumerate(perm)}
         if any(pos[p] > pos[e] for e in range(n) for p in range(n) if preds[e] >> p & 1):
@@ -141,6 +143,12 @@ def _brute(actors: list[str], preds: list[int], bound: int | None) -> tuple[int,
             if i and a != seq[i - 1] and left[seq[i - 1]] > 0:
                 pre += 1
             left[a] -= 1
+        yield seq, pre
+
+
+def _brute(actors: list[str], preds: list[int], bound: int | None) -> tuple[int, int]:
+    total = within = 0
+    for _seq, pre in linearizations(actors, preds):
         total += 1
         within += bound is None or pre <= bound
     return total, within

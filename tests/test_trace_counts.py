@@ -5,13 +5,12 @@ the DP over every position (:meth:`Trace.least_starting` with no prefix) where a
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
 
 from emqlab.explore.report import Trace
-from tests.test_reduction import _brute
+from tests.test_reduction import _brute, linearizations
 
 
 def _random_trace(rng: random.Random) -> tuple[list[str], list[int]]:
@@ -32,19 +31,8 @@ def _random_trace(rng: random.Random) -> tuple[list[str], list[int]]:
 
 
 def _least_brute(actors: list[str], preds: list[int], order: list[str]) -> tuple[int, list[str]]:
-    n = len(actors)
     best: tuple[int, list[int]] | None = None
-    for perm in itertools.permutations(range(n)):
-        pos = {e: i for i, e in enumerate(perm)}
-        if any(pos[p] > pos[e] for e in range(n) for p in range(n) if preds[e] >> p & 1):
-            continue
-        seq = [actors[e] for e in perm]
-        left = {a: actors.count(a) for a in set(actors)}
-        pre = 0
-        for i, a in enumerate(seq):
-            if i and a != seq[i - 1] and left[seq[i - 1]] > 0:
-                pre += 1
-            left[a] -= 1
+    for seq, pre in linearizations(actors, preds):
         key = (pre, [order.index(a) for a in seq])
         if best is None or key < best:
             best = key
