@@ -232,7 +232,7 @@ def test_main_help_lists_every_exit_code() -> None:
      "inconclusive"),
     (["simulate", "--atomic", "--strategy", "random", "--runs", "5", "--expect", "none"], ExitCode.INCONCLUSIVE,
      "inconclusive"),
-    (["simulate", "--split", "--strategy", "pct", "--runs", "30", "--expect", "double-placement"], ExitCode.HOLDS,
+    (["simulate", "--split", "--strategy", "pct", "--runs", "200", "--expect", "double-placement"], ExitCode.HOLDS,
      "fails"),
     (["simulate", "--atomic", "--strategy", "pct", "--runs", "5", "--expect", "double-placement"],
      ExitCode.INCONCLUSIVE, "inconclusive"),
