@@ -433,12 +433,17 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
                              "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=stops_by_default)
     time.sleep(1.0)
-    while proc.poll() is None:
+    end = time.monotonic() + 90  # (a run that never stops fails here instead of holding the suite)
+    while proc.poll() is None and time.monotonic() < end:
         try:
             os.killpg(proc.pid, signum)
         except ProcessLookupError:
             break
         time.sleep(0.01)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        pytest.fail(f"SIG{sig} every 10 ms for 90 s did not stop the run")
     out, err = proc.communicate(timeout=60)
     said = {"INT": b"interrupted", "TERM": b"stopped by SIGTERM", "HUP": b"stopped by SIGHUP"}[sig]
     assert proc.returncode == 128 + signum and said in err and b"Traceback" not in err, (proc.returncode, err)

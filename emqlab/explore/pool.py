@@ -39,10 +39,8 @@ Progress = Callable[[int, int | None], None]
 
 
 
-#: a local pool starts once the search has used this much CPU (s, this process's): a shorter one runs every part
-#: here, where a pool would cost it more than it saves (the fork's copy-on-write faults, the pool's thread, its
-#: shutdown, multiprocessing's resource tracker, a Python of its own). CPU, not wall time: on a loaded machine a
-#: search of 0.08 s CPU took 0.8 s of wall time, and started a pool that a second busy process cannot repay
+#: a local pool starts once the search has run this long (s): a shorter one runs every part here, where a
+#: pool would cost it more than it saves (the fork's copy-on-write faults, the pool's thread, its shutdown)
 WARM_AFTER_S = 0.1
 
 
@@ -314,7 +312,7 @@ HEAR_EVERY = 0.005
 
 class Dispatch:
     """The subtrees handed on: queued as they come, sent to the executor's workers as they have room (a
-    local pool of ``jobs - 1`` workers, started once the search here has used :data:`WARM_AFTER_S` of CPU; any
+    local pool of ``jobs - 1`` workers, started once the search here has run :data:`WARM_AFTER_S`; any
     other executor at the first hand-on), their own hand-ons queued when they come back, and the parts collected.
     This process is a worker too: once its own search is done it runs queued parts while the others run
     theirs, the newest first (the deepest, so it is soon free to send work on). With one job every part
@@ -342,10 +340,10 @@ class Dispatch:
         self._heard: Counter[int] = Counter()
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
-        #: a local pool, started only once the search has used :data:`WARM_AFTER_S` of CPU (until then, and if the
+        #: a local pool, started only once the search has run :data:`WARM_AFTER_S` (until then, and if the
         #: search ends sooner, every part handed on runs here); any other executor at the first hand-on
         self._own_pool = local
-        self._warm_at = time.process_time() + WARM_AFTER_S
+        self._warm_at = time.perf_counter() + WARM_AFTER_S
         #: every part runs here (one job)
         self.inline = local and n <= 1
         if isinstance(executor, cf.Executor):
@@ -424,7 +422,7 @@ class Dispatch:
             if self._error is not None:
                 raise self._error
         if self._pool is None:
-            if not self._own_pool or time.process_time() >= self._warm_at:
+            if not self._own_pool or time.perf_counter() >= self._warm_at:
                 self._start()
             return
         self._hear()
