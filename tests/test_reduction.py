@@ -160,15 +160,19 @@ def sample_trace() -> tuple[list[str], list[int]]:
     actors = ["A", "A", "B", "A", "B", "C", "C"]
     prog = {0: 0, 1: 1 << 0, 2: 0, 3: 1 << 1, 4: 1 << 2, 5: 0, 6: 1 << 5}
     extra = {2: 1 << 1, 6: 1 << 4}
-    preds = [0] * len(actors)
-    for e in range(len(actors)):
-        direct = prog[e] | extra.get(e, 0)
-        bits = direct
+    return actors, happens_before([prog[e] | extra.get(e, 0) for e in range(len(actors))])
+
+
+def happens_before(direct: list[int]) -> list[int]:
+    """Each event's predecessor bit set closed under transitivity, from its direct predecessors' bits."""
+    preds: list[int] = []
+    for e, bits in enumerate(direct):
+        closed = bits
         for p in range(e):
-            if direct >> p & 1:
-                bits |= preds[p]
-        preds[e] = bits
-    return actors, preds
+            if bits >> p & 1:
+                closed |= preds[p]
+        preds.append(closed)
+    return preds
 
 
 @pytest.mark.parametrize("bound", [None, 0, 1, 2])

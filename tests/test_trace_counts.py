@@ -10,24 +10,20 @@ import random
 import pytest
 
 from emqlab.explore.report import Trace
-from tests.test_reduction import _brute, linearizations
+from tests.test_reduction import _brute, happens_before, linearizations
 
 
 def _random_trace(rng: random.Random) -> tuple[list[str], list[int]]:
     n = rng.randint(1, 6)
     actors = [rng.choice("ABC") for _ in range(n)]
-    preds = [0] * n
+    direct = []
     for e in range(n):
-        direct = 0
+        bits = 0
         for p in range(e):
             if actors[p] == actors[e] or rng.random() < 0.25:
-                direct |= 1 << p
-        bits = direct
-        for p in range(e):
-            if direct >> p & 1:
-                bits |= preds[p]
-        preds[e] = bits
-    return actors, preds
+                bits |= 1 << p
+        direct.append(bits)
+    return actors, happens_before(direct)
 
 
 def _least_brute(actors: list[str], preds: list[int], order: list[str]) -> tuple[int, list[str]]:
