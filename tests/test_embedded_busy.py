@@ -152,3 +152,22 @@ def test_ctrl_c_ends_a_script_of_the_embedded_server(kind: str) -> None:
         timer.cancel()
     assert time.monotonic() - started < 5
     assert client.ping() and client.eval("return 1", 0) == 1  # the server is free and its Lua usable
+
+
+def test_a_hold_an_interrupt_left_in_a_thread_does_not_block_that_threads_next_command() -> None:
+    """A Ctrl-C that lands between the server lock's acquire and the command holding it (the lock's acquire
+    is Python code) leaves the lock held by the interrupted thread; that thread's next command — the run's
+    clean-up, a notebook's next cell — runs (a plain lock made it wait for ever: a stopped two-job
+    simulate hung in its worker's clean-up). Run in a child process so that a regression fails instead of
+    hanging the suite."""
+    import subprocess
+    import sys
+
+    code = ("from emqlab.backend.fakeserver import new_server, sync_client\n"
+            "server = new_server()\n"
+            "client = sync_client(server)\n"
+            "server.lock.raw.acquire()  # (what the interrupt leaves)\n"
+            "client.set('k', 'v')\n"
+            "print(client.get('k').decode(), client.dbsize())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (0, b"v 1\n"), done.stderr.decode()[-2000:]

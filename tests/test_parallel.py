@@ -12,6 +12,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -388,6 +389,32 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
         assert proc.returncode == 130 and err == b"interrupted\n", (proc.returncode, err.decode())
 
 
+def test_a_stop_signal_inside_an_import_is_taken_when_the_import_has_ended(tmp_path: Path) -> None:
+    """The commands import their modules lazily, after the CLI's handler is installed; a stop signal raised
+    inside one of those imports left it half-made (a submodule in ``sys.modules`` but not bound to its
+    package: "module 'redis' has no attribute 'exceptions'"), and the clean-up's own imports failed with a
+    traceback. The signal is held until the import has returned, then taken there: the module is whole."""
+    import subprocess
+
+    (tmp_path / "slowmod.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n"
+                                         "import json\nDONE = json.dumps(1)\n")
+    code = ("import sys\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "from emqlab.ui import entry\n"
+            "entry.handle_stops(entry._terminate)\n"
+            "def after():\n"
+            "    pass\n"
+            "try:\n"
+            "    import slowmod\n"
+            "    after()\n"
+            "    print('not stopped')\n"
+            "except SystemExit as e:\n"
+            "    print(e.code, getattr(sys.modules.get('slowmod'), 'DONE', None))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False,
+                          preexec_fn=stops_by_default)
+    assert (done.returncode, done.stdout) == (0, b"143 1\n"), done.stderr.decode()[-2000:]
+
+
 def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -> None:
     """A Ctrl-C while the CLI is imported whose SystemExit something inside the import swallows (a bare
     except, say): the command still ends with 130 and "interrupted" instead of running on to exit 0 (seen
@@ -429,8 +456,10 @@ def test_a_burst_of_stop_signals_during_a_run_ends_it_with_the_first_ones_status
     import time
 
     signum = getattr(signal, f"SIG{sig}")
+    # (a search of several seconds: two-workers, which it ran before, can end before the first signal)
+    three = str(Path(__file__).parents[1] / "benchmarks" / "scenarios" / "three-split-workers.yaml")
     proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
-                             "--split", "-s", "two-workers", "--jobs", "2"], stdout=subprocess.PIPE,
+                             "--split", "-s", three, "--preemptions", "1", "--jobs", "2"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=stops_by_default)
     time.sleep(1.0)
     end = time.monotonic() + 90  # (a run that never stops fails here instead of holding the suite)

@@ -134,7 +134,7 @@ class Busy:
             raise KeyboardInterrupt
         return result
 
-    def kill(self, kind: str, lock: threading.Lock) -> SimpleError | SimpleString:
+    def kill(self, kind: str, lock: threading.RLock) -> SimpleError | SimpleString:
         """``SCRIPT KILL`` (``kind`` ``"script"``) or ``FUNCTION KILL`` (``"function"``): wait as any command
         does, then answer as Redis 7.0's ``scriptKill`` (OK, ``NOTBUSY``, ``UNKILLABLE``, or ``BUSY`` for a KILL
         of the other kind)."""
@@ -168,7 +168,7 @@ class ServerLock:
     command gets Redis's ``BUSY`` error, or runs at once (:data:`CONNECTION_ONLY`), or goes on waiting (the
     other ``allow-busy`` commands)."""
 
-    def __init__(self, raw: threading.Lock, busy: Busy) -> None:
+    def __init__(self, raw: threading.RLock, busy: Busy) -> None:
         self.raw = raw
         self._busy = busy
 
@@ -197,9 +197,6 @@ class ServerLock:
         else:
             self.raw.release()
 
-    def locked(self) -> bool:
-        return self.raw.locked()
-
     def __enter__(self) -> bool:
         return self.acquire()
 
@@ -212,9 +209,14 @@ def install(server: fakeredis.FakeServer, threshold_ms: int) -> Busy:
     The databases' conditions keep the plain lock (a blocked command's wake-up is no new command); client ids
     get a lock of their own."""
     busy = Busy(threshold_ms)
-    raw = server.lock
+    # Re-entrant: a Ctrl-C (a stop signal, a notebook's interrupt) raised in the thread between this lock's
+    # acquire and the command that holds it — ServerLock is Python code — left it held, and the next command
+    # from that thread (the run's clean-up, the notebook's next cell) waited for it for ever
+    raw = threading.RLock()
     server.lock = ServerLock(raw, busy)  # type: ignore[assignment]
-    server.dbs.default_factory = lambda: Database(raw)  # type: ignore[attr-defined]
+    server.dbs.default_factory = lambda: Database(raw)  # type: ignore[attr-defined,arg-type]
+    for db in server.dbs.values():
+        db.condition = threading.Condition(raw)
     server._emqlab_busy = busy  # type: ignore[attr-defined]
     ids = threading.Lock()
 

@@ -84,6 +84,10 @@ _local = threading.local()
 
 
 _running = threading.Event()
+#: a pool worker was sent a stop signal: the command is ending, and the parts still queued for it are
+#: not started (one run to its end after the stop streamed its hand-ons into a channel no one read any
+#: more, and the pool's shutdown waited for it for ever)
+_stopping = threading.Event()
 
 
 def _peak_rss_kb() -> int:
@@ -194,7 +198,7 @@ def run_part(job: Job, task: Task) -> Part:
     cpu = time.process_time()
     worker = f"{socket.gethostname()}:{os.getpid()}" + (
         f":{threading.get_ident()}" if threading.current_thread() is not threading.main_thread() else "")
-    if job.deadline is not None and time.time() > job.deadline:
+    if _stopping.is_set() or (job.deadline is not None and time.time() > job.deadline):
         return Part(task.index, complete=False, started=False, worker=worker)
     _running.set()
     try:
@@ -238,6 +242,8 @@ def _donor(job: Job, task: Task) -> Donor | None:
     sink: Callable[[list[str], Branch], None] | None = here.submit if here else None
     if here is None and _back is not None:  # a pool worker: each hand-on goes back at once
         def sink(path: list[str], branch: Branch) -> None:
+            if _stopping.is_set():  # (the stop's KeyboardInterrupt was dropped — raised in a __del__ — and the
+                raise KeyboardInterrupt  # part ran on: no one reads the channel any more, a put could block)
             _back.put((task.index, format_schedule(path), branch))
     return Donor(job.donate_every, sink=sink, tick=here.pump if here else None)
 

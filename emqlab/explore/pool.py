@@ -28,6 +28,7 @@ from emqlab.explore.parts import (
     _drop_runner,
     _local,
     _running,
+    _stopping,
     run_part,
     warm_part,
     worker_init,
@@ -57,7 +58,8 @@ def _on_sigint(signum: int, frame: Any) -> None:
     terminal): interrupt the part it is running, once; between parts it is ignored (the coordinator shuts
     the pool down, and the worker's exit deletes its live keys). Every later one is ignored, so it cannot
     cut short the clean-up the first one started (the terminal's process group and the coordinator both
-    send one)."""
+    send one). Either way the worker starts no part after it (:data:`~emqlab.explore.parts._stopping`)."""
+    _stopping.set()
     if _running.is_set():
         for s in STOP_SIGNALS:
             signal.signal(s, _ignore)
@@ -76,13 +78,13 @@ def _pool_init(back: Any = None) -> None:
     ons stream through (:data:`emqlab.explore.parts._back`)."""
     import multiprocessing.util
 
-    mask = getattr(signal, "pthread_sigmask", None)
-    if mask is not None:  # (a fork server's worker inherits them blocked: _start_forkserver)
-        mask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     worker_init(back)
     for s in STOP_SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:  # (ignored in the coordinator, under nohup: so here)
             signal.signal(s, _on_sigint)
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is not None:  # (a worker inherits them blocked — _start_forkserver, Dispatch._start — and takes
+        mask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one that came meanwhile only now, in its own handler)
     multiprocessing.util.Finalize(None, _drop_runner, exitpriority=10)
     # (the coordinator, or the fork server, killed with SIGKILL: the part running is interrupted, the cached
     # runner's live keys deleted, and the worker ends)
@@ -398,7 +400,10 @@ class Dispatch:
             # building one: no second runner in its memory, none to build
             _local.heir = (self.job.key, self.root) if self.root is not None and is_fake(self.root.conn) else None
             try:
-                start()
+                # (held back while the workers fork: one raised in the fork's own callbacks — logging's
+                # lock, run after the fork — is printed and dropped, and the command ran on)
+                with stops_held():
+                    start()
             finally:
                 _local.heir = None
             if self._error is not None:

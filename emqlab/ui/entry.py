@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from types import FrameType
 
 from emqlab.explore.stops import STOP_SIGNALS
 from emqlab.protocol import stopped
@@ -67,13 +68,56 @@ _stops = 0
 _stop_signal: int | None = None
 
 
-def _terminate(signum: int, _frame: object) -> None:
+#: a stop signal that came inside an import, taken when that import ends (:func:`_after_import`)
+_held: int | None = None
+#: the outermost import frame running when it came
+_held_in: FrameType | None = None
+
+
+def _outer_import(frame: FrameType | None) -> FrameType | None:
+    """The outermost frame of the import machinery on ``frame``'s stack, or None when no import runs."""
+    outer = None
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            outer = frame
+        frame = frame.f_back
+    return outer
+
+
+def _after_import(frame: FrameType, event: str, _arg: object) -> None:
+    """The profile function while a stop signal is held (:func:`_terminate`): once the import it came in has
+    returned, at the next call or return, the signal is taken as if it came there."""
+    global _held_in
+    if _held_in is not None:
+        if frame is _held_in and event == "return":
+            _held_in = None
+        return
+    signum, frame_ = _held, frame
+    sys.setprofile(None)
+    _terminate(signum if signum is not None else signal.SIGTERM, frame_, held=False)
+
+
+def _terminate(signum: int, frame: FrameType | None, held: bool = True) -> None:
     """The first stop signal stops the command: Ctrl-C as KeyboardInterrupt, SIGTERM (a CI timeout, `kill`)
     and SIGHUP (a closed terminal) as SystemExit(128 + signal), which unwind through the runners' context
     managers, so a live run deletes its keys on each. The second is ignored: the terminal signals the whole
     process group, users press Ctrl-C twice, and the clean-up the first started must finish. The third
-    exits at once, cleaning nothing (what a live run left, `emqlab clean` deletes once its lease ends)."""
-    global _stops, _stop_signal
+    exits at once, cleaning nothing (what a live run left, `emqlab clean` deletes once its lease ends).
+
+    One that comes while a module is imported (the commands import theirs lazily) waits until that import
+    has returned: raised inside it, it left the module half-made (a submodule in ``sys.modules`` but not
+    bound to its package), and the clean-up's own imports then failed with an AttributeError and a
+    traceback. The ones that come meanwhile are the same burst and count for nothing."""
+    global _stops, _stop_signal, _held, _held_in
+    if held:
+        if _held is not None:
+            return
+        outer = _outer_import(frame) if _stops == 0 else None
+        if outer is not None:
+            _held, _held_in = signum, outer
+            sys.setprofile(_after_import)
+            return
+    _held = None
     _stops += 1
     if _stops == 1:
         _stop_signal = signum
@@ -97,17 +141,25 @@ def _run(main: Callable[[], object]) -> None:
         if _stops:  # a stop signal ends it, the clean-up done: a later one must not kill it on the way out
             ignore_stops()
             if _stop_signal is not None and _stop_signal != signal.SIGINT:  # SIGTERM, SIGHUP
-                try:  # (Ctrl-C's "interrupted" is said where the KeyboardInterrupt is caught)
-                    from emqlab.ui.cli.common import err_console
-
-                    err_console.print(f"[bold red]stopped by {signal.Signals(_stop_signal).name}[/]")
-                except OSError:  # (SIGHUP: the terminal may be gone)
-                    pass
+                _say(f"stopped by {signal.Signals(_stop_signal).name}")
         raise
     except BrokenPipeError:  # (a write outside the commands and rich's console: the same answer as theirs)
         from emqlab.ui.cli.common import reader_left
 
         reader_left()
+
+
+def _say(text: str) -> None:
+    """Say why the command stopped, in the CLI's console where it was loaded whole, else plainly: nothing is
+    imported on the way out (an import the stop signal cut short would fail again, with a traceback)."""
+    console = getattr(sys.modules.get("emqlab.ui.cli.common"), "err_console", None)
+    try:
+        if console is not None:
+            console.print(f"[bold red]{text}[/]")
+        else:
+            sys.stderr.write(text + "\n")
+    except OSError:  # (SIGHUP: the terminal may be gone)
+        pass
 
 
 def entry() -> None:
