@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from emqlab.protocol.schedules import parse_schedule
-from emqlab.teaching.levels import Game, LevelError, load_level, parse_level, play, shipped_levels, solve
+from emqlab.teaching.levels import Game, LevelError, board, load_level, parse_level, play, shipped_levels, solve
 
 LEVELS = shipped_levels()
 
@@ -231,3 +231,23 @@ def test_the_game_fits_80_columns() -> None:
     assert "*** You win!" in res.output and "why:" in res.output
     too_wide = [line for line in res.output.splitlines() if len(line) > 80]
     assert not too_wide, too_wide[0]
+
+
+def test_a_job_in_a_list_its_index_no_longer_names_stays_on_the_board() -> None:
+    """Level 15's win: job 2 sits in delayed:1000 after SCHED took 1000 out of the index. The engine counts
+    it in no place (no poll finds it), but its list still holds it: the board shows the list as unindexed
+    and says why the job is lost, instead of letting job 2 vanish; while the index names the list, it is an
+    ordinary place."""
+    game = Game(load_level("emptied-list"))
+    try:
+        assert "delayed:1000: 1" in game.board() and "unindexed" not in game.board()
+        for actor in ["SCHED"] * 3 + ["PROD"] * 2:
+            game.step(actor)
+        assert "delayed:1000: 2" in game.board() and "unindexed" not in game.board()
+        game.step("SCHED")  # ZREM: the index no longer names 1000
+        b = board(game.runner)
+        assert b["lists"]["delayed:1000 (unindexed)"] == ["2"]
+        assert [d["kind"] for d in b["dangers"]] == ["unindexed"]
+        assert "no poll will find it" in game.board()
+    finally:
+        game.close()

@@ -415,6 +415,31 @@ def test_a_stop_signal_inside_an_import_is_taken_when_the_import_has_ended(tmp_p
     assert (done.returncode, done.stdout) == (0, b"143 1\n"), done.stderr.decode()[-2000:]
 
 
+def test_a_stop_signal_raised_inside_a_finalizer_still_stops_the_command() -> None:
+    """A stop's exception raised inside a ``__del__`` is printed and dropped by Python, and the command ran
+    on (a Lua script run's finalizer, in a stopped two-job simulate). It is raised again at the next call:
+    the command stops with 143, says so, and prints no traceback."""
+    import subprocess
+
+    code = ("import os, signal, sys\n"
+            "from emqlab.ui import entry\n"
+            "class Dropped:\n"
+            "    def __del__(self):\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        for _ in range(10000):\n"
+            "            pass\n"
+            "def after():\n"
+            "    pass\n"
+            "def main():\n"
+            "    Dropped()\n"
+            "    after()\n"
+            "    print('ran on')\n"
+            "entry._run(main)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False,
+                          preexec_fn=stops_by_default)
+    assert (done.returncode, done.stdout, done.stderr) == (143, b"", b"stopped by SIGTERM\n"), done.stderr
+
+
 def test_a_stop_signal_whose_exit_an_import_swallows_still_stops_the_command() -> None:
     """A Ctrl-C while the CLI is imported whose SystemExit something inside the import swallows (a bare
     except, say): the command still ends with 130 and "interrupted" instead of running on to exit 0 (seen
@@ -627,3 +652,31 @@ def test_an_ignored_sighup_stays_ignored_in_the_pool_workers_too() -> None:
         time.sleep(0.02)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and b'"verdict"' in out, (proc.returncode, err[-300:])
+
+
+def test_a_workers_stop_that_a_finalizer_dropped_is_raised_at_its_next_call() -> None:
+    """In a pool worker, the stop's KeyboardInterrupt raised inside a ``__del__`` is dropped by Python (the
+    part then ran to its end, streaming hand-ons no one read): the worker's hook says nothing and raises it
+    at the next call, while a part runs."""
+    from emqlab.explore import parts, pool
+
+    class Dropped:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt
+
+    def after() -> None:
+        pass
+
+    saved = sys.unraisablehook
+    sys.unraisablehook = pool._unraisable
+    parts._stopping.set()
+    parts._running.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Dropped()
+            after()
+    finally:
+        sys.setprofile(None)
+        sys.unraisablehook = saved
+        parts._stopping.clear()
+        parts._running.clear()

@@ -72,6 +72,33 @@ def _ignore(signum: int, frame: Any) -> None:
     "Signal 15 ignored due to race condition", inside that clean-up.)"""
 
 
+#: the frame of the hook that arms :func:`_raise_stop` (the stop is raised once it has returned)
+_arming: Any = None
+
+
+def _raise_stop(frame: Any, event: str, arg: Any) -> None:
+    global _arming
+    if _arming is not None:
+        if frame is _arming and event == "return":
+            _arming = None
+        return
+    sys.setprofile(None)
+    if _running.is_set():
+        raise KeyboardInterrupt
+
+
+def _unraisable(unraisable: Any) -> None:
+    """A worker's stop (:func:`_on_sigint`) raised inside a finalizer's ``__del__``: Python printed it with a
+    traceback and dropped it. Nothing is printed; the part it was to stop is stopped at the next call."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _stopping.is_set():
+        if threading.current_thread() is threading.main_thread():
+            global _arming
+            _arming = sys._getframe()
+            sys.setprofile(_raise_stop)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _pool_init(back: Any = None) -> None:
     """A pool worker: Ctrl-C interrupts the part it is running (its live keys are deleted), and is ignored
     between parts; the cached runner is closed when the worker exits. ``back``: the channel its parts' hand-
@@ -79,6 +106,7 @@ def _pool_init(back: Any = None) -> None:
     import multiprocessing.util
 
     worker_init(back)
+    sys.unraisablehook = _unraisable
     for s in STOP_SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:  # (ignored in the coordinator, under nohup: so here)
             signal.signal(s, _on_sigint)

@@ -57,6 +57,9 @@ def board(runner: Any) -> dict[str, Any]:
             lists.setdefault(p, []).append(job)
     lists["stalled"] = sorted(stalled, key=_job_order)
     shown = {n: v for n, v in lists.items() if n in BOARD or v}
+    lost_lists = _unindexed(runner)
+    for key, held in lost_lists.items():
+        shown[f"{key} (unindexed)"] = held
     locks: dict[str, str] = dict(sorted(fs["locks"].items()))
     holders: dict[str, list[tuple[str, str]]] = {}
     for e in runner.executions:
@@ -99,11 +102,39 @@ def board(runner: Any) -> dict[str, Any]:
         if not places and exists and who:
             dangers.append(Danger(job, "nowhere", "warning",
                                   f"job {job} is in no list or set: it has left active and is not filed yet"))
+    for key, held in lost_lists.items():
+        place = next(p for p in runner.scenario.places if p.key == key)
+        for job in held:
+            dangers.append(Danger(job, "unindexed", "broken",
+                                  f"job {job} sits in {key}, but {place.index} no longer names {place.member}: "
+                                  "no poll will find it"))
     counters = {k: int(v or 0) for k, v in fs["metrics"].items()} if fs.get("metrics_on") else {}
     ceilings = {j: spec.attempts for j, spec in runner.scenario.jobs.items() if spec.attempts}
     return {"lists": shown, "locks": locks, "jobs": {j: dict(v) for j, v in jobs.items()},
             "holders": {j: [a for a, _ in w] for j, w in holders.items()},
             "dangers": [d.to_dict() for d in dangers], "counters": counters, "attempts": ceilings}
+
+
+def _unindexed(runner: Any) -> dict[str, list[str]]:
+    """The scenario's indexed places whose index no longer names them but that still hold jobs (relative
+    key → job ids): in no place for the engine (no poller finds them), but the data is there, and the board
+    shows it rather than let the job vanish."""
+    out: dict[str, list[str]] = {}
+    conn, keys = runner.conn, runner.keys
+    for place in runner.scenario.places:
+        if place.index is None or conn.zscore(keys.key(place.index), place.member) is not None:
+            continue
+        key = keys.key(place.key)
+        if place.type == "list":
+            members = conn.lrange(key, 0, -1)
+        elif place.type == "set":
+            members = sorted(conn.smembers(key))
+        else:
+            members = conn.zrange(key, 0, -1)
+        held = [place.job_of(m.decode() if isinstance(m, bytes) else str(m)) for m in members]
+        if held:
+            out[place.key] = held
+    return out
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,8 @@ def _outer_import(frame: FrameType | None) -> FrameType | None:
 
 
 def _after_import(frame: FrameType, event: str, _arg: object) -> None:
-    """The profile function while a stop signal is held (:func:`_terminate`): once the import it came in has
-    returned, at the next call or return, the signal is taken as if it came there."""
+    """The profile function while a stop signal is held (:func:`_terminate`, :func:`_unraisable`): once the
+    import it came in has returned, at the next call or return, the signal is taken as if it came there."""
     global _held_in
     if _held_in is not None:
         if frame is _held_in and event == "return":
@@ -130,11 +130,24 @@ def _terminate(signum: int, frame: FrameType | None, held: bool = True) -> None:
         os._exit(128 + signum)
 
 
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """The stop's exception raised where Python cannot raise it (a finalizer's ``__del__``, a weakref
+    callback): Python printed it with a traceback and dropped it, and the command ran on until a third
+    signal ended it uncleaned. It is raised again at the next call or return instead, and nothing is said."""
+    global _stops, _held, _held_in
+    if unraisable.exc_value is not None and unraisable.exc_value is stopped.raised and _stops == 1:
+        _stops, _held, _held_in = 0, _stop_signal, sys._getframe()  # (taken once this hook has returned)
+        sys.setprofile(_after_import)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _run(main: Callable[[], object]) -> None:
     """The CLI's group ``main`` with Ctrl-C, SIGTERM and SIGHUP each stopping it cleanly once
     (:func:`_terminate`) and a closed pipe (``emqlab scenarios | head``) ending quietly; the CLI's rich
     console on stderr says which signal stopped it."""
     handle_stops(_terminate)
+    sys.unraisablehook = _unraisable
     try:
         main()
     except SystemExit:
@@ -147,6 +160,8 @@ def _run(main: Callable[[], object]) -> None:
         from emqlab.ui.cli.common import reader_left
 
         reader_left()
+    finally:  # (the interpreter's shutdown, which empties the modules this hook reads, uses its own)
+        sys.unraisablehook = sys.__unraisablehook__
 
 
 def _say(text: str) -> None:
