@@ -58,8 +58,8 @@ def board(runner: Any) -> dict[str, Any]:
     lists["stalled"] = sorted(stalled, key=_job_order)
     shown = {n: v for n, v in lists.items() if n in BOARD or v}
     lost_lists = _unindexed(runner)
-    for key, held in lost_lists.items():
-        shown[f"{key} (unindexed)"] = held
+    for key, lost in lost_lists.items():
+        shown[f"{key} (unindexed)"] = lost
     locks: dict[str, str] = dict(sorted(fs["locks"].items()))
     holders: dict[str, list[tuple[str, str]]] = {}
     for e in runner.executions:
@@ -102,9 +102,9 @@ def board(runner: Any) -> dict[str, Any]:
         if not places and exists and who:
             dangers.append(Danger(job, "nowhere", "warning",
                                   f"job {job} is in no list or set: it has left active and is not filed yet"))
-    for key, held in lost_lists.items():
+    for key, lost in lost_lists.items():
         place = next(p for p in runner.scenario.places if p.key == key)
-        for job in held:
+        for job in lost:
             dangers.append(Danger(job, "unindexed", "broken",
                                   f"job {job} sits in {key}, but {place.index} no longer names {place.member}: "
                                   "no poll will find it"))
