@@ -389,13 +389,19 @@ def test_ctrl_c_again_and_again_while_the_cli_imports_exits_130_quietly() -> Non
         assert proc.returncode == 130 and err == b"interrupted\n", (proc.returncode, err.decode())
 
 
+def _python(code: str) -> Any:
+    """``python -c code`` in a child with the stop signals at their defaults; its CompletedProcess."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False,
+                          preexec_fn=stops_by_default)
+
+
 def test_a_stop_signal_inside_an_import_is_taken_when_the_import_has_ended(tmp_path: Path) -> None:
     """The commands import their modules lazily, after the CLI's handler is installed; a stop signal raised
     inside one of those imports left it half-made (a submodule in ``sys.modules`` but not bound to its
     package: "module 'redis' has no attribute 'exceptions'"), and the clean-up's own imports failed with a
     traceback. The signal is held until the import has returned, then taken there: the module is whole."""
-    import subprocess
-
     (tmp_path / "slowmod.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n"
                                          "import json\nDONE = json.dumps(1)\n")
     code = ("import sys\n"
@@ -410,8 +416,7 @@ def test_a_stop_signal_inside_an_import_is_taken_when_the_import_has_ended(tmp_p
             "    print('not stopped')\n"
             "except SystemExit as e:\n"
             "    print(e.code, getattr(sys.modules.get('slowmod'), 'DONE', None))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False,
-                          preexec_fn=stops_by_default)
+    done = _python(code)
     assert (done.returncode, done.stdout) == (0, b"143 1\n"), done.stderr.decode()[-2000:]
 
 
@@ -419,8 +424,6 @@ def test_a_stop_signal_raised_inside_a_finalizer_still_stops_the_command() -> No
     """A stop's exception raised inside a ``__del__`` is printed and dropped by Python, and the command ran
     on (a Lua script run's finalizer, in a stopped two-job simulate). It is raised again at the next call:
     the command stops with 143, says so, and prints no traceback."""
-    import subprocess
-
     code = ("import os, signal, sys\n"
             "from emqlab.ui import entry\n"
             "class Dropped:\n"
@@ -435,8 +438,7 @@ def test_a_stop_signal_raised_inside_a_finalizer_still_stops_the_command() -> No
             "    after()\n"
             "    print('ran on')\n"
             "entry._run(main)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False,
-                          preexec_fn=stops_by_default)
+    done = _python(code)
     assert (done.returncode, done.stdout, done.stderr) == (143, b"", b"stopped by SIGTERM\n"), done.stderr
 
 

@@ -33,7 +33,7 @@ from emqlab.explore.parts import (
     warm_part,
     worker_init,
 )
-from emqlab.explore.stops import STOP_SIGNALS, exit_with_parent, stops_held
+from emqlab.explore.stops import STOP_SIGNALS, at_next_call, exit_with_parent, stops_held
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 
 Progress = Callable[[int, int | None], None]
@@ -72,17 +72,7 @@ def _ignore(signum: int, frame: Any) -> None:
     "Signal 15 ignored due to race condition", inside that clean-up.)"""
 
 
-#: the frame of the hook that arms :func:`_raise_stop` (the stop is raised once it has returned)
-_arming: Any = None
-
-
-def _raise_stop(frame: Any, event: str, arg: Any) -> None:
-    global _arming
-    if _arming is not None:
-        if frame is _arming and event == "return":
-            _arming = None
-        return
-    sys.setprofile(None)
+def _raise_stop() -> None:
     if _running.is_set():
         raise KeyboardInterrupt
 
@@ -92,9 +82,7 @@ def _unraisable(unraisable: Any) -> None:
     traceback and dropped it. Nothing is printed; the part it was to stop is stopped at the next call."""
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _stopping.is_set():
         if threading.current_thread() is threading.main_thread():
-            global _arming
-            _arming = sys._getframe()
-            sys.setprofile(_raise_stop)
+            at_next_call(_raise_stop, after=sys._getframe())  # (once this hook has returned)
         return
     sys.__unraisablehook__(unraisable)
 

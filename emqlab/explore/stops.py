@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 #: the signals that stop a command or a run: Ctrl-C, SIGTERM (a CI timeout, `kill`), SIGHUP (a closed
 #: terminal); every part of emqlab that handles them takes this tuple (the CLI, the pool, the fork server)
@@ -34,6 +36,24 @@ def stops_held(signals: Iterable[int] = STOP_SIGNALS) -> Iterator[None]:
         yield
     finally:
         mask(signal.SIG_SETMASK, old)
+
+
+def at_next_call(fire: Callable[[], object], after: FrameType | None = None) -> None:
+    """Call ``fire`` (which raises a stop's exception) at this thread's next Python call or return, once
+    the frame ``after`` has returned when one is given, through a profile function removed before ``fire``
+    runs. For a stop that cannot be raised where it came: inside an import (raised there it leaves a
+    half-made module) or inside a finalizer (Python prints the exception and drops it)."""
+    waiting = [after]
+
+    def hook(frame: FrameType, event: str, _arg: object) -> None:
+        if waiting[0] is not None:
+            if frame is waiting[0] and event == "return":
+                waiting[0] = None
+            return
+        sys.setprofile(None)
+        fire()
+
+    sys.setprofile(hook)
 
 
 #: how often a helper process looks whether its parent is still there (s)
@@ -68,4 +88,4 @@ def exit_with_parent(grace_s: float = 3.0, *, busy: Callable[[], bool] | None = 
     threading.Thread(target=watch, name="emqlab-parent-watch", daemon=True).start()
 
 
-__all__ = ["PARENT_POLL_S", "STOP_SIGNALS", "exit_with_parent", "stops_held"]
+__all__ = ["PARENT_POLL_S", "STOP_SIGNALS", "at_next_call", "exit_with_parent", "stops_held"]

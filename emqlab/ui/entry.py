@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-from emqlab.explore.stops import STOP_SIGNALS
+from emqlab.explore.stops import STOP_SIGNALS, at_next_call
 from emqlab.protocol import stopped
 
 #: the stop signal that came while the CLI was imported, if one did
@@ -68,10 +68,8 @@ _stops = 0
 _stop_signal: int | None = None
 
 
-#: a stop signal that came inside an import, taken when that import ends (:func:`_after_import`)
+#: a stop signal held until the import it came in has returned (:func:`_terminate`)
 _held: int | None = None
-#: the outermost import frame running when it came
-_held_in: FrameType | None = None
 
 
 def _outer_import(frame: FrameType | None) -> FrameType | None:
@@ -84,17 +82,10 @@ def _outer_import(frame: FrameType | None) -> FrameType | None:
     return outer
 
 
-def _after_import(frame: FrameType, event: str, _arg: object) -> None:
-    """The profile function while a stop signal is held (:func:`_terminate`, :func:`_unraisable`): once the
-    import it came in has returned, at the next call or return, the signal is taken as if it came there."""
-    global _held_in
-    if _held_in is not None:
-        if frame is _held_in and event == "return":
-            _held_in = None
-        return
-    signum, frame_ = _held, frame
-    sys.setprofile(None)
-    _terminate(signum if signum is not None else signal.SIGTERM, frame_, held=False)
+def _take_held() -> None:
+    """Take the held stop signal now, as if it came here."""
+    signum = _held
+    _terminate(signum if signum is not None else signal.SIGTERM, None, held=False)
 
 
 def _terminate(signum: int, frame: FrameType | None, held: bool = True) -> None:
@@ -108,14 +99,14 @@ def _terminate(signum: int, frame: FrameType | None, held: bool = True) -> None:
     has returned: raised inside it, it left the module half-made (a submodule in ``sys.modules`` but not
     bound to its package), and the clean-up's own imports then failed with an AttributeError and a
     traceback. The ones that come meanwhile are the same burst and count for nothing."""
-    global _stops, _stop_signal, _held, _held_in
+    global _stops, _stop_signal, _held
     if held:
         if _held is not None:
             return
         outer = _outer_import(frame) if _stops == 0 else None
         if outer is not None:
-            _held, _held_in = signum, outer
-            sys.setprofile(_after_import)
+            _held = signum
+            at_next_call(_take_held, after=outer)
             return
     _held = None
     _stops += 1
@@ -134,10 +125,10 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
     """The stop's exception raised where Python cannot raise it (a finalizer's ``__del__``, a weakref
     callback): Python printed it with a traceback and dropped it, and the command ran on until a third
     signal ended it uncleaned. It is raised again at the next call or return instead, and nothing is said."""
-    global _stops, _held, _held_in
+    global _stops, _held
     if unraisable.exc_value is not None and unraisable.exc_value is stopped.raised and _stops == 1:
-        _stops, _held, _held_in = 0, _stop_signal, sys._getframe()  # (taken once this hook has returned)
-        sys.setprofile(_after_import)
+        _stops, _held = 0, _stop_signal
+        at_next_call(_take_held, after=sys._getframe())  # (once this hook has returned)
         return
     sys.__unraisablehook__(unraisable)
 
