@@ -14,6 +14,16 @@ partial order reduction", POPL 2014, Algorithm 1: source sets and sleep sets): a
 and never two complete runs of one trace. A run that a sleep set stops before it completes is *blocked* and
 counted as such.
 
+**Reversals.** Each backtrack entry a race plans keeps that race's reversal (the steps, by actor and
+footprint, that put the later step first: :meth:`Exhaustive._plan`), and the run that takes the entry
+follows it as far as it can before choosing as usual. A reversal in which a sleeper at that node (its own
+sleep set, or a sibling explored there that may sleep below the entry: :meth:`_Node.sleepers`) takes a
+step commuting with every step before it there is a sleeper's: every run that follows it is equivalent to
+one that takes the sleeper's step first, which the search below the sleeper covers (the check of Abdulla et
+al.'s wakeup sequences, with strict initials only: :func:`_covers` says why). An entry whose every reversal
+is a sleeper's is not run at all, so it is counted nowhere (not even as blocked); a conservative entry, or a
+child a divided search handed on, always is.
+
 **Counts are exact.** Each complete run stands for its trace; the number of interleavings of a trace is
 the number of linear extensions of its happens-before order, counted by dynamic programming over the
 actors' positions. Their sum is the exact number of interleavings (``raw``), and the interleavings showing
@@ -151,6 +161,17 @@ class _Node:
     #: the search's preemption bound (None: none)
     bound: int | None = None
 
+    #: for a backtrack entry planned by races: each race's reversal that begins with it, as (actor,
+    #: footprint) steps (:meth:`Exhaustive._plan`); the run taking the entry follows one no sleeper covers
+    wake: dict[str, list[list[tuple[str, Footprint]]]] = field(default_factory=dict)
+
+    def sleepers(self, q: str) -> dict[str, Footprint]:
+        """The sleep set a run taking ``q`` here starts with, before ``q``'s step wakes any: the node's own
+        and the siblings explored here that may sleep below ``q`` (:meth:`sleeps_free`)."""
+        kept = {s: f for s, f in self.fps.items()
+                if s in self.done and s not in (q, self.current) and self.sleeps_free(s, q)}
+        return {s: f for s, f in {**self.sleep, **kept}.items() if s != q}
+
     def cost(self, q: str) -> int:
         """What taking ``q`` here costs in preemptions: one when it switches away from the previous actor
         while that actor could still run (CHESS's preemption)."""
@@ -181,6 +202,32 @@ def _path(nodes: list[_Node], keep: int) -> list[str]:
         out.append(n.current)
     return out
 
+
+def _reversal(node: _Node, steps: list[tuple[str, Footprint]], q: str) -> None:
+    """Record at ``node`` a race reversal's ``steps`` (actor, footprint) for its entry ``q``, an initial of them:
+    ``q``'s first step moved to the front. Only while ``q`` is still to be explored there: a sibling already
+    explored covers it."""
+    if q in node.done:
+        return
+    at = next(n for n, (a, _f) in enumerate(steps) if a == q)
+    w = [steps[at], *steps[:at], *steps[at + 1:]]
+    if any(_covers(s, w) for s in node.sleepers(q)):
+        w = []
+    node.wake.setdefault(q, []).append(w)
+
+
+def _covers(s: str, steps: list[tuple[str, Footprint]]) -> bool:
+    """Whether sleeper ``s`` takes a step in ``steps`` that commutes with every step before it there (its footprint
+    as observed in them): every run that follows ``steps`` is then equivalent to one that takes ``s``'s step
+    first, which the search below ``s`` covers. (Only an initial: a sleeper merely independent of every step,
+    a weak initial in Abdulla et al., POPL 2014, is not enough with footprints observed per state: on
+    lease-lapse split, W1's sleeping step commutes with L1's, but the trace L1, S1, W1… needs L1 first, and
+    the race that would plan it from W1's subtree never shows there, where S1 no longer reads the lock.)"""
+    at = next((n for n, (a, _f) in enumerate(steps) if a == s), None)
+    if at is None:
+        return False
+    f = steps[at][1]
+    return not any(f.conflicts(g) for _a, g in steps[:at])
 
 
 class Exhaustive(Strategy):
@@ -343,6 +390,7 @@ class Exhaustive(Strategy):
         #: steps that ended another actor: (the step, the actor, its next step's footprint as declared)
         ended: list[tuple[int, str, Footprint]] = []
         keep = 0
+        guide: list[str] = []  # the reversal the run from node ``keep`` follows (after its first step)
         tries = 0  # retries of this run (run-scoped server errors)
         while True:
             at = keep  # the node whose step the run is taking: an infrastructure error loses its subtree
@@ -363,7 +411,13 @@ class Exhaustive(Strategy):
                         sleep = dict(parent.child_sleep) if parent is not None else {}
                         node = _Node(list(r.enabled), sleep, prev=r.choices[-1] if r.choices else None,
                                      used=parent.used + parent.paid if parent is not None else 0, bound=bound)
-                        first = self._first(node, node.prev)
+                        k = depth - keep - 1
+                        want = guide[k] if 0 <= k < len(guide) else None
+                        if want is not None and want in node.enabled and want not in node.sleep and node.fits(want):
+                            first: str | None = want
+                        else:
+                            guide = []  # (off the reversal: the usual order from here)
+                            first = self._first(node, node.prev)
                         if first is None:
                             blocked = True
                             break
@@ -440,6 +494,14 @@ class Exhaustive(Strategy):
                     node.paid = node.cost(alt)
                     node.current = alt
                     keep = d
+                    guide = []
+                    # (a node handed on in a branch explores every child it was given: the cut's argument)
+                    if alt in node.wake and alt not in node.conservative and (branch is None or d > cut):
+                        live = [w for w in node.wake[alt] if w]
+                        if not live:
+                            node.done.add(alt)  # every reversal it stands for is a sleeper's: nothing to run
+                            continue
+                        guide = [a for a, _f in live[0][1:]]
                     break
                 nodes.pop()
             if len(nodes) <= cut:
@@ -483,10 +545,10 @@ class Exhaustive(Strategy):
             for k in direct:
                 if k != i:
                     rest |= (1 << k) | preds[k]
-            self._plan(nodes, actors, preds, i, j, p, rest)
+            self._plan(nodes, actors, fps, preds, i, j, p, fp, rest)
 
-    def _plan(self, nodes: list[_Node], actors: list[str], preds: list[int], i: int, j: int, p: str,
-              rest: int) -> None:
+    def _plan(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int], i: int, j: int,
+              p: str, fp: Footprint, rest: int) -> None:
         """Make sure a race between event ``i`` and a later step of ``p`` (at ``j``; ``rest``: the events that
         step depends on besides ``i``, a bit set) can be reversed (Source-DPOR, Algorithm 1): ``v`` = the
         events after ``i`` that do not happen after it, then ``p``'s step; one of ``v``'s initials joins node
@@ -520,12 +582,20 @@ class Exhaustive(Strategy):
         if not (rest & vmask) and p not in initials:
             initials.append(p)
         node = nodes[i]
+        steps = [(actors[k], fps[k]) for k in range(i + 1, j) if vmask >> k & 1] + [(p, fp)]
         if self._bound is None:
-            if not any(q in node.backtrack for q in initials):
-                node.backtrack.append(p if p in initials else min(initials, key=self.order.index))
+            q = next((q for q in initials if q in node.backtrack),
+                     p if p in initials else min(initials, key=self.order.index))
+            if q not in node.backtrack:
+                node.backtrack.append(q)
+            _reversal(node, steps, q)
             return
         # under a bound every initial that fits: the one already planned may need more preemptions further on
-        node.backtrack.extend(q for q in initials if node.fits(q) and q not in node.backtrack)
+        for q in initials:
+            if node.fits(q):
+                if q not in node.backtrack:
+                    node.backtrack.append(q)
+                _reversal(node, steps, q)
         e = actors[i]
         b = i
         while b > 0 and actors[b - 1] == e:
@@ -547,7 +617,7 @@ class Exhaustive(Strategy):
         for m in range(len(actors)):
             if m != k and (actors[m] == a or fps[m].conflicts(fa)):
                 rest |= (1 << m) | preds[m]
-        self._plan(nodes, actors, preds, k, len(actors), a, rest)
+        self._plan(nodes, actors, fps, preds, k, len(actors), a, fa, rest)
 
     def _record_trace(self, actors: list[str], preds: list[int], bound: int | None) -> None:
         t = self.tally
