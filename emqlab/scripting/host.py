@@ -63,6 +63,7 @@ from typing import Any
 import redis
 
 from emqlab.protocol import messages, stopped
+from emqlab.protocol.commands import LineCache
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.clock import frozen_clock
 from emqlab.scripting.dialect import REDIS7, Dialect
@@ -194,6 +195,8 @@ class LuaHost:
         self._to_reply = api[b"to_reply"]
         self._null = api[b"null"]
         self._compiled: dict[bytes, Compiled] = {}
+        #: what a run does with each command line its scripts issue (_vet)
+        self._vetted: LineCache[tuple[bytes | None, Command | None, bool]] = LineCache()
         #: each compiled text's SHA1 (hex), hashed once: a BullMQ script is tens of KB, started thousands of times
         self._sha: dict[bytes, str] = {}
         self._table_from = self.runtime.table_from
@@ -246,6 +249,19 @@ class LuaHost:
         finally:
             if self.max_memory:
                 self.runtime.set_max_memory(self.max_memory)
+
+    def _vet(self, cmd: Command, flags: frozenset[str],
+             confine: bytes | None) -> tuple[bytes | None, Command | None, bool]:
+        """What a run does with a command its script issued: ``(refusal or None, the command sent instead or
+        None, whether it is a constant-BY SORT)`` (:func:`~emqlab.scripting.rules.vet`, then the run's key
+        confinement, then :func:`~emqlab.scripting.rules.constant_sort`); remembered per command line."""
+        def compute() -> tuple[bytes | None, Command | None, bool]:
+            refusal, sent = vet(cmd, flags, self.dialect)
+            if refusal is None and confine is not None:
+                refusal = outside_run(sent, confine)
+            return refusal, None if sent is cmd else sent, refusal is None and constant_sort(sent)
+
+        return self._vetted.answer((self.dialect, confine, flags, *cmd), sum(map(len, cmd)), compute)
 
     # -- compiling -------------------------------------------------------------------------------------
     def compile(self, text: bytes) -> Compiled:
@@ -488,14 +504,14 @@ class ScriptRun:
                 args = out[1]
                 cmd = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
             asked = cmd
-            refusal, cmd = vet(cmd, self.flags, self.host.dialect)
-            if refusal is None and self.confine is not None:
-                refusal = outside_run(cmd, self.confine)
+            refusal, sent, sort = self.host._vet(cmd, self.flags, self.confine)
+            if sent is not None:
+                cmd = sent
             if refusal is None:
                 self._asked = asked
                 self.commands += 1
                 self._where = True
-                if constant_sort(cmd):
+                if sort:
                     # Redis sorts a set's members ALPHA when a script sorts it BY a constant; which type
                     # the key holds only the backend knows: ask it first
                     self._sort = cmd
