@@ -219,7 +219,9 @@ class _FakeDirect:
                 raise self._parse_error(e.value) from None
         func, sig = found
         server = self._server
-        with server.lock:
+        lock = server.lock
+        lock.acquire()
+        try:
             now = frozen_now()
             if now is None:
                 now = self._time()
@@ -230,6 +232,8 @@ class _FakeDirect:
             except self._simple_error as e:
                 raise self._parse_error(e.value) from None
             result = self._run(func, sig, args, False)
+        finally:
+            lock.release()
         return self._convert(result)
 
     def close(self) -> None:
