@@ -311,8 +311,9 @@ class LuaHost:
         return int(self._live_runs())
 
     def memory_kib(self) -> float:
-        """The Lua heap in KiB (``collectgarbage('count')``) after a full collection. Lua objects that
-        Python still references (lupa wrappers not yet collected) count as live."""
+        """The Lua heap in KiB (``collectgarbage('count')``) after a full collection, the host's cache of
+        loaded scripts (kept for their next runs) emptied first. Lua objects that Python still references
+        (lupa wrappers not yet collected) count as live."""
         self._drop_orphans()
         return float(self._memory_kib())
 
