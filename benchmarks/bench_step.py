@@ -195,7 +195,8 @@ def main() -> None:
     table = "\n".join(rows)
     if args.write:
         append_table(args.write, "A step against the same commands through fakeredis",
-                     "python benchmarks/bench_step.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else ""),
+                     "python benchmarks/bench_step.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
+                     + "".join(f" --scenario {c}" for c in args.scenario or ()),
                      table)
 
 

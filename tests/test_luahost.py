@@ -257,3 +257,26 @@ def test_refused_commands_are_listed_not_pending(host: LuaHost) -> None:
     assert run.pending == (b"GET", b"k") and run.commands == 1
     assert run.refused == [((b"MULTI",), b"ERR This Redis command is not allowed from script")]
     run.close()
+
+
+def test_runs_of_one_script_keep_their_own_keys_while_interleaved() -> None:
+    """The host keeps a loaded script for its next run: runs of one script that are live at the same time
+    (a split search interleaves them) each see their own KEYS and ARGV, and a run started after another
+    ended, while a third is still live, too."""
+    host = LuaHost()
+    src = b"local k = KEYS[1]\nredis.call('GET', k)\nredis.call('GET', KEYS[1])\nreturn {k, KEYS[1], ARGV[1]}"
+    a = host.start(src, [b"a"], [b"1"])
+    b = host.start(src, [b"b"], [b"2"])
+    assert a.pending == (b"GET", b"a") and b.pending == (b"GET", b"b")
+    a.resume(None)
+    b.resume(None)
+    a.resume(None)
+    assert a.done and a.result == [b"a", b"a", b"1"]
+    c = host.start(src, [b"c"], [b"3"])
+    assert c.pending == (b"GET", b"c")
+    b.resume(None)
+    assert b.done and b.result == [b"b", b"b", b"2"]
+    c.resume(None)
+    c.resume(None)
+    assert c.done and c.result == [b"c", b"c", b"3"]
+    assert host.live_runs == 0

@@ -301,3 +301,39 @@ return v"""
     assert run.pending == (b"GET", b"k") and run.lines == (2, 5) and run.line == 2
     run.resume(b"x")
     assert run.done and run.result == b"x" and run.lines == () and run.line == 0
+
+
+def test_the_line_of_a_call_made_inside_pcall_or_a_coroutine_and_a_long_command() -> None:
+    """The lines come from the coroutine that issued the call (a ``pcall``'s or the script's own
+    coroutine runs inside the run's); the ``TYPE`` a constant-``BY`` ``SORT`` asks first shows the
+    ``SORT``'s line; a closed run shows none; a command of more words than the host returns one by one
+    comes through whole."""
+    from emqlab.scripting.host import LuaHost
+
+    src = b"""local ok = pcall(function()
+  return redis.call('GET', KEYS[1])
+end)
+local co = coroutine.wrap(function()
+  redis.call('INCR', KEYS[1])
+end)
+co()
+redis.call('SORT', KEYS[1], 'BY', 'nosort')
+redis.call('RPUSH', KEYS[1], unpack(ARGV))
+return redis.call('GET', KEYS[1])"""
+    host = LuaHost()
+    words = [str(i).encode() for i in range(450)]
+    run = host.start(src, [b"k"], words)
+    assert run.pending == (b"GET", b"k") and run.lines == (2,)
+    run.resume(b"x")
+    assert run.pending == (b"INCR", b"k") and run.lines == (5,)
+    run.resume(1)
+    assert run.pending == (b"TYPE", b"k") and run.lines == (8,)
+    run.resume(b"list")
+    assert run.pending == (b"SORT", b"k", b"BY", b"nosort") and run.lines == (8,)
+    run.resume([])
+    assert run.pending == (b"RPUSH", b"k", *words) and run.lines == (9,)
+    run.resume(450)
+    assert run.pending == (b"GET", b"k") and run.lines == (10,)
+    run.close()
+    assert run.pending is None and run.lines == ()
+    assert host.live_runs == 0

@@ -189,6 +189,10 @@ class _FakeDirect:
             self._server: FakeServer = sock._server
             self._lookup = sock._name_to_func
             self._run = sock._run_command
+            #: command name -> (method, signature): what the socket's lookup answers for a name never changes
+            #: (the command table, the server's kind and the socket's methods are fixed); an unknown name is
+            #: asked again (it raises)
+            self._found: dict[str, Any] = {}
         except BaseException:
             pool.release(connection)
             raise
@@ -207,12 +211,17 @@ class _FakeDirect:
             raise RuntimeError("this command executor is closed")
         encode = self._encode
         cmd, args = self._extract([f if type(f) is bytes else encode(f) for f in fields])
-        try:
-            func, sig = self._lookup(cmd)
-        except self._simple_error as e:
-            raise self._parse_error(e.value) from None
+        found = self._found.get(cmd)
+        if found is None:
+            try:
+                found = self._found[cmd] = self._lookup(cmd)
+            except self._simple_error as e:
+                raise self._parse_error(e.value) from None
+        func, sig = found
         server = self._server
-        with server.lock:
+        lock = server.lock
+        lock.acquire()
+        try:
             now = frozen_now()
             if now is None:
                 now = self._time()
@@ -223,6 +232,8 @@ class _FakeDirect:
             except self._simple_error as e:
                 raise self._parse_error(e.value) from None
             result = self._run(func, sig, args, False)
+        finally:
+            lock.release()
         return self._convert(result)
 
     def close(self) -> None:

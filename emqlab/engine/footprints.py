@@ -71,9 +71,11 @@ class Footprint:
 
     def conflicts(self, other: Footprint) -> bool:
         """True when the two steps do not commute (see the module docstring)."""
-        if _meets(self.writes, other.reads | other.writes | other.appends):
+        # (each pair of sets on its own: meeting a union is meeting one of its sets, and no union is built)
+        mine, theirs = self.writes, other.writes
+        if mine and (_meets(mine, other.reads) or _meets(mine, theirs) or _meets(mine, other.appends)):
             return True
-        if _meets(other.writes, self.reads | self.appends):
+        if theirs and (_meets(theirs, self.reads) or _meets(theirs, self.appends)):
             return True
         return _meets(self.appends, other.reads) or _meets(other.appends, self.reads)
 

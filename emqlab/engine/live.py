@@ -12,8 +12,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -385,24 +384,33 @@ def sorted_smembers(execute: Callable[..., Any]) -> Callable[..., Any]:
 
 
 
-@contextmanager
-def as_fault(when: str, then: str = "") -> Iterator[None]:
+class as_fault:  # noqa: N801 - used as a function: ``with as_fault(when):``
     """An error reply about the server's state (:func:`~emqlab.backend.faults.server_fault`: another client's
     BUSY script, OOM, LOADING, …) to a command a run sends outside its steps — ``when``: registering the
     run, deleting the last run's keys, reading a state — raised as the :class:`ServerFault` it is, never as
     a bare ResponseError: a run-scoped one aborts the run (the exploration runs it again, goes on), as
     ``docs/cli.md`` says, instead of ending the command as if the server could not be used. ``then``: what
-    follows instead of :func:`fault_of`'s (the run is aborted / the exploration stops)."""
-    try:
-        yield
-    except redis.exceptions.ResponseError as e:
+    follows instead of :func:`fault_of`'s (the run is aborted / the exploration stops). (A class, not a
+    generator: every step of a run enters two.)"""
+
+    __slots__ = ("when", "then")
+
+    def __init__(self, when: str, then: str = "") -> None:
+        self.when, self.then = when, then
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: object) -> None:
+        if e is None or not isinstance(e, redis.exceptions.ResponseError):
+            return
         fault = server_fault(e)
         if fault is None:
-            raise
-        if then:
-            raise ServerFault(f"{when} got a server error ({fault}): {then}", detail=fault) from None
-        raise fault_of(f"{when} got a server error ({fault}): a run cannot go on truthfully past a server fault",
-                       fault) from None
+            return
+        if self.then:
+            raise ServerFault(f"{self.when} got a server error ({fault}): {self.then}", detail=fault) from None
+        raise fault_of(f"{self.when} got a server error ({fault}): a run cannot go on truthfully past a server"
+                       " fault", fault) from None
 
 
 #: how long (s) a run's clean-up asks again a server that is busy with a script or loading (the keys are

@@ -187,6 +187,8 @@ class Runner:
             self.left_behind = False
             self._initial: list[tuple[bytes, ...]] | None = None
             self._initial_view: QueueView | None = None
+            #: an argument's text as a step shows it, by the bytes sent (a search sends the same few hundred)
+            self._shown: dict[bytes, str] = {}
             self._runs: list[ScriptRun] = []
             self._gens: dict[str, ActorGen] = {}
             #: each actor's own connection (its WATCH and MULTI state)
@@ -665,6 +667,16 @@ class Runner:
         return tuple(held), fp
 
     def _show(self, a: Any) -> str:
+        if type(a) is bytes:
+            found = self._shown.get(a)
+            if found is None:
+                if len(self._shown) >= 4096:
+                    self._shown.clear()
+                found = self._shown[a] = self._show_text(a)
+            return found
+        return self._show_text(a)
+
+    def _show_text(self, a: Any) -> str:
         if isinstance(a, bytes):
             try:
                 text = a.decode()

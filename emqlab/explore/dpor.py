@@ -630,7 +630,7 @@ class Exhaustive(Strategy):
         if bound is not None and key in t.traces:  # a sleep set the bound kept open let a trace repeat
             t.repeated += 1
             return
-        _total, within = trace.counts(bound)
+        within = trace.count_within(bound)
         h = self.runner.history()
         t.raw += within
         self._record(h, least, schedule, weight=within)

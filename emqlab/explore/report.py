@@ -391,18 +391,13 @@ class Trace:
             pos_of[i] = (idx[a], len(self.lanes[idx[a]]))
             self.lanes[idx[a]].append(i)
         self.lengths = tuple(len(lane) for lane in self.lanes)
-        # need[e][b]: how many of lane b's events must have run before event e can
+        # need[e][b]: how many of lane b's events must have run before event e can: one more than the position
+        # of lane b's latest event among e's predecessors (a lane's events are in run order: its highest bit)
+        masks = [sum(1 << i for i in lane) for lane in self.lanes]
         self.need: dict[int, tuple[int, ...]] = {}
         for e in range(len(actors)):
-            n = [0] * len(self.order)
             bits = preds[e]
-            while bits:
-                low = bits & -bits
-                p = low.bit_length() - 1
-                bits ^= low
-                lane, k = pos_of[p]
-                n[lane] = max(n[lane], k + 1)
-            self.need[e] = tuple(n)
+            self.need[e] = tuple(pos_of[(bits & m).bit_length() - 1][1] + 1 if bits & m else 0 for m in masks)
         # ``kills``: actor -> the event (a crash) that ended it while it still had a step to take; until that
         # event has run, switching away from the actor is a preemption even after its last event
         self.killed: dict[int, tuple[int, int]] = {}
@@ -444,8 +439,12 @@ class Trace:
 
     def counts(self, bound: int | None) -> tuple[int, int]:
         """(interleavings of this trace, those with at most ``bound`` preemptions)."""
+        total = self._every()
+        return total, total if bound is None else self.count_within(bound)
+
+    def _every(self) -> int:
         end = self.lengths
-        moves, cost = self._moves, self._cost
+        moves = self._moves
         ways: dict[tuple[int, ...], int] = {end: 1}
 
         def every(pos: tuple[int, ...]) -> int:
@@ -455,10 +454,14 @@ class Trace:
                 found = ways[pos] = sum(every(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:]) for lane in moves(pos))
             return found
 
-        start = tuple(0 for _ in self.order)
-        total = every(start)
+        return every(tuple(0 for _ in self.order))
+
+    def count_within(self, bound: int | None) -> int:
+        """The interleavings of this trace with at most ``bound`` preemptions (``None``: all of them)."""
         if bound is None:
-            return total, total
+            return self._every()
+        end = self.lengths
+        moves, cost = self._moves, self._cost
         cheap: dict[tuple[tuple[int, ...], int, int], int] = {}
 
         def within(pos: tuple[int, ...], last: int, budget: int) -> int:
@@ -476,7 +479,7 @@ class Trace:
                 cheap[key] = found
             return found
 
-        return total, within(start, -1, bound)
+        return within(tuple(0 for _ in self.order), -1, bound)
 
     def _least(self, pos: tuple[int, ...], last: int) -> int:
         """The fewest preemptions that complete an interleaving from ``pos`` after lane ``last`` ran."""

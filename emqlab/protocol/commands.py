@@ -398,13 +398,15 @@ def key_access(command: Sequence[Arg], *, trust_script_keys: bool = True) -> Key
 
     Rules: module docstring; the Redis docs page "Command key specifications".
     """
-    argv = command if type(command) is tuple and all(type(a) is bytes for a in command) and command \
+    argv = command if type(command) is tuple and command and set(map(type, command)) == _BYTES_ONLY \
         else _argv(command)
     return _ACCESS.answer((trust_script_keys, *argv), sum(map(len, argv)),
                           lambda: _key_access(argv, trust_script_keys))
 
 
 T = TypeVar("T")
+#: the argument types of a command line given as it is sent (every argument bytes)
+_BYTES_ONLY = {bytes}
 
 
 class LineCache(Generic[T]):
@@ -456,7 +458,7 @@ def command_keys(command: Sequence[Arg]) -> tuple[bytes, ...] | None:
     """Every key argument of one concrete command, in argument order, one per key position (a key given twice
     appears twice, as in ``COMMAND GETKEYS``): ``(b"MSET", b"a", b"1", b"b", b"2")`` -> ``(b"a", b"b")``;
     ``None`` for an unknown command. Conservative where a spec cannot be resolved (module docstring)."""
-    argv = command if type(command) is tuple and all(type(a) is bytes for a in command) and command \
+    argv = command if type(command) is tuple and command and set(map(type, command)) == _BYTES_ONLY \
         else _argv(command)
 
     def compute() -> tuple[bytes, ...] | None:

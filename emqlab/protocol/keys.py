@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 Target = Literal["completed", "failed"]
@@ -110,7 +111,7 @@ class QueueKeys:
             raise ValueError(f"key prefix {self.prefix!r}: must be non-empty without '{{', '}}', ':' or spaces")
 
     # -- the base -------------------------------------------------------------------------------------
-    @property
+    @cached_property  # (read for nearly every command a run sends; the fields it is made of are frozen)
     def base(self) -> str:
         """``<prefix>:{<queue>}:`` — the "keys prefix" ARGV of the scripts, with its trailing colon
         (``<prefix>:<queue>:`` without the hash tag)."""

@@ -63,6 +63,7 @@ from typing import Any
 import redis
 
 from emqlab.protocol import messages, stopped
+from emqlab.protocol.commands import LineCache
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.clock import frozen_clock
 from emqlab.scripting.dialect import REDIS7, Dialect
@@ -185,6 +186,7 @@ class LuaHost:
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
         self._live_runs = api[b"live_runs"]
+        self._lines_of = api[b"lines_of"]
         self._memory_kib = api[b"memory_kib"]
         # ids of runs garbage-collected in Python before they ended or were closed; a ScriptRun's __del__
         # only appends here (it may run at any point, even inside a call into Lua), the host drops them
@@ -193,6 +195,10 @@ class LuaHost:
         self._to_reply = api[b"to_reply"]
         self._null = api[b"null"]
         self._compiled: dict[bytes, Compiled] = {}
+        #: what a run does with each command line its scripts issue (_vet)
+        self._vetted: LineCache[tuple[bytes | None, Command | None, bool]] = LineCache()
+        #: each compiled text's SHA1 (hex), hashed once: a BullMQ script is tens of KB, started thousands of times
+        self._sha: dict[bytes, str] = {}
         self._table_from = self.runtime.table_from
         self._lua_type = _sandbox.lua_type
 
@@ -244,6 +250,19 @@ class LuaHost:
             if self.max_memory:
                 self.runtime.set_max_memory(self.max_memory)
 
+    def _vet(self, cmd: Command, flags: frozenset[str],
+             confine: bytes | None) -> tuple[bytes | None, Command | None, bool]:
+        """What a run does with a command its script issued: ``(refusal or None, the command sent instead or
+        None, whether it is a constant-BY SORT)`` (:func:`~emqlab.scripting.rules.vet`, then the run's key
+        confinement, then :func:`~emqlab.scripting.rules.constant_sort`); remembered per command line."""
+        def compute() -> tuple[bytes | None, Command | None, bool]:
+            refusal, sent = vet(cmd, flags, self.dialect)
+            if refusal is None and confine is not None:
+                refusal = outside_run(sent, confine)
+            return refusal, None if sent is cmd else sent, refusal is None and constant_sort(sent)
+
+        return self._vetted.answer((self.dialect, confine, flags, *cmd), sum(map(len, cmd)), compute)
+
     # -- compiling -------------------------------------------------------------------------------------
     def compile(self, text: bytes) -> Compiled:
         """Compile ``text`` once (cached by content). Raises :class:`LuaScriptError` with Redis's message
@@ -280,8 +299,10 @@ class LuaHost:
             flags = flags | {"no-writes"}
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
                          self._table_from([as_bytes(a) for a in args]))
-        return ScriptRun(self, co, hashlib.sha1(text).hexdigest(), flags, self.db if db is None else int(db),
-                         confine, resp3)
+        sha = self._sha.get(text)
+        if sha is None:
+            sha = self._sha[text] = hashlib.sha1(text).hexdigest()
+        return ScriptRun(self, co, sha, flags, self.db if db is None else int(db), confine, resp3)
 
     @property
     def live_runs(self) -> int:
@@ -290,8 +311,9 @@ class LuaHost:
         return int(self._live_runs())
 
     def memory_kib(self) -> float:
-        """The Lua heap in KiB (``collectgarbage('count')``) after a full collection. Lua objects that
-        Python still references (lupa wrappers not yet collected) count as live."""
+        """The Lua heap in KiB (``collectgarbage('count')``) after a full collection, the host's cache of
+        loaded scripts (kept for their next runs) emptied first. Lua objects that Python still references
+        (lupa wrappers not yet collected) count as live."""
         self._drop_orphans()
         return float(self._memory_kib())
 
@@ -379,7 +401,8 @@ class ScriptRun:
         #: the run's key prefix the script is kept to (``None``: not kept)
         self.confine = confine
         self._ended: tuple[Any, ...] | None = None
-        self._where = b""
+        #: a command the script issued is pending (its lines are on the Lua stack: :attr:`lines` reads them)
+        self._where = False
         #: the command as the script asked for it, when ``pending`` is another one (BLPOP sent as LMPOP)
         self._asked: Command | None = None
         self._sort: Command | None = None
@@ -391,7 +414,9 @@ class ScriptRun:
         (the ``redis.call`` itself, maybe in an included function) first, the main chunk's last; ``()``
         when nothing is pending (or for the ``SELECT`` that restores the caller's database). Lines count
         in the text the host ran (a flattened script: includes inlined)."""
-        return tuple(int(x) for x in bytes(self._where).split(b",") if x)
+        if not self._where or self.pending is None or self.restoring:
+            return ()
+        return tuple(int(x) for x in bytes(self.host._lines_of(self.co)).split(b",") if x)
 
     @property
     def line(self) -> int:
@@ -474,17 +499,20 @@ class ScriptRun:
 
     def _advance(self, out: tuple[Any, ...]) -> None:
         while out[0] == 0:
-            args = out[1]
-            cmd: Command = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
+            if len(out) > 2 or type(out[1]) is bytes:  # (its words; a long command comes as its table)
+                cmd: Command = out[1:]
+            else:
+                args = out[1]
+                cmd = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
             asked = cmd
-            refusal, cmd = vet(cmd, self.flags, self.host.dialect)
-            if refusal is None and self.confine is not None:
-                refusal = outside_run(cmd, self.confine)
+            refusal, sent, sort = self.host._vet(cmd, self.flags, self.confine)
+            if sent is not None:
+                cmd = sent
             if refusal is None:
                 self._asked = asked
                 self.commands += 1
-                self._where = args[b"where"] or b""
-                if constant_sort(cmd):
+                self._where = True
+                if sort:
                     # Redis sorts a set's members ALPHA when a script sorts it BY a constant; which type
                     # the key holds only the backend knows: ask it first
                     self._sort = cmd
@@ -495,7 +523,7 @@ class ScriptRun:
             self.refused.append((cmd, refusal))
             out = self.host._step(self.co, 1, refusal)
         self.pending = None
-        self._where = b""
+        self._where = False
         self.closed = True  # the Lua side released the coroutine when it died
         if self.db != self.caller_db:
             self._ended = out

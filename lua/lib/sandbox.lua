@@ -129,6 +129,8 @@ local cpu_clock, time_cap = os.clock, opts.max_seconds or 0
 -- (host) what each live run has spent so far, by run id: its budget counts for the whole run, not per
 -- step; and the run the host is resuming, with its cap on commands
 local spent = {instructions = {}, commands = {}, seconds = {}, current = nil, max_commands = 0}
+-- (host) the coroutine each live run's pending command was yielded from, by run id (lines_of)
+local yielded_in = {}
 local tick, stopped_at = py.tick, py.stopped_at
 -- the line of the user's script that is running (0 when none is on the stack)
 local function script_line()
@@ -182,13 +184,15 @@ end
 
 -- errors raised for the caller's line -------------------------------------------------------------
 -- (script_line: above, with the count hook)
--- the script's lines on the stack, innermost first ("12,340"): where a pending redis.call was made
+-- the script's lines on the stack of co, innermost first ("12,340"): where its pending redis.call was made,
+-- read from the suspended coroutine only when asked (the engine never asks: a walk per command cost it ~6 %);
+-- level 0 is the yield, 1 the redis.call core, as levels 2.. were from inside the core
 -- (the embedded server's host never shows a pending command's lines: it does not walk the stack for them)
 local want_lines = not opts.no_lines
-local function where()
+local function where(co)
   local lines = {}
-  for level = 2, 60 do
-    local info = getinfo(level, 'Sl')
+  for level = 0, 59 do
+    local info = getinfo(co, level, 'Sl')
     if info == nil then break end
     if info.source == '@user_script' then lines[#lines + 1] = info.currentline end
   end
@@ -522,7 +526,8 @@ local function command(raise, ...)
     end
   end
   args.n = n
-  if want_lines then args.where = where() end
+  -- (the coroutine that yields: a pcall's or a user coroutine's inside the run's own; lines_of walks it)
+  if id ~= nil and want_lines then yielded_in[id] = co_running() end
   local tag, value = co_yield(CMD, args)
   if tag == 1 then
     if raise then real_error({err = value, line = script_line()}) end
@@ -632,22 +637,46 @@ base.coroutine = protect(lib_coroutine)
 
 -- live runs by id (lupa cannot hand a Lua coroutine back to Lua; Python holds an integer) ---------------
 local runs, envs, next_id, live = {}, {}, 0, 0
+-- loaded scripts no live run is using, by bytecode (a list each), so that a run takes one instead of
+-- undumping its script again (tens of KB for a BullMQ script, the most of a run's start); a chunk has no
+-- state but its environment, which each run sets. At most IDLE_MAX are kept: past it the cache starts over
+local idle, idle_count, IDLE_MAX = {}, 0, 32
+local chunks, codes = {}, {}   -- by run id: the run's chunk and its bytecode
+local NO_ENV = {}
 local function release(id)
   if runs[id] ~= nil then
     runs[id] = nil
     envs[id] = nil
+    local f, bytecode = chunks[id], codes[id]
+    chunks[id], codes[id] = nil, nil
+    setfenv(f, NO_ENV)  -- (the run's globals are not kept alive by the cache)
+    if idle_count >= IDLE_MAX then idle, idle_count = {}, 0 end
+    local pool = idle[bytecode]
+    if pool == nil then pool = {} idle[bytecode] = pool end
+    pool[#pool + 1] = f
+    idle_count = idle_count + 1
     spent.instructions[id], spent.commands[id], spent.seconds[id] = nil, nil, nil
+    yielded_in[id] = nil
     live = live - 1
   end
 end
 local function start(bytecode, keys, argv)
   -- (compiled by emqlab.scripting.rules.compile_script, never from a script's own text)
-  local f = assert(real_loadstring(bytecode, '@user_script'))
+  local pool, f = idle[bytecode], nil
+  if pool ~= nil then
+    f = pool[#pool]
+    pool[#pool] = nil
+    idle_count = idle_count - 1
+    if #pool == 0 then idle[bytecode] = nil end
+  else
+    f = assert(real_loadstring(bytecode, '@user_script'))
+  end
   local env = new_env(keys, argv)
   setfenv(f, env)
   next_id = next_id + 1
   runs[next_id] = new_coroutine(f, true)
   envs[next_id] = env
+  chunks[next_id], codes[next_id] = f, bytecode
   live = live + 1
   return next_id
 end
@@ -666,7 +695,9 @@ local function error_location(co)
   return '@user_script', 0
 end
 
--- one step: resume, then report (0, args) for a command, (1, value) at the end, (2, err) on error
+-- one step: resume, then report (0, word, word, …) or (0, args) for a command, (1, value) at the end, (2,
+-- err) on error
+local UNPACKED_WORDS = 200
 local function step(id, tag, value, limit, max_commands)
   local co = runs[id]
   if co == nil then return 2, MSG.run_released end
@@ -689,12 +720,24 @@ local function step(id, tag, value, limit, max_commands)
     release(id)
     return 2, yield_boundary()
   end
-  return 0, r[3]
+  -- a command's words as values of their own (Python reads them without indexing a table, one call into
+  -- Lua each); a long one as its table, below Lua's limit on the values one call returns
+  local args = r[3]
+  if args.n <= UNPACKED_WORDS then return 0, real_unpack(args, 1, args.n) end
+  return 0, args
+end
+-- where run id's pending command was made: its script's lines on the stack, innermost first ("12,340"; ""
+-- when nothing is pending or the host shows no lines)
+local function lines_of(id)
+  local co = yielded_in[id]
+  if co == nil or runs[id] == nil then return '' end
+  return where(co)
 end
 
 local function drop(id) release(id) end
 local function live_runs() return live end
 local function memory_kib()
+  idle, idle_count = {}, 0  -- (the heap the runs hold, not the cache of loaded scripts)
   collectgarbage('collect')
   collectgarbage('collect')
   return collectgarbage('count')
@@ -754,6 +797,6 @@ local function to_reply(v, depth, resp3)
   return out
 end
 
-return {start = start, step = step, drop = drop, live_runs = live_runs,
+return {start = start, step = step, drop = drop, live_runs = live_runs, lines_of = lines_of,
         memory_kib = memory_kib, to_reply = function(v, resp3) return to_reply(v, 1, resp3) end, null = null}
 
