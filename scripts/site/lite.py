@@ -146,7 +146,9 @@ def pyodide_folder(dest: Path, site_packages: Path, modules: Path, cache: Path, 
             shutil.copyfile(modules / "pyodide" / name, dest / name)
     npm_lock = json.loads((modules / "pyodide" / "pyodide-lock.json").read_text())
     micropip = npm_lock["packages"]["micropip"]
-    wheels = kernel_wheels(cache, platform) + sorted((cache / "wheels").glob("*.whl"))
+    # (by file name: a wheel both sides need, pygments, once)
+    wheels = sorted({w.name: w for w in [*kernel_wheels(cache, platform), *(cache / "wheels").glob("*.whl")]}
+                    .values())
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *platform,
                     "--dest", str(cache), f"micropip=={micropip['version']}"], check=True)
     for whl in [cache / micropip["file_name"], *wheels]:
