@@ -89,6 +89,17 @@ def kernel_wheels(cache: Path, platform: tuple[str, ...]) -> list[Path]:
     return sorted(folder.glob("*.whl"))
 
 
+def micropip_wheel(cache: Path, modules: Path, platform: tuple[str, ...]) -> Path:
+    """PyPI's wheel of the micropip that npm's Pyodide locks (the kernel loads it first), downloaded once into
+    ``cache``."""
+    locked = json.loads((modules / "pyodide" / "pyodide-lock.json").read_text())["packages"]["micropip"]
+    wheel = cache / locked["file_name"]
+    if not wheel.is_file():
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        *platform, "--dest", str(cache), f"micropip=={locked['version']}"], check=True)
+    return wheel
+
+
 def _made_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
     info = f"{name}-{version}.dist-info/"
     files = dict(files)
@@ -145,17 +156,15 @@ def pyodide_folder(dest: Path, site_packages: Path, modules: Path, cache: Path, 
         if name != "pyodide-lock.json":
             shutil.copyfile(modules / "pyodide" / name, dest / name)
     npm_lock = json.loads((modules / "pyodide" / "pyodide-lock.json").read_text())
-    micropip = npm_lock["packages"]["micropip"]
+    micropip = micropip_wheel(cache, modules, platform)
     # (by file name: a wheel both sides need, pygments, once)
     wheels = sorted({w.name: w for w in [*kernel_wheels(cache, platform), *(cache / "wheels").glob("*.whl")]}
                     .values())
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *platform,
-                    "--dest", str(cache), f"micropip=={micropip['version']}"], check=True)
-    for whl in [cache / micropip["file_name"], *wheels]:
+    for whl in [micropip, *wheels]:
         shutil.copyfile(whl, dest / whl.name)
     emqlab, *others = made_wheels(dest, site_packages, modules)
     needed = [dest / w.name for w in wheels] + others
-    packages = {e["name"]: e for e in [_lock_entry(w, []) for w in [dest / micropip["file_name"], *needed]]}
+    packages = {e["name"]: e for e in [_lock_entry(w, []) for w in [dest / micropip.name, *needed]]}
     packages["emqlab"] = _lock_entry(emqlab, sorted(str(packages[_norm(w.name.split("-")[0])]["name"])
                                                     for w in needed))
     (dest / "pyodide-lock.json").write_text(json.dumps({"info": npm_lock["info"], "packages": packages},
@@ -183,3 +192,22 @@ def build_lite(out: Path, site_packages: Path, modules: Path, cache: Path, platf
                         "--output-dir", str(out), "--apps", "lab", "--apps", "notebooks", "--apps", "tree",
                         "--no-sourcemaps", *contents],
                        check=True, cwd=lite_dir, capture_output=True, text=True)
+
+
+def prepare() -> list[Path]:
+    """Fill the harness's caches and this module's wheels (CI: ``.ci/run``, before the tests): the wheels'
+    paths."""
+    sys.path.insert(0, str(CHECKOUT / "scripts" / "pyodide"))
+    try:
+        import harness  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    _, modules = harness.prepare()
+    cache, platform = harness.cache_dir(), harness.PYODIDE_PLATFORM
+    return [micropip_wheel(cache, modules, platform), *kernel_wheels(cache, platform)]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--prepare"]:
+        sys.exit("usage: python scripts/site/lite.py --prepare  (the site's build calls this module itself)")
+    print(f"{len(prepare())} wheels for the notebooks in JupyterLite")
