@@ -3,19 +3,24 @@
 Called by ``build.py``; what it makes:
 
 * ``lite/static/pyodide/``: the npm ``pyodide`` the site already has (the kernel's Pyodide of the same
-  series), with a ``pyodide-lock.json`` of ours that lists only the two wheels the folder holds, so that
-  Pyodide never looks for a package elsewhere:
+  series), the wheels beside it, and a ``pyodide-lock.json`` of ours that lists only those (so that Pyodide
+  never looks for a package elsewhere). Pyodide takes one distribution per wheel, so each is its own:
 
   - ``micropip`` (PyPI's wheel of the version npm's lock names), which the kernel loads first;
-  - ``emqlab`` (made here, ``emqlab-<version>-py3-none-any.whl``): the checkout's ``emqlab/`` with ``lua/``,
-    the packages it imports (the harness's ``site/``: fakeredis, redis, msgpack's Pyodide wheel, PyYAML …),
-    IPython, ipywidgets and what they need (PyPI's pure wheels, into the cache's ``lite-wheels/``), and
-    wasmoon-lua5.1's files in ``emqlab/scripting/wasmoon/`` (``emqlab.scripting.wasmlua`` loads them
-    itself in the kernel's worker, where no page of ours runs);
+  - ``emqlab`` (made here): the checkout's ``emqlab/`` with ``lua/``, and wasmoon-lua5.1's files in
+    ``emqlab/scripting/wasmoon/`` (``emqlab.scripting.wasmlua`` loads them itself in the kernel's worker,
+    where no page of ours runs); its lock entry depends on every wheel below;
+  - what emqlab imports: the harness's PyPI wheels (fakeredis, redis, msgpack's Pyodide wheel …) and a
+    ``pyyaml`` wheel made here of the pure ``yaml`` package the harness took from PyYAML's source archive;
+  - IPython, ipywidgets and their dependencies (:func:`closure`: PyPI's pure wheels, into the cache's
+    ``lite-wheels/``);
 
 * the kernel's settings (``jupyter-lite.json``): ``emqlab`` preloaded when the kernel starts (so a notebook
-  needs no ``%pip`` cell) and piplite's PyPI fallback off;
+  needs no ``%pip`` cell) and piplite's PyPI fallback off; every cell drawn (``overrides.json``);
 * the two notebooks as its contents.
+
+``jupyter lite build`` runs in a virtual environment of its own with pyproject.toml's ``site`` extra
+(:func:`lite_python`).
 
 Raises ``subprocess.CalledProcessError`` when pip or ``jupyter lite build`` fails.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +93,29 @@ def kernel_wheels(cache: Path, platform: tuple[str, ...]) -> list[Path]:
                         *platform, "--dest", str(folder), *wanted], check=True)
         (folder / ".stamp").write_text(stamp)
     return sorted(folder.glob("*.whl"))
+
+
+def site_extra() -> list[str]:
+    """The requirements of pyproject.toml's ``site`` extra (read as text: Python 3.10 has no tomllib)."""
+    text = (CHECKOUT / "pyproject.toml").read_text()
+    match = re.search(r"^site = \[(.*?)\]", text, re.M | re.S)
+    if match is None:
+        raise RuntimeError("pyproject.toml has no site extra")
+    return re.findall(r'"([^"]+)"', match.group(1))
+
+
+def lite_python(cache: Path) -> Path:
+    """The Python of a virtual environment with the ``site`` extra (JupyterLite's build), made once in
+    ``cache/lite-venv``: not this environment, whose JupyterLab the Pyodide kernel's lab extension breaks."""
+    venv = cache / "lite-venv"
+    python = venv / "bin" / "python"
+    wanted = json.dumps(site_extra())
+    if not ((venv / ".stamp").is_file() and (venv / ".stamp").read_text() == wanted and python.is_file()):
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *site_extra()], check=True)
+        (venv / ".stamp").write_text(wanted)
+    return python
 
 
 def micropip_wheel(cache: Path, modules: Path, platform: tuple[str, ...]) -> Path:
@@ -188,15 +217,18 @@ def build_lite(out: Path, site_packages: Path, modules: Path, cache: Path, platf
         overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
         (lite_dir / "overrides.json").write_text(json.dumps(overrides, indent=1))
         contents = [a for nb in NOTEBOOKS for a in ("--contents", str(CHECKOUT / "notebooks" / nb))]
-        subprocess.run([sys.executable, "-m", "jupyterlite_core", "build", "--lite-dir", str(lite_dir),
-                        "--output-dir", str(out), "--apps", "lab", "--apps", "notebooks", "--apps", "tree",
-                        "--no-sourcemaps", *contents],
-                       check=True, cwd=lite_dir, capture_output=True, text=True)
+        done = subprocess.run([str(lite_python(cache)), "-m", "jupyterlite_core", "build", "--lite-dir", str(lite_dir),
+                               "--output-dir", str(out), "--apps", "lab", "--apps", "notebooks", "--apps", "tree",
+                               "--no-sourcemaps", *contents],
+                              cwd=lite_dir, capture_output=True, text=True)
+        if done.returncode:  # (its tasks' report is on stdout: shown only when it fails)
+            sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+            done.check_returncode()
 
 
 def prepare() -> list[Path]:
-    """Fill the harness's caches and this module's wheels (CI: ``.ci/run``, before the tests): the wheels'
-    paths."""
+    """Fill the harness's caches, this module's wheels and its virtual environment (CI: ``.ci/run``, before
+    the tests): the wheels' paths."""
     sys.path.insert(0, str(CHECKOUT / "scripts" / "pyodide"))
     try:
         import harness  # type: ignore[import-not-found]
@@ -204,6 +236,7 @@ def prepare() -> list[Path]:
         sys.path.pop(0)
     _, modules = harness.prepare()
     cache, platform = harness.cache_dir(), harness.PYODIDE_PLATFORM
+    lite_python(cache)
     return [micropip_wheel(cache, modules, platform), *kernel_wheels(cache, platform)]
 
 
