@@ -103,11 +103,23 @@ def run_notebook(page: Any, base: str, name: str, timeout_ms: int = START_TIMEOU
     raises). ``{"first_cell_s", "all_cells_s"}``: wall seconds from the page's request to the first code
     cell's result and to the last one; ``"cells"``: each code cell's ``prompt``, ``output`` (its text) and
     ``errors`` (its tracebacks and stderr)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     t0 = time.perf_counter()
     page.goto(f"{base}/lite/notebooks/index.html?path={name}")
     page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=timeout_ms)
-    page.click("li.lm-MenuBar-item:has-text('Run')")
-    page.click("li.lm-Menu-item:has-text('Run All Cells')")
+    # (a Run All chosen while the notebook is still being set up can be dropped, its cells left unqueued: it
+    # is chosen again until the first cell is queued or run)
+    started = f"() => ['[*]:', '[1]:'].includes(({_CELLS_JS})()[0].prompt)"
+    while True:
+        page.click("li.lm-MenuBar-item:has-text('Run')")
+        page.click("li.lm-Menu-item:has-text('Run All Cells')")
+        try:
+            page.wait_for_function(started, timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if (time.perf_counter() - t0) * 1000 > timeout_ms:
+                raise
     page.wait_for_function(f"() => ({_CELLS_JS})()[0].prompt === '[1]:'", timeout=timeout_ms)
     first = time.perf_counter() - t0
     page.wait_for_function(f"() => ({_CELLS_JS})().every((c) => c.prompt !== '[*]:')", timeout=timeout_ms)
