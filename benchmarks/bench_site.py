@@ -1,5 +1,6 @@
 """The browser site in headless Chromium (``scripts/site/``, ``docs/browser.md``): cold start to the first
-playable level, the same page again from the browser's cache, and one step of level 1.
+playable level, the same page again from the browser's cache, one step of level 1, and cold start to notebook
+01's first cell run in the site's JupyterLite.
 
     python benchmarks/bench_site.py [--repeat N] [--site DIR] [--write docs/benchmarks.md]
 
@@ -13,7 +14,11 @@ not to that server refused. Each of ``--repeat`` runs launches a fresh browser (
 * **cached start**: the same page opened again in a new tab of that browser (its HTTP cache full);
 * **one step**: level 1 played to a win by its key presses (W1 nine times, S1, then f: the rest in order);
   per actor's step (f, eight steps, is left out), the milliseconds Python took in the worker and the wall
-  milliseconds from the click to the page's update.
+  milliseconds from the click to the page's update;
+* **notebook 01** (another fresh browser): from ``lite/notebooks/index.html?path=01-read-decide-write.ipynb``
+  requested, with *Run All Cells* chosen as soon as the notebook shows, to its first code cell's result
+  (JupyterLite's pages, the kernel's Pyodide and its wheels loaded, the cell run) and to its last one — wall
+  seconds, and the CPU seconds of Chromium's processes to the last.
 
 Medians over the runs (steps: over every press of every run; the largest too). The load average is
 printed with the table: on a shared machine the wall times grow with it, the CPU much less.
@@ -44,7 +49,7 @@ def measure(site: Path, repeat: int) -> dict[str, list[float]]:
 
     out: dict[str, list[float]] = {k: [] for k in ("cold_s", "cold_cpu_s", "pyodide_s", "lua_s", "emqlab_s",
                                                    "cached_s", "cached_cpu_s", "step_py_ms", "step_wall_ms",
-                                                   "load")}
+                                                   "nb_first_s", "nb_all_s", "nb_cpu_s", "load")}
     chromium = os.environ.get("EMQLAB_CHROMIUM", "/usr/bin/chromium")
     with browse.serve(site) as base, sync_playwright() as p:
         for _ in range(repeat):
@@ -77,6 +82,22 @@ def measure(site: Path, repeat: int) -> dict[str, list[float]]:
                     raise SystemExit(f"requests left the local server: {seen['refused']}")
             finally:
                 browser.close()
+            out["load"].append(os.getloadavg()[0])
+            cpu0 = browse.cpu_seconds()
+            browser = p.chromium.launch(executable_path=chromium, headless=True)
+            try:
+                context = browser.new_context()
+                seen = browse.offline(context, base)
+                run = browse.run_notebook(context.new_page(), base, "01-read-decide-write.ipynb")
+                out["nb_cpu_s"].append(browse.cpu_seconds() - cpu0)
+                if any(c["errors"] for c in run["cells"]) or run["cells"][-1]["prompt"] != f"[{len(run['cells'])}]:":
+                    raise SystemExit("notebook 01 did not run to its end without an error: the site is broken")
+                out["nb_first_s"].append(run["first_cell_s"])
+                out["nb_all_s"].append(run["all_cells_s"])
+                if seen["refused"]:
+                    raise SystemExit(f"requests left the local server: {seen['refused']}")
+            finally:
+                browser.close()
     return out
 
 
@@ -95,8 +116,12 @@ def table(m: dict[str, list[float]]) -> str:
         f" ({max(m['step_py_ms']):.1f}) | ≤ 100 |",
         f"| one step, ms from the click to the page's update (max) | {med(m['step_wall_ms']):.1f}"
         f" ({max(m['step_wall_ms']):.1f}) | ≤ 100 |",
+        f"| cold start to notebook 01's first cell run (JupyterLite), wall s | {med(m['nb_first_s']):.1f} | ≤ 30 |",
+        f"| … to its last cell run, wall s | {med(m['nb_all_s']):.1f} | |",
+        f"| notebook 01 cold start to its last cell run, CPU s of Chromium's processes | {med(m['nb_cpu_s']):.1f} | |",
     ]
-    return "\n".join(rows) + (f"\n\n{len(m['cold_s'])} runs, each a fresh headless Chromium; "
+    return "\n".join(rows) + (f"\n\n{len(m['cold_s'])} runs, each a fresh headless Chromium for the level and"
+                              " another for the notebook; "
                               f"{len(m['step_py_ms'])} steps; load average {min(m['load']):.1f}–{max(m['load']):.1f}"
                               f" on {os.cpu_count()} cores.")
 

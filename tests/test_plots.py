@@ -250,3 +250,34 @@ def test_svg_is_reproducible(reports) -> None:  # type: ignore[no-untyped-def]
     data = plots.timeline_data(reports[0].witnesses["double-placement"])
     a, b = plots.to_svg(plots.plot_timeline(data)), plots.to_svg(plots.plot_timeline(data))
     assert a == b and a.lstrip().startswith("<?xml") and "<svg" in a
+
+
+def test_without_matplotlib_the_data_works_and_a_figure_says_what_is_missing() -> None:
+    # the browser site's JupyterLite has no matplotlib: importing the plots and making their data must work
+    # there, and only drawing a figure fails, with the reason (a fresh interpreter: this one has matplotlib)
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["matplotlib"] = None  # (an import of it raises ImportError, as where it is not installed)
+from emqlab.engine.scenario import load
+from emqlab.explore import explore
+from emqlab.ui import plots
+data = plots.timeline_data(explore(load("stalled-finish"), "split").witnesses["double-placement"])
+print(data["lanes"], len(data["steps"]))
+try:
+    plots.plot_timeline(data)
+except ImportError as e:
+    print("ImportError:", e)
+try:
+    plots.new_figure(4, 3)
+except ImportError as e:
+    print("ImportError:", e)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lanes, error, made = done.stdout.splitlines()
+    assert lanes == "['W1', 'S1'] 18"
+    assert made.startswith("ImportError: emqlab draws its figures with matplotlib, which is not installed here")
+    assert error.startswith("ImportError:") and "matplotlib" in error

@@ -10,7 +10,9 @@ server, and opened in a Chromium context whose every request not to that server 
   keys give under CPython (``emqlab_site``, the terminal game's lines);
 * the slider's first point, a switch to the split finish and a move of the slider are each a timed run
   computed in the browser, and the browser's run at a swept RTT gives the build's numbers (CPython's);
-* a browser without WebAssembly gets the message and the link to the install instructions.
+* a browser without WebAssembly gets the message and the link to the install instructions;
+* notebook 01, opened in the site's JupyterLite (``lite/``) from the start page's link, runs all its cells
+  without an error, and prints the race's witness and counts that CPython gives.
 
 Needs ``node``, ``npm``, Debian's Chromium and Playwright (skipped without them with the reason, failed in
 CI); the browser tests are marked ``browser``.
@@ -18,6 +20,7 @@ CI); the browser tests are marked ``browser``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -86,6 +89,22 @@ def test_the_folder_holds_everything_the_pages_load(site: Path) -> None:
     sweep = json.loads((site / "sweep.json").read_text())
     assert {(r["mode"], r["rtt_ms"]) for r in sweep["rows"]} == {(m, x) for m in sweep["modes"]
                                                                  for x in RTTS}
+    # the notebooks in JupyterLite: its pages, the notebooks, and a Pyodide whose lock lists only the wheels
+    # beside it (each as locked), emqlab's with the Lua module's files
+    for name in ("lite/notebooks/index.html", "lite/jupyter-lite.json", "lite/files/01-read-decide-write.ipynb",
+                 "lite/files/02-interleavings.ipynb", "lite/static/pyodide/pyodide.mjs"):
+        assert (site / name).is_file(), name
+    pyodide = site / "lite" / "static" / "pyodide"
+    lock = json.loads((pyodide / "pyodide-lock.json").read_text())["packages"]
+    assert {"micropip", "emqlab", "fakeredis", "redis", "msgpack", "pyyaml", "ipython", "ipywidgets"} <= set(lock)
+    for entry in lock.values():
+        wheel = pyodide / entry["file_name"]
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry["sha256"], wheel.name
+    assert sorted(lock["emqlab"]["depends"]) == sorted(set(lock) - {"emqlab", "micropip"})
+    with zipfile.ZipFile(pyodide / lock["emqlab"]["file_name"]) as z:
+        assert {"emqlab/lua/moveToFinished-14.lua", "emqlab/scripting/wasmoon/liblua5.1.wasm",
+                "emqlab/scripting/wasmoon/index.js"} <= set(z.namelist())
+    assert 'href="lite/notebooks/index.html?path=01-read-decide-write.ipynb"' in (site / "index.html").read_text()
 
 
 def _cpython_game(keys: list[str], level: str = "1") -> dict[str, Any]:
@@ -232,6 +251,43 @@ def test_a_browser_without_webassembly_is_sent_to_the_install(browser: Any, serv
             assert page.get_attribute("#cannot a", "href") == "install.html"
         page.click("#cannot a")
         assert "pip install -q -e \".[lab]\"" in page.inner_text("main")
+        assert seen["refused"] == [] and errors == []
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+def test_notebook_01_runs_in_jupyterlite_offline(browser: Any, served: str, tmp_path: Path) -> None:
+    from emqlab import __version__
+    from emqlab.engine.scenario import load
+    from emqlab.explore import explore
+
+    context, page, seen, errors = _context(browser, served)
+    try:
+        page.goto(f"{served}/index.html")
+        link = page.get_attribute("#notebooks a[href*='01-read-decide-write']", "href")
+        assert link is not None
+        run = browse.run_notebook(page, served, link.split("path=")[1])
+        cells = run["cells"]
+        page.screenshot(path=str(tmp_path / "notebook-01.png"), full_page=True)
+        # every code cell ran, in order, and none raised (a raise stops Run All there) or wrote to stderr
+        assert [c["prompt"] for c in cells] == [f"[{i}]:" for i in range(1, len(cells) + 1)]
+        assert [c["errors"] for c in cells] == [[]] * len(cells)
+        out = "\n".join(c["output"] for c in cells)
+        assert "backend: fakeredis" in out and "Same reply: True" in out
+        # the race: the witness and the counts, as CPython finds them
+        race = load("stalled-finish")
+        split, atomic = explore(race, "split"), explore(race, "atomic")
+        assert f"-- stalled-finish · split · {split.witnesses['double-placement'].schedule}" in out
+        assert (f"split: double-placement in {split.interleavings_with['double-placement']} of "
+                f"{split.raw_interleavings} interleavings · atomic: no anomaly in all {atomic.raw_interleavings}"
+                in out)
+        assert atomic.anomaly_kinds == [] and "placements: {'1': ['completed']}" in out
+        assert "[plot_timeline: a figure, drawn with matplotlib" in out  # (no matplotlib in this Pyodide)
+        assert "cleaned up" in cells[-1]["output"]
+        for name in ("/lite/static/pyodide/pyodide.asm.wasm", "/lite/files/01-read-decide-write.ipynb",
+                     f"/lite/static/pyodide/emqlab-{__version__}-py3-none-any.whl"):
+            assert any(name in url for url in seen["passed"]), name
         assert seen["refused"] == [] and errors == []
     finally:
         context.close()

@@ -6,6 +6,11 @@ The page (or the Node harness, ``scripts/pyodide/``) loads the wasm module befor
 WebAssembly is instantiated asynchronously, a runtime is made synchronously — and leaves it on the JavaScript
 global ``emqlabLua``: ``{api, LuaGlobal}``, where ``api`` is ``await LuaApi.initialize(wasmPath)`` and
 ``LuaGlobal`` the package's class of that name (a Lua state with a counting allocator and a memory cap).
+Where no page did (a JupyterLite kernel, whose worker runs no code of ours), the package's own copy of the
+module's files, ``emqlab/scripting/wasmoon/`` (``index.js``, ``liblua5.1.wasm``, ``lodash.min.js``: put
+there by the browser site's build, ``scripts/site/lite.py``), is loaded instead: Python waits for its
+asynchronous start with ``pyodide.ffi.run_sync``, which needs the browser's JavaScript Promise Integration
+(JSPI).
 
 What it gives is lupa's contract as :mod:`emqlab.scripting.sandbox` lists it, over the raw C API (never
 wasmoon's conversions, which decode Lua strings as UTF-8 and so are not binary-safe):
@@ -19,7 +24,8 @@ wasmoon's conversions, which decode Lua strings as UTF-8 and so are not binary-s
 * calls run under ``lua_pcall``; an error comes back as :class:`LuaError` (``LUA_ERRMEM``:
   :class:`LuaMemoryError`), a failed compilation as :class:`LuaSyntaxError`; every call is synchronous.
 
-Raises ``RuntimeError`` from :func:`new_runtime` when ``emqlabLua`` was not set up.
+Raises ``RuntimeError`` from :func:`new_runtime` when ``emqlabLua`` was not set up and the package holds no
+copy of the module.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import math
 import types
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import js  # type: ignore[import-not-found]
@@ -103,6 +110,41 @@ _HELPERS_JS = """
 }
 """
 
+# wasmoon-lua5.1 from its files' contents: lodash and the UMD bundle evaluated as scripts (they set globals),
+# the wasm module from a Blob URL; LuaApi.initialize is asynchronous (the module fetches and instantiates
+# the wasm), and its promise is what Python waits for (pyodide.ffi.run_sync).
+_LOAD_JS = """
+(lodashText, indexText, wasmBytes) => {
+  if (typeof globalThis._ !== 'function') (0, eval)(lodashText);
+  globalThis.lodash = globalThis._;  // (the name wasmoon's browser build looks for)
+  (0, eval)(indexText);
+  const w = globalThis['wasmoon-lua5']['1'];
+  const url = URL.createObjectURL(new Blob([wasmBytes.toJs()], { type: 'application/wasm' }));
+  return w.LuaApi.initialize(url).then((api) => {
+    URL.revokeObjectURL(url);
+    globalThis.emqlabLua = { api, LuaGlobal: w.LuaGlobal };
+  });
+}
+"""
+#: where the site's build puts wasmoon-lua5.1's files inside the package (absent from a checkout)
+BUNDLED = Path(__file__).resolve().parent / "wasmoon"
+
+
+def _load_bundled() -> bool:
+    # (False when the package holds no copy; RuntimeError when it does but Python cannot wait for a promise)
+    files = [BUNDLED / name for name in ("lodash.min.js", "index.js", "liblua5.1.wasm")]
+    if not all(f.is_file() for f in files):
+        return False
+    from pyodide.ffi import can_run_sync, run_sync
+
+    if not can_run_sync():
+        raise RuntimeError("starting the WebAssembly Lua here needs a browser with WebAssembly's JavaScript "
+                           "Promise Integration (JSPI; Chrome and Edge have it from version 137): use one, "
+                           "or run the notebook on your machine (pip install emqlab)")
+    run_sync(run_js(_LOAD_JS)(files[0].read_text(), files[1].read_text(), files[2].read_bytes()))
+    return True
+
+
 #: the C API functions Python calls (the wasm module's exports)
 _C_API = ("_luaL_openlibs", "_luaL_ref", "_luaL_unref", "_lua_createtable", "_lua_getmetatable", "_lua_gettop",
           "_lua_next", "_lua_objlen", "_lua_pcall", "_lua_pushboolean", "_lua_pushcclosure", "_lua_pushnil",
@@ -115,9 +157,12 @@ _runtimes: weakref.WeakValueDictionary[int, LuaRuntime] = weakref.WeakValueDicti
 def _setup() -> tuple[Any, Any]:
     if not _helpers:
         lua = getattr(js, "emqlabLua", None)
+        if lua is None and _load_bundled():
+            lua = js.emqlabLua
         if lua is None:
             raise RuntimeError("no WebAssembly Lua: the page must set globalThis.emqlabLua = {api, LuaGlobal} "
-                               "(wasmoon-lua5.1's LuaApi.initialize()) before Python makes a runtime")
+                               "(wasmoon-lua5.1's LuaApi.initialize()) before Python makes a runtime, or the "
+                               f"package hold wasmoon-lua5.1's files in {BUNDLED}")
         module = lua.api.module
         # (each function looked up once: an attribute of a JavaScript object is a crossing of its own)
         c_api = types.SimpleNamespace(**{name: getattr(module, name) for name in _C_API})

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:  # (matplotlib is imported when a figure is made: importing emqlab.ui.plots needs none)
+    from matplotlib.figure import Figure
 
 MODE_COLORS = {"atomic": "#1b7837", "finish-then-fetch": "#2166ac", "split": "#b2182b",
                "split-then-fetch": "#e08214", "transaction": "#762a83"}
@@ -61,10 +62,22 @@ def color_of(mapping: dict[str, str], key: str, default: str = "#777777") -> str
     return mapping.get(key, default)
 
 
+def new_figure(width: float, height: float) -> Figure:
+    """A new :class:`matplotlib.figure.Figure` of ``width`` × ``height`` inches. Raises ``ImportError``
+    (saying so) where matplotlib is not installed: in the browser site's JupyterLite, whose Pyodide has no
+    matplotlib (``docs/browser.md``); the ``*_data`` functions of :mod:`emqlab.ui.plots` work there."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise ImportError("emqlab draws its figures with matplotlib, which is not installed here (the browser "
+                          "site's notebooks have none): install emqlab with pip to see them") from e
+    return Figure(figsize=(width, height))
+
+
 def fresh(fig: Figure | None, width: float, height: float) -> tuple[Figure, Any]:
     """``fig`` (or a new figure) cleared and sized ``width`` × ``height`` inches, with one axes."""
     if fig is None:
-        fig = Figure(figsize=(width, height))
+        fig = new_figure(width, height)
     else:
         fig.set_size_inches(width, height)
     fig.clear()

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from emqlab.ui.figure import (
     _ARTISTS,
@@ -40,10 +38,14 @@ from emqlab.ui.figure import (
     artists,
     color_of,
     fresh,
+    new_figure,
     save,
     to_png,
     to_svg,
 )
+
+if TYPE_CHECKING:  # (a figure imports matplotlib when it is made: emqlab.ui.figure.new_figure)
+    from matplotlib.figure import Figure
 
 # -- (1) timeline ---------------------------------------------------------------------------------------------
 
@@ -375,7 +377,7 @@ def _legend(ax: Any, **kw: Any) -> Any:
 def plot_rate(data: dict[str, Any], marker: float | None = None, fig: Figure | None = None) -> Figure:
     """Anomalies per 1,000 jobs vs RTT (log x, symlog y so that 0 shows): one solid line per mode, the window
     model's expectation dashed for split modes, and a vertical marker at ``marker`` ms."""
-    fig = fig or Figure(figsize=(8.6, 4))
+    fig = fig or new_figure(8.6, 4)
     fig.clear()
     ax = fig.add_subplot(1, 1, 1)
     artists: dict[str, Any] = {}
@@ -487,7 +489,7 @@ def mark_current(fig: Figure, current: dict[str, Any], key: str, axis: int = 0) 
 def plot_cost(data: dict[str, Any], marker: float | None = None, fig: Figure | None = None) -> Figure:
     """Two panels against RTT (log x): round trips per job (log y: 1 for atomic, 2 for finish-then-fetch,
     the split script's command count for split) and jobs per second of virtual time (log y)."""
-    fig = fig or Figure(figsize=(10, 4))
+    fig = fig or new_figure(10, 4)
     fig.clear()
     left = fig.add_subplot(1, 2, 1)
     right = fig.add_subplot(1, 2, 2)
@@ -556,7 +558,7 @@ def update_cost(fig: Figure, data: dict[str, Any], marker: float | None = None) 
 def plot_sweep(sweep: Any, marker: float | None = None) -> Figure:
     """One figure with the three sweep panels (anomaly rate, round trips per job, jobs/s) — what
     ``emqlab sweep-rtt --out`` writes."""
-    fig = Figure(figsize=(15, 4.2))
+    fig = new_figure(15, 4.2)
     rate, cost = rate_data(sweep), cost_data(sweep)
     axes = [fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
     zeros = False
@@ -636,7 +638,7 @@ def plot_interleavings(data: dict[str, Any], fig: Figure | None = None) -> Figur
     baseline."""
     groups = len(data["reports"])
     if fig is None:
-        fig = Figure(figsize=(max(6.4, 1.6 + 1.5 * groups), 4.4))
+        fig = new_figure(max(6.4, 1.6 + 1.5 * groups), 4.4)
     fig.clear()
     from matplotlib.patches import Patch
 

@@ -1,6 +1,7 @@
 """Driving the built browser site (``scripts/site/build.py``) in headless Chromium through Playwright: a
-local static server for its folder, a page whose requests may reach that server only, and the game's and
-the slider's controls. Shared by ``tests/test_site.py`` and ``benchmarks/bench_site.py``."""
+local static server for its folder, a page whose requests may reach that server only, the game's and the
+slider's controls, and a notebook run in the site's JupyterLite. Shared by ``tests/test_site.py`` and
+``benchmarks/bench_site.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import http.server
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,45 @@ def slider_point(page: Any, timeout_ms: int = START_TIMEOUT_MS, **want: Any) -> 
         return Object.entries(want).every(([k, v]) => p[k] === v);
     }""", arg=want, timeout=timeout_ms)
     return dict(json.loads(page.get_attribute("#slider", "data-point")))
+
+
+#: the notebook page's code cells, read in the page: their prompts (``[3]:``, ``[*]:`` while queued or
+#: running, ``[ ]:`` never run), their outputs' text, and the text of the outputs that are errors or stderr
+_CELLS_JS = """() => Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell')).map((c) => ({
+  prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent.trim(),
+  output: (c.querySelector('.jp-OutputArea') || { innerText: '' }).innerText,
+  errors: Array.from(c.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+    .map((e) => e.innerText),
+}))"""
+
+
+def run_notebook(page: Any, base: str, name: str, timeout_ms: int = START_TIMEOUT_MS) -> dict[str, Any]:
+    """Open the notebook ``name`` in the site's JupyterLite (``lite/``), run all its cells (the *Run* menu's
+    *Run All Cells*, as a student would) and wait until none is left to run (the run stops at a cell that
+    raises). ``{"first_cell_s", "all_cells_s"}``: wall seconds from the page's request to the first code
+    cell's result and to the last one; ``"cells"``: each code cell's ``prompt``, ``output`` (its text) and
+    ``errors`` (its tracebacks and stderr)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    t0 = time.perf_counter()
+    page.goto(f"{base}/lite/notebooks/index.html?path={name}")
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=timeout_ms)
+    # (a Run All chosen while the notebook is still being set up can be dropped, its cells left unqueued: it
+    # is chosen again until the first cell is queued or run)
+    started = f"() => ['[*]:', '[1]:'].includes(({_CELLS_JS})()[0].prompt)"
+    while True:
+        page.click("li.lm-MenuBar-item:has-text('Run')")
+        page.click("li.lm-Menu-item:has-text('Run All Cells')")
+        try:
+            page.wait_for_function(started, timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if (time.perf_counter() - t0) * 1000 > timeout_ms:
+                raise
+    page.wait_for_function(f"() => ({_CELLS_JS})()[0].prompt === '[1]:'", timeout=timeout_ms)
+    first = time.perf_counter() - t0
+    page.wait_for_function(f"() => ({_CELLS_JS})().every((c) => c.prompt !== '[*]:')", timeout=timeout_ms)
+    return {"first_cell_s": first, "all_cells_s": time.perf_counter() - t0, "cells": page.evaluate(_CELLS_JS)}
 
 
 def cpu_seconds(root: int | None = None) -> float:

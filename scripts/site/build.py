@@ -44,6 +44,13 @@ PYODIDE_FILES = ("pyodide.js", "pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wa
 SWEEP_RTTS = (0.03, 0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 75.0, 150.0, 250.0)
 SWEEP_CONFIG = {"jobs": 16, "workers": 8, "seed": 0}
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # (every entry's: the same files give the same archive)
+#: the index page's item for the notebooks in JupyterLite (``lite/``, ``lite.py``), in place of its marker
+NOTEBOOK_LINKS = (
+    '<li id="notebooks"><b>Notebooks in JupyterLite</b> — '
+    '<a href="lite/notebooks/index.html?path=01-read-decide-write.ipynb">1 · Read, decide, write</a> and\n'
+    '<a href="lite/notebooks/index.html?path=02-interleavings.ipynb">2 · Interleavings</a>: run them cell by '
+    "cell, change them\n(figures need the install; their Lua needs a browser with WebAssembly's JSPI, such as "
+    "Chrome or Edge 137\nor later).</li>")
 
 
 def _harness() -> Any:
@@ -103,11 +110,13 @@ def sweep_data(rtts: tuple[float, ...] = SWEEP_RTTS) -> dict[str, Any]:
             "config": SWEEP_CONFIG, "rows": sweep.rows()}
 
 
-def build(out: Path, rtts: tuple[float, ...] = SWEEP_RTTS, *, with_bytecode: bool = True) -> dict[str, Any]:
+def build(out: Path, rtts: tuple[float, ...] = SWEEP_RTTS, *, with_bytecode: bool = True,
+          with_lite: bool = True) -> dict[str, Any]:
     """Build the site into ``out`` (emptied first), the slider's curves at ``rtts`` (ms), the bytecode
-    compiled under Pyodide unless ``with_bytecode`` is false; what it holds: ``{"files", "bytes",
-    "bundle"}``."""
-    site_packages, modules = _harness().prepare()
+    compiled under Pyodide unless ``with_bytecode`` is false, the notebooks in JupyterLite (``lite/``,
+    ``lite.py``) unless ``with_lite`` is false; what it holds: ``{"files", "bytes", "bundle"}``."""
+    harness = _harness()
+    site_packages, modules = harness.prepare()
     if out.exists():
         shutil.rmtree(out)
     (out / "pyodide").mkdir(parents=True)
@@ -123,9 +132,20 @@ def build(out: Path, rtts: tuple[float, ...] = SWEEP_RTTS, *, with_bytecode: boo
             shutil.copyfile(licence, out / folder / f"{package.name}-{licence.name}")
     for page in sorted((HERE / "static").iterdir()):
         shutil.copyfile(page, out / page.name)
+    if with_lite:
+        index = out / "index.html"
+        index.write_text(index.read_text().replace("<!-- emqlab:notebooks -->", NOTEBOOK_LINKS))
     digest = bundle(site_packages, out / "emqlab.zip", bytecode() if with_bytecode else {})
     (out / "sweep.json").write_text(json.dumps(sweep_data(rtts), indent=1, sort_keys=True) + "\n")
     (out / "manifest.json").write_text(json.dumps({"bundle": digest[:16]}) + "\n")
+    if with_lite:
+        sys.path.insert(0, str(HERE))
+        try:
+            import lite  # type: ignore[import-not-found]
+        finally:
+            sys.path.remove(str(HERE))
+        lite.build_lite(out / "lite", site_packages, modules, harness.cache_dir(), harness.PYODIDE_PLATFORM,
+                        PYODIDE_FILES)
     files = [p for p in out.rglob("*") if p.is_file()]
     return {"files": len(files), "bytes": sum(p.stat().st_size for p in files), "bundle": digest[:16]}
 
@@ -135,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "site-browser", help="the folder to write")
     parser.add_argument("--no-bytecode", action="store_true",
                         help="leave out the bytecode compiled under Pyodide (a quicker build, a slower start)")
+    parser.add_argument("--no-lite", action="store_true", help="leave out the notebooks in JupyterLite (lite/)")
     args = parser.parse_args(argv)
     started, cpu = time.perf_counter(), time.process_time()
-    done = build(args.out, with_bytecode=not args.no_bytecode)
+    done = build(args.out, with_bytecode=not args.no_bytecode, with_lite=not args.no_lite)
     print(f"{args.out}: {done['files']} files, {done['bytes'] / 1e6:.1f} MB (emqlab.zip {done['bundle']}),"
           f" built in {time.perf_counter() - started:.1f} s ({time.process_time() - cpu:.1f} s CPU);"
           f" serve it with: python -m http.server -d {args.out}")
