@@ -171,3 +171,82 @@ def test_a_hold_an_interrupt_left_in_a_thread_does_not_block_that_threads_next_c
             "print(client.get('k').decode(), client.dbsize())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
     assert (done.returncode, done.stdout) == (0, b"v 1\n"), done.stderr.decode()[-2000:]
+
+
+INTERRUPTED_ONCE = r'''
+import threading
+from emqlab.backend.fakeserver import new_server, sync_client
+server = new_server()
+client = sync_client(server)
+client.set("k", "v")
+raw = server.lock.raw
+
+
+class InterruptOnce:
+    """The server's lock, with a Ctrl-C raised just as its first acquire returns (where CPython takes a
+    signal after a C call)."""
+    def __init__(self, lock):
+        self.lock, self.fired = lock, False
+    def acquire(self, *a, **k):
+        got = self.lock.acquire(*a, **k)
+        if got and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+        return got
+    def __getattr__(self, name):
+        return getattr(self.lock, name)
+
+
+server.lock.raw = InterruptOnce(raw)
+try:
+    client.get("k")
+except KeyboardInterrupt:
+    pass
+server.lock.raw = raw
+print("same thread:", client.get("k"))
+other = {}
+t = threading.Thread(target=lambda: other.setdefault("v", sync_client(server).get("k")), daemon=True)
+t.start()
+t.join(10)
+print("other thread:", other.get("v", "waited"))
+'''
+
+
+def test_a_ctrl_c_as_the_server_lock_is_taken_leaves_it_free_for_every_thread() -> None:
+    """The with block never began, so the lock's ``__enter__`` gives back what it took: the next command
+    of this thread and of any other (a TCP client of the same server, a notebook's helper thread) runs.
+    With the re-entrant lock alone the other thread waited for ever."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_ONCE], capture_output=True, timeout=120, check=False)
+    assert done.stdout.decode().splitlines() == ["same thread: b'v'", "other thread: b'v'"], done.stderr.decode()
+
+
+def test_after_an_interrupt_the_runs_clean_up_frees_what_the_thread_held() -> None:
+    """What a Ctrl-C left held in this thread (the server's lock, a connection's response queue) is given
+    back by a run closed under it (Runner.close → release_interrupted): another thread's command runs.
+    Outside an interrupt's handling it does nothing."""
+    from emqlab.backend.busy import release_interrupted
+
+    server = new_server()
+    client = sync_client(server)
+    client.set("k", "v")
+    raw = server.lock.raw
+    raw.acquire()  # (what an interrupt at the wrong moment leaves)
+    try:
+        release_interrupted(client)  # not in an interrupt's handling: nothing
+        assert raw._is_owned()  # type: ignore[attr-defined]
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            release_interrupted(client)
+        assert not raw._is_owned()  # type: ignore[attr-defined]
+        got: dict[str, Any] = {}
+        t = threading.Thread(target=lambda: got.setdefault("v", sync_client(server).get("k")), daemon=True)
+        t.start()
+        t.join(10)
+        assert got == {"v": b"v"} and client.get("k") == b"v"
+    finally:
+        while raw._is_owned():  # type: ignore[attr-defined]
+            raw.release()

@@ -280,3 +280,24 @@ def test_a_split_eval_ro_is_read_only_as_on_redis() -> None:
         assert "Write commands are not allowed from read-only scripts" in texts, texts
         assert "Can not execute a script with write flag using *_ro command" in texts, texts
         assert res.report.distinct_outcomes == 1  # (nothing was written: no run differs from another)
+
+
+def test_a_ctrl_c_inside_a_python_actor_stays_an_interrupt() -> None:
+    """A Ctrl-C that lands while an actor's own code runs is the command's stop, not the actor's error:
+    `emqlab check` stopped that way said "R2 raised KeyboardInterrupt … a Python actor that raises stops
+    the run" and exited 2."""
+    import os
+    import signal
+
+    def worker(r, q):  # type: ignore[no-untyped-def]
+        r.get(q.keys.lock("1"))
+        os.kill(os.getpid(), signal.SIGINT)  # (the user's Ctrl-C, while the actor's code runs)
+        r.get(q.keys.lock("1"))
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            explore_actors({"W1": worker, "S1": "sweep"}, state={"active": ["1"], "stalled": ["1"]},
+                           locks={"1": "W1"})
+    finally:
+        signal.signal(signal.SIGINT, saved)

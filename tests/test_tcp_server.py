@@ -84,6 +84,24 @@ def test_the_command_serves_until_ctrl_c() -> None:
     assert res.returncode == 2 and "cannot listen on" in res.stderr
 
 
+def test_a_ctrl_c_the_kernel_hands_to_a_serving_thread_still_stops_the_command() -> None:
+    """A Ctrl-C to the process goes to any thread that does not block it; when a serving thread took it,
+    the command slept on (an hour at a time) and went on serving. Here it is handed to the serving thread
+    on purpose: the command still stops, within a second."""
+    code = ("import signal, sys, threading, time\n"
+            "def kick():\n"
+            "    time.sleep(2)\n"
+            "    serving = next(t for t in threading.enumerate() if t.name == 'emqlab-server')\n"
+            "    signal.pthread_kill(serving.ident, signal.SIGINT)\n"
+            "threading.Thread(target=kick, daemon=True).start()\n"
+            "sys.argv = ['emqlab', 'server', '--port', '0']\n"
+            "from emqlab.ui.entry import entry\n"
+            "entry()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=stops_by_default)
+    assert done.returncode == 0 and "stopped" in done.stderr, (done.returncode, done.stderr)
+
+
 def test_a_unix_socket_with_a_connection_per_client(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / "emq.sock")
     with serve(unix=path) as srv:

@@ -19,6 +19,7 @@ blocked ``BLPOP`` waking up).
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -198,10 +199,37 @@ class ServerLock:
             self.raw.release()
 
     def __enter__(self) -> bool:
-        return self.acquire()
+        held = self.raw._recursion_count()  # type: ignore[attr-defined]
+        try:
+            return self.acquire()
+        except BaseException:  # (a Ctrl-C raised as the acquire returned: the with block never began)
+            if self.raw._recursion_count() > held:  # type: ignore[attr-defined]
+                self.raw.release()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def release_interrupted(conn: Any) -> None:
+    """Called while a Ctrl-C's or a stop signal's exception is handled in this thread (nothing otherwise), when no
+    command of it runs any more (the exception has unwound them all): give back what the interrupt may have left
+    held — the embedded server's lock (a KeyboardInterrupt between its acquire and the command kept it, and every
+    other thread's command waited for ever) and the connections' sockets (a response queue's own lock, kept the same
+    way, made this thread's next command wait): the lock is released as often as this thread holds it, the pool's
+    connections are dropped (the next command opens a fresh one; the data stays on the server). Nothing for a live
+    server's connection."""
+    if not isinstance(sys.exc_info()[1], (KeyboardInterrupt, SystemExit)):
+        return
+    pool = getattr(conn, "connection_pool", None)
+    server = getattr(pool, "connection_kwargs", {}).get("server") if pool is not None else None
+    lock = getattr(server, "lock", None)
+    if pool is None or not isinstance(lock, ServerLock):
+        return
+    raw = lock.raw
+    while raw._is_owned():  # type: ignore[attr-defined]
+        raw.release()
+    pool.disconnect()
 
 
 def install(server: fakeredis.FakeServer, threshold_ms: int) -> Busy:

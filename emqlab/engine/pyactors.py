@@ -546,6 +546,8 @@ class _Driver:
         with self.running():
             try:
                 out = step()
+            except (KeyboardInterrupt, SystemExit):  # (a Ctrl-C or a stop signal: the command's, not the actor's)
+                raise
             except BaseException as e:
                 raise self._fail(e) from e
         if self._violation is not None:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import redis
 
 import emqlab.engine.pyactors  # noqa: F401 - adds the "python" actor kind to FACTORIES
+from emqlab.backend.busy import release_interrupted
 from emqlab.backend.connect import (
     Executor,
     FaultScope,
@@ -127,8 +128,7 @@ class Runner:
     exactly as atomic, and its footprint is observed. ``local_scripts=False`` uses fakeredis's EVALSHA. On a
     live server an atomic step of one of emqlab's own scripts is one EVALSHA, of any other script a run
     through the Lua host, kept to the run's keys like every script the host runs (:mod:`emqlab.engine.atomic`;
-    a set marked :meth:`~emqlab.scripting.registry.ScriptSet.trusted` is sent as EVALSHA too).
-    """
+    a set marked :meth:`~emqlab.scripting.registry.ScriptSet.trusted` is sent as EVALSHA too)."""
 
     def __init__(self, scenario: Scenario, mode: str = "split", conn: redis.Redis | None = None, *,
                  scripts: ScriptSet | None = None, queue: str | None = None, effects: bool = True,
@@ -289,8 +289,7 @@ class Runner:
         except Exception:  # noqa: BLE001 - half-built: best effort, the claim's release below matters
             pass
         self.left_behind = not live.release(self.namespace)
-        executor = getattr(self, "_executor", None)
-        if executor is not None:
+        if (executor := getattr(self, "_executor", None)) is not None:
             executor.close()
         self._closed = True
 
@@ -300,6 +299,7 @@ class Runner:
         script (:func:`emqlab.engine.live.release`), the keys are left to their safety TTL and the run index's
         lease (:mod:`emqlab.backend.namespace`), and ``left_behind`` is True."""
         if not self._closed:
+            release_interrupted(self.conn)  # (when an interrupt closes it)
             self._drop_actors()
             self.left_behind = not live.release(self.namespace)
             self._executor.close()

@@ -361,8 +361,8 @@ def server(port: int, host: str, unix: str | None) -> None:
             with serve(host, port, unix=unix) as tcp:
                 click.echo(tcp.url, nl=True)
                 err_console.print(f"emqlab server on {tcp.url} · Ctrl-C stops it", markup=False, highlight=False)
-                while True:
-                    time.sleep(3600)
+                while True:  # (short sleeps: a Ctrl-C the kernel hands to a serving thread is taken here
+                    time.sleep(0.25)  # within a quarter second, not when a long sleep ends)
         except OSError as e:
             _fail(f"cannot listen on {unix or f'{host}:{port}'}: {e.strerror or e}")
         except KeyboardInterrupt:
