@@ -223,10 +223,10 @@ def test_a_ctrl_c_as_the_server_lock_is_taken_leaves_it_free_for_every_thread() 
     assert done.stdout.decode().splitlines() == ["same thread: b'v'", "other thread: b'v'"], done.stderr.decode()
 
 
-def test_after_an_interrupt_the_runs_clean_up_frees_what_the_thread_held() -> None:
-    """What a Ctrl-C left held in this thread (the server's lock, a connection's response queue) is given
-    back by a run closed under it (Runner.close → release_interrupted): another thread's command runs.
-    Outside an interrupt's handling it does nothing."""
+def test_after_an_interrupt_the_runs_clean_up_frees_the_server_lock_the_thread_held() -> None:
+    """The server's lock, if a Ctrl-C left it held in this thread, is given back by a run closed under it
+    (Runner.close → release_interrupted): another thread's command runs. Outside an interrupt's handling it
+    does nothing."""
     from emqlab.backend.busy import release_interrupted
 
     server = new_server()

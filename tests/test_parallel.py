@@ -687,3 +687,37 @@ def test_a_workers_stop_that_a_finalizer_dropped_is_raised_at_its_next_call() ->
         sys.unraisablehook = saved
         parts._stopping.clear()
         parts._running.clear()
+
+
+def test_an_interrupt_a_finalizer_dropped_during_an_exploration_is_raised_again() -> None:
+    """A notebook's interrupt that lands in a ``__del__`` is dropped by Python ("Exception ignored") and the
+    cell ran on to its end; inside :func:`~emqlab.explore.stops.interrupts_kept` (every exploration) it is
+    raised at the next call. Other unraisable exceptions, and everything after the block, go to the hook
+    that was there."""
+    from emqlab.explore.stops import interrupts_kept
+
+    class Dropped:
+        def __init__(self, exc: BaseException) -> None:
+            self.exc = exc
+
+        def __del__(self) -> None:
+            raise self.exc
+
+    def after() -> None:
+        pass
+
+    seen: list[BaseException | None] = []
+    saved = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_kept():
+            Dropped(ValueError("other"))
+            Dropped(KeyboardInterrupt())
+            after()
+            pytest.fail("the interrupt was dropped")
+        assert [type(e) for e in seen] == [ValueError]
+        Dropped(KeyboardInterrupt())  # (outside the block: the hook that was there)
+        assert [type(e) for e in seen] == [ValueError, KeyboardInterrupt]
+    finally:
+        sys.setprofile(None)
+        sys.unraisablehook = saved

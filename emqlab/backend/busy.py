@@ -213,12 +213,11 @@ class ServerLock:
 
 def release_interrupted(conn: Any) -> None:
     """Called while a Ctrl-C's or a stop signal's exception is handled in this thread (nothing otherwise), when no
-    command of it runs any more (the exception has unwound them all): give back what the interrupt may have left
-    held — the embedded server's lock (a KeyboardInterrupt between its acquire and the command kept it, and every
-    other thread's command waited for ever) and the connections' sockets (a response queue's own lock, kept the same
-    way, made this thread's next command wait): the lock is released as often as this thread holds it, the pool's
-    connections are dropped (the next command opens a fresh one; the data stays on the server). Nothing for a live
-    server's connection."""
+    command of it runs any more (the exception has unwound them all): give back the embedded server's lock as often
+    as this thread still holds it (a KeyboardInterrupt between its acquire and the command kept it, and every other
+    thread's command waited for ever). Nothing for a live server's connection. What Python's own locks inside the
+    connection may keep (a socket's response queue, an event: plain locks taken in Python code) is not touched:
+    closing the connection takes them, and would wait for ever where this thread kept one."""
     if not isinstance(sys.exc_info()[1], (KeyboardInterrupt, SystemExit)):
         return
     pool = getattr(conn, "connection_pool", None)
@@ -229,7 +228,6 @@ def release_interrupted(conn: Any) -> None:
     raw = lock.raw
     while raw._is_owned():  # type: ignore[attr-defined]
         raw.release()
-    pool.disconnect()
 
 
 def install(server: fakeredis.FakeServer, threshold_ms: int) -> Busy:

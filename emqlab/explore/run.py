@@ -18,6 +18,7 @@ from emqlab.explore.divide import Stats, explore_divided
 from emqlab.explore.explorer import Explorer
 from emqlab.explore.report import Report
 from emqlab.explore.shrink import shrink
+from emqlab.explore.stops import interrupts_kept
 from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
 
@@ -39,6 +40,14 @@ def explore(scenario: Scenario, mode: str, config: ExploreConfig | None = None, 
     a ``mode`` that is none of :data:`emqlab.engine.context.MODES`,
     :class:`~emqlab.protocol.schedules.ScheduleError` for a replay without a schedule, one of no steps
     (``v1:``) or one that does not fit (before any key is written)."""
+    with interrupts_kept():  # (a notebook's interrupt that a finalizer swallowed still stops it)
+        return _explore(scenario, mode, config, conn=conn, url=url, scripts=scripts, executor=executor,
+                        progress=progress, stats=stats, **options)
+
+
+def _explore(scenario: Scenario, mode: str, config: ExploreConfig | None, *, conn: Any, url: str | None,
+             scripts: Any, executor: str | cf.Executor | None, progress: Callable[[int, int | None], None] | None,
+             stats: Stats | None, **options: Any) -> Report:
     config = ExploreConfig.of(config, **options)
     if mode not in MODES:  # (an unknown mode would run as the atomic finish and claim it holds)
         raise ValueError(f"unknown mode {mode!r} (one of: {', '.join(MODES)})")

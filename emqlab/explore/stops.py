@@ -56,6 +56,35 @@ def at_next_call(fire: Callable[[], object], after: FrameType | None = None) -> 
     sys.setprofile(hook)
 
 
+@contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """While the block runs (main thread): a KeyboardInterrupt that Python would drop — raised inside a
+    finalizer's ``__del__`` or a weakref callback, printed as "Exception ignored" — is raised again at the
+    next call instead (:func:`at_next_call`), so a notebook's interrupt stops the exploration instead of
+    letting the cell run to its end. Any other unraisable exception goes to the hook that was there."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+
+            def again() -> None:
+                raise exc
+
+            at_next_call(again, after=sys._getframe())
+            return
+        saved(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = saved
+
+
 #: how often a helper process looks whether its parent is still there (s)
 PARENT_POLL_S = 0.2
 
@@ -88,4 +117,4 @@ def exit_with_parent(grace_s: float = 3.0, *, busy: Callable[[], bool] | None = 
     threading.Thread(target=watch, name="emqlab-parent-watch", daemon=True).start()
 
 
-__all__ = ["PARENT_POLL_S", "STOP_SIGNALS", "at_next_call", "exit_with_parent", "stops_held"]
+__all__ = ["PARENT_POLL_S", "STOP_SIGNALS", "at_next_call", "exit_with_parent", "interrupts_kept", "stops_held"]
