@@ -35,6 +35,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from archive import write_zip  # type: ignore[import-not-found]  # (scripts/site/archive.py)
+
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parents[1]
 #: Pyodide's files the pages load (the package's other files are its docs, maps and a console page)
@@ -43,7 +45,6 @@ PYODIDE_FILES = ("pyodide.js", "pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wa
 #: the RTTs (ms) of the slider's curves and the timed runs' parameters (the docs' sweep: docs/hooks.py)
 SWEEP_RTTS = (0.03, 0.05, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 75.0, 150.0, 250.0)
 SWEEP_CONFIG = {"jobs": 16, "workers": 8, "seed": 0}
-_ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # (every entry's: the same files give the same archive)
 #: the index page's item for the notebooks in JupyterLite (``lite/``, ``lite.py``), in place of its marker
 NOTEBOOK_LINKS = (
     '<li id="notebooks"><b>Notebooks in JupyterLite</b> — '
@@ -87,12 +88,7 @@ def bundle(site_packages: Path, out: Path, pyc: dict[str, bytes]) -> str:
     entries += [("emqlab/lua/" + p.relative_to(CHECKOUT / "lua").as_posix(), p) for p in _files(CHECKOUT / "lua")]
     entries.append(("emqlab_site.py", HERE / "emqlab_site.py"))
     files = {name: path.read_bytes() for name, path in entries} | pyc
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
-        for name, data in sorted(files.items()):
-            info = zipfile.ZipInfo(name, _ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            z.writestr(info, data)
+    write_zip(out, files, compresslevel=9)
     return hashlib.sha256(out.read_bytes()).hexdigest()
 
 

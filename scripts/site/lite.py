@@ -38,6 +38,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from archive import write_zip  # type: ignore[import-not-found]  # (scripts/site/archive.py)
+
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parents[1]
 NOTEBOOKS = ("01-read-decide-write.ipynb", "02-interleavings.ipynb")
@@ -47,7 +49,6 @@ KERNEL_PACKAGES = ("ipython", "comm", "jedi", "ipywidgets")
 #: dependencies no Python import needs in the kernel (ipywidgets' front-end halves: the site has its lab
 #: extension; the kernel ships its own stand-in of widgetsnbextension) or that cannot run there
 LEFT_OUT = ("widgetsnbextension", "jupyterlab-widgets", "pexpect", "ptyprocess")
-_ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
 
 def _norm(name: str) -> str:
@@ -135,12 +136,7 @@ def _made_wheel(out_dir: Path, name: str, version: str, files: dict[str, bytes])
     files[info + "METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
     files[info + "WHEEL"] = b"Wheel-Version: 1.0\nGenerator: emqlab-site\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     out = out_dir / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as z:
-        for path, data in sorted(files.items()):
-            entry = zipfile.ZipInfo(path, _ZIP_DATE)
-            entry.compress_type = zipfile.ZIP_DEFLATED
-            entry.external_attr = 0o644 << 16
-            z.writestr(entry, data)
+    write_zip(out, files, compresslevel=6)
     return out
 
 
