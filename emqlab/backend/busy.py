@@ -174,22 +174,33 @@ class ServerLock:
         self._busy = busy
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        local = self._busy.local
-        fields = getattr(local, "fields", None)
-        if not blocking or timeout >= 0 or fields is None:
-            return self.raw.acquire(blocking, timeout)
-        while not self.raw.acquire(timeout=_POLL_S):
-            r = self._busy.busy()
-            if r is None:
-                continue
-            if fields[0].lower() in CONNECTION_ONLY:
-                local.borrowed = True
-                return True
-            # (FUNCTION STATS is allow-busy, but while an EVAL runs Redis 7.0 answers it BUSY)
-            stats = [f.lower() for f in fields] == [b"function", b"stats"]
-            if "allow_busy" not in line_flags(fields) or (stats and r.kind == "script"):
-                raise SimpleError(_busy_text(r))
-        return True
+        """Take the lock as :meth:`threading.RLock.acquire` does, a client's command waiting busy-aware. A
+        Ctrl-C that CPython raises as the raw acquire returns (it takes signals after a C call) gives the
+        hold back: the caller never learnt it had the lock, so it would never release it, and every other
+        thread's command would wait for ever (the executor's and fakeredis's ``with`` alike)."""
+        raw = self.raw
+        held = raw._recursion_count()  # type: ignore[attr-defined]
+        try:
+            local = self._busy.local
+            fields = getattr(local, "fields", None)
+            if not blocking or timeout >= 0 or fields is None:
+                return raw.acquire(blocking, timeout)
+            while not raw.acquire(timeout=_POLL_S):
+                r = self._busy.busy()
+                if r is None:
+                    continue
+                if fields[0].lower() in CONNECTION_ONLY:
+                    local.borrowed = True
+                    return True
+                # (FUNCTION STATS is allow-busy, but while an EVAL runs Redis 7.0 answers it BUSY)
+                stats = [f.lower() for f in fields] == [b"function", b"stats"]
+                if "allow_busy" not in line_flags(fields) or (stats and r.kind == "script"):
+                    raise SimpleError(_busy_text(r))
+            return True
+        except BaseException:
+            if raw._recursion_count() > held:  # type: ignore[attr-defined]
+                raw.release()
+            raise
 
     def release(self) -> None:
         local = self._busy.local
@@ -199,13 +210,7 @@ class ServerLock:
             self.raw.release()
 
     def __enter__(self) -> bool:
-        held = self.raw._recursion_count()  # type: ignore[attr-defined]
-        try:
-            return self.acquire()
-        except BaseException:  # (a Ctrl-C raised as the acquire returned: the with block never began)
-            if self.raw._recursion_count() > held:  # type: ignore[attr-defined]
-                self.raw.release()
-            raise
+        return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
