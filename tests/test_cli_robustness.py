@@ -173,17 +173,31 @@ def test_sigterm_on_a_live_run_deletes_its_keys(tmp_path: Path) -> None:
 
     before = ours()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split", "--scenario",
-         str(scenario_file), "--preemptions", "2", "--redis", "live"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (ours() - before):
-        time.sleep(0.1)
-    assert ours() - before, "the run never wrote its keys"
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
-    assert proc.returncode == 128 + signal.SIGTERM
+    # stderr to a file: a pipe nobody reads could fill and stall the run; and on a failure it says why
+    err_path = tmp_path / "stderr.txt"
+    started = time.monotonic()
+    with err_path.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split", "--scenario",
+             str(scenario_file), "--preemptions", "2", "--redis", "live"],
+            stdout=subprocess.DEVNULL, stderr=err, env=env)
+    try:
+        deadline = started + 60
+        seen: set[bytes] = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            seen = ours() - before
+            if seen:
+                break
+            time.sleep(0.02)
+        assert seen, (f"the run wrote no key in {time.monotonic() - started:.1f} s (status {proc.poll()}); "
+                      f"its stderr: {err_path.read_text(errors='replace')[-2000:]!r}")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err_path.read_text(errors="replace")[-2000:]
     assert ours() - before == set()
 
 
