@@ -15,8 +15,9 @@ keys the rules read):
 * ``python``: ``function(final, history)`` returns None, True or an empty list (holds), or False, a sentence
   or a list of sentences (broken); anything else, or an exception it raises, is reported as the rule
   broken, saying so. It must answer the same for every interleaving of a trace — read the final state and
-  what the steps did, not the order of steps on different keys: with reduction, one run stands for its
-  trace (``--no-reduce`` runs every schedule).
+  what the steps did, not the order of steps that commute (on different keys, or on different members of
+  one key: :mod:`emqlab.engine.footprints`): with reduction, one run stands for its trace (``--no-reduce``
+  runs every schedule).
 """
 
 from __future__ import annotations

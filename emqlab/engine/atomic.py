@@ -79,7 +79,7 @@ def _run(r: Any, name: str, keys: Sequence[Any], args: Sequence[Any],
         r.script_calls[r.index] = tuple(calls)
         seen = [c for c, _ in calls]
         accesses = [key_access(c) for c in seen]
-        observed = footprints.of_accesses(accesses, base)
+        observed = footprints.of_commands(seen, base)
         r.observed.append((name, tuple(keys), observed))
         known = all(a is not None and not a.writes_any for a in accesses)
         written = tuple(dict.fromkeys(k for a in accesses if a is not None for k in a.writes)) if known else None

@@ -13,6 +13,20 @@ A footprint holds three sets:
 Two steps *conflict* (are dependent) when one writes a key the other reads, writes or appends to, or one
 appends to a key the other reads. Steps of one actor are always dependent (program order).
 
+**Members.** A command that touches only named members of its one key — a set's members (``SADD``,
+``SREM``, ``SISMEMBER``, ``SMISMEMBER``), a sorted set's (``ZADD``, ``ZREM``, ``ZINCRBY``, ``ZSCORE``,
+``ZMSCORE``), a hash's fields (``HSET``, ``HGET``, ``HINCRBY``, ``HDEL`` …) or, for ``LREM``, one element of
+a list — reads and writes those members, not the key (:data:`MEMBER_COMMANDS`): ``SREM stalled 1`` and
+``SREM stalled 2`` commute. Why that is exact: each such command's reply depends only on its own members
+(a count of its members added or removed, their values or scores), and what it does to the key is the
+same whatever happened to the other members (``LREM`` of one element leaves the others in their order,
+whoever removed another first; a key emptied by one and filled by the other ends the same either way).
+A member access still meets every access to the whole key (``SCARD``, ``LPOS``, ``DEL``, ``EXISTS`` …)
+and, when one of them writes, every member access of another kind of value (``SADD k x`` against
+``HSET k f v``: which one comes first decides the key's type). One assumption: no collection key the
+scripts empty and refill carries a TTL of the protocol (an emptied key loses its TTL); emqlab's own
+safety TTL reads as none (:mod:`emqlab.backend.namespace`).
+
 Where the footprint comes from:
 
 * a command of a split script, a clock event, a ``pre`` clock effect: the Redis command table
@@ -32,10 +46,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from emqlab.protocol.commands import KeyAccess, key_access
+from emqlab.protocol.commands import KeyAccess, LineCache, key_access
 from emqlab.protocol.keys import QUEUE_KEY_NAMES
 
-Key = tuple[str, str]  # (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs")
+#: (kind, name): ("q", "wait"), ("job", "1"), ("lock", "1"), ("jobsub", "1:logs"); or a member of such a key,
+#: (kind, name, family, member): ("q", "stalled", "set", "1"), ("job", "1", "hash", "atm")
+Key = tuple[str, ...]
 ANY: Key = ("*", "*")
 
 _QUEUE_HEADS = frozenset(n.split(":", 1)[0] for n in QUEUE_KEY_NAMES)
@@ -91,15 +107,22 @@ class Footprint:
         return out
 
     def __str__(self) -> str:
+        def one(k: Key) -> str:
+            name = k[1] if k[0] != "lock" else f"{k[1]}:lock"
+            return name if len(k) == 2 else f"{name}[{k[3]}]"
+
         def show(ks: frozenset[Key]) -> str:
-            return ",".join(n if kind != "lock" else f"{n}:lock" for kind, n in sorted(ks)) or "-"
+            return ",".join(one(k) for k in sorted(ks)) or "-"
         return f"r[{show(self.reads)}] w[{show(self.writes)}]" + (f" a[{show(self.appends)}]" if self.appends else "")
 
 
 def _match(a: Key, b: Key) -> bool:
     if a == ANY or b == ANY:
         return True
-    return a[0] == b[0] and (a[1] == b[1] or a[1] == "*" or b[1] == "*")
+    if a[0] != b[0] or not (a[1] == b[1] or a[1] == "*" or b[1] == "*"):
+        return False
+    # the whole key meets each of its members; members of one family meet only themselves
+    return len(a) == 2 or len(b) == 2 or a[2] != b[2] or a[3] == b[3]
 
 
 def _meets(xs: Iterable[Key], ys: frozenset[Key]) -> bool:
@@ -112,9 +135,65 @@ def _meets(xs: Iterable[Key], ys: frozenset[Key]) -> bool:
     return False
 
 
-def of_command(command: Sequence[bytes], base: str) -> Footprint:
-    """The footprint of one concrete command, from the command table (everything for an unknown one)."""
-    return of_access(key_access(command), base)
+def of_command(command: Sequence[bytes], base: str, access: KeyAccess | None | bool = False) -> Footprint:
+    """The footprint of one concrete command, from the command table (everything for an unknown one), with
+    the members of :data:`MEMBER_COMMANDS` in place of their key; ``access``: the command's
+    :func:`~emqlab.protocol.commands.key_access`, where the caller has it already."""
+    if access is False:
+        access = key_access(command)
+    fp = of_access(access, base)
+    if access is None or not command:
+        return fp
+    name = command[0]
+    how = MEMBER_COMMANDS.get(name.upper() if isinstance(name, bytes) else str(name).upper().encode())
+    if how is None:
+        return fp
+    return _MEMBERS.answer((base, *command), sum(map(len, command)), lambda: _members(fp, how, command))
+
+
+#: the commands that touch only named members of their one key (the module docstring): name -> (family,
+#: whether it writes them, where the members are: ``"rest"`` every argument after the key, ``"pairs"`` every
+#: other argument after the key from the first, ``"pairs2"`` from the second, ``"zadd"`` ZADD's, ``"last"``
+#: the last argument, ``"at2"`` the one after the key)
+MEMBER_COMMANDS: dict[bytes, tuple[str, bool, str]] = {
+    b"SADD": ("set", True, "rest"), b"SREM": ("set", True, "rest"),
+    b"SISMEMBER": ("set", False, "rest"), b"SMISMEMBER": ("set", False, "rest"),
+    b"ZADD": ("zset", True, "zadd"), b"ZREM": ("zset", True, "rest"), b"ZINCRBY": ("zset", True, "last"),
+    b"ZSCORE": ("zset", False, "rest"), b"ZMSCORE": ("zset", False, "rest"),
+    b"HSET": ("hash", True, "pairs"), b"HMSET": ("hash", True, "pairs"), b"HSETNX": ("hash", True, "at2"),
+    b"HINCRBY": ("hash", True, "at2"), b"HINCRBYFLOAT": ("hash", True, "at2"), b"HDEL": ("hash", True, "rest"),
+    b"HGET": ("hash", False, "rest"), b"HMGET": ("hash", False, "rest"), b"HEXISTS": ("hash", False, "rest"),
+    b"HSTRLEN": ("hash", False, "rest"),
+    b"LREM": ("list", True, "last"),
+}
+_ZADD_FLAGS = frozenset({b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR"})
+_MEMBERS: LineCache[Footprint] = LineCache()
+
+
+def _members(whole: Footprint, how: tuple[str, bool, str], command: Sequence[bytes]) -> Footprint:
+    family, writes, where = how
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in command[2:]]
+    if where == "rest":
+        names = args
+    elif where == "pairs":
+        names = args[0::2]
+    elif where == "at2":
+        names = args[:1]
+    elif where == "last":
+        names = args[-1:]
+    else:  # ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]
+        i = 0
+        while i < len(args) and args[i].upper() in _ZADD_FLAGS:
+            i += 1
+        names = args[i + 1::2]
+    keys = whole.reads | whole.writes
+    if len(keys) != 1 or not names:  # (a line without members: the server refuses it; the whole key)
+        return whole
+    (key,) = keys
+    if len(key) != 2 or key == ANY:
+        return whole
+    ms = frozenset((key[0], key[1], family, m.decode("utf-8", "replace")) for m in names)
+    return Footprint(reads=frozenset() if writes else ms, writes=ms if writes else frozenset())
 
 
 @lru_cache(maxsize=4096)  # (a search meets the same few hundred accesses in every run)
@@ -142,7 +221,10 @@ def of_access(access: KeyAccess | None, base: str) -> Footprint:
 
 def of_commands(commands: Iterable[Sequence[bytes]], base: str) -> Footprint:
     """The union of the commands' footprints (an atomic script's, from every ``redis.call`` it made)."""
-    return of_accesses([key_access(c) for c in commands], base)
+    out = Footprint()
+    for c in commands:
+        out = out | of_command(c, base)
+    return out
 
 
 def of_accesses(accesses: Iterable[KeyAccess | None], base: str) -> Footprint:

@@ -522,7 +522,7 @@ class Runner:
             reply = e
         base = self.keys.base
         access = key_access(command)
-        fp = footprints.of_access(access, base)
+        fp = footprints.of_command(command, base, access)
         if command[0].upper() == b"WATCH":  # its EXEC's fate depends on every later write to these keys
             self._sessions.watched[actor] = tuple(command[1:])
             fp = fp | footprints.of_commands([(b"EXISTS", *command[1:])], base)
