@@ -77,7 +77,8 @@ def test_no_probe_without_a_shebang_or_when_asked_not_to() -> None:
 
 def test_masterdown_refuses_the_whole_run_even_under_pcall() -> None:
     host = LuaHost()
-    run = host.start("redis.call('select', 1) local r = redis.pcall('get', KEYS[1]) return 'went on'", ["k"])
+    run = host.start("redis.call('select', 1) local r = redis.pcall('get', KEYS[1]) return 'went on'", ["k"],
+                     server_checks=True)
     run.resume(b"OK")
     run.resume(redis.exceptions.MasterDownError(MASTERDOWN))
     assert run.pending == (b"SELECT", b"0") and run.restoring  # (the caller's database is still restored)
@@ -89,14 +90,15 @@ def test_masterdown_refuses_the_whole_run_even_under_pcall() -> None:
 
 
 def test_masterdown_in_an_allow_stale_script_is_redis_own_refusal_of_the_command() -> None:
-    run = LuaHost().start("#!lua flags=allow-stale,no-writes\nreturn redis.pcall('get', KEYS[1]).err", ["k"])
+    run = LuaHost().start("#!lua flags=allow-stale,no-writes\nreturn redis.pcall('get', KEYS[1]).err", ["k"],
+                          server_checks=True)
     run.resume(redis.exceptions.MasterDownError(MASTERDOWN))
     assert run.value() == messages.STALE_REPLICA_COMMAND.encode()
 
 
 def test_without_server_checks_masterdown_is_the_commands_error() -> None:
-    # (the engine's atomic steps: the step itself stops at the server fault)
-    run = LuaHost().start("return redis.pcall('get', KEYS[1]).err", ["k"], server_checks=False)
+    # (start's default, for a run a scheduler steps: the engine's step itself stops at the server fault)
+    run = LuaHost().start("return redis.pcall('get', KEYS[1]).err", ["k"])
     run.resume(redis.exceptions.MasterDownError(MASTERDOWN))
     assert run.value() == MASTERDOWN.encode()
 
@@ -107,7 +109,7 @@ _ACL = "return {redis.acl_check_cmd('set', KEYS[1], 'v') and 1 or 0, redis.acl_c
 
 
 def test_acl_check_asks_whoami_once_then_dryrun() -> None:
-    run = LuaHost().start(_ACL, ["k"])
+    run = LuaHost().start(_ACL, ["k"], server_checks=True)
     assert run.pending == (b"ACL", b"WHOAMI")
     run.resume(b"bob")
     assert run.pending == (b"ACL", b"DRYRUN", b"bob", b"set", b"k", b"v")
@@ -119,14 +121,29 @@ def test_acl_check_asks_whoami_once_then_dryrun() -> None:
 
 
 def test_acl_check_where_the_server_cannot_tell_answers_true() -> None:
-    run = LuaHost().start(_ACL, ["k"], acl_user=b"bob")
+    run = LuaHost().start(_ACL, ["k"], acl_user=b"bob", server_checks=True)
     assert run.pending == (b"ACL", b"DRYRUN", b"bob", b"set", b"k", b"v")  # (the user known: no WHOAMI)
     run.resume(redis.exceptions.NoPermissionError("this user has no permissions to run the 'acl|dryrun' command"))
     run.resume(redis.exceptions.ResponseError("unknown subcommand 'DRYRUN'"))
     assert run.value() == [1, 1]
-    run = LuaHost().start(_ACL, ["k"])
+    run = LuaHost().start(_ACL, ["k"], server_checks=True)
     run.resume(redis.exceptions.NoPermissionError("this user has no permissions to run the 'acl|whoami' command"))
     assert run.pending == (b"ACL", b"WHOAMI")  # (no user learnt: asked again)
+
+
+def test_acl_check_without_server_checks_does_not_ask() -> None:
+    # (start's default: the engine's split runs take no steps of their own for it, the old answer)
+    run = LuaHost().start(_ACL, ["k"])
+    assert run.done and run.value() == [1, 1]
+
+
+def test_acl_check_inside_a_c_callback_keeps_the_old_answer() -> None:
+    # (nothing yields out of table.sort's comparator: a redis.call there fails, the question is not asked)
+    src = ("local seen = {} local t = {3, 1, 2} table.sort(t, function(a, b)"
+           " seen[#seen + 1] = redis.acl_check_cmd('set', KEYS[1], 'v') return a < b end) return #seen > 0 and"
+           " seen[1] and 1 or 0")
+    run = LuaHost().start(src, ["k"], server_checks=True)
+    assert run.done and run.value() == 1
 
 
 def test_run_remembers_the_user_of_its_connection() -> None:

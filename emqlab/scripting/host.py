@@ -284,7 +284,7 @@ class LuaHost:
     # -- running ---------------------------------------------------------------------------------------
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = (), *,
               db: int | None = None, confine: bytes | None = None, read_only: bool = False,
-              resp3: bool = False, acl_user: bytes | None = None, server_checks: bool = True) -> ScriptRun:
+              resp3: bool = False, acl_user: bytes | None = None, server_checks: bool = False) -> ScriptRun:
         """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
         ``db``: the caller's database (default :attr:`db`), restored after a ``SELECT`` in the script.
         ``confine``: a run's key prefix; a command that names a key outside it, or reaches every key,
@@ -295,8 +295,11 @@ class LuaHost:
         server's): a ``{double=…}`` comes back a float, a ``{map=…}`` a
         :class:`emqlab.scripting.replies.MapReply`. ``acl_user``: the ACL user of the connection the run's
         commands go to, when known (else a ``redis.acl_check_cmd`` first asks ``ACL WHOAMI``).
-        ``server_checks``: a ``MASTERDOWN`` reply is read as Redis reads a stale replica (:class:`ScriptRun`);
-        false: it is the command's error like any other.
+        ``server_checks`` (:meth:`run` sets it): a ``MASTERDOWN`` reply is read as Redis reads a stale replica,
+        and a ``redis.acl_check_cmd`` asks the server (:class:`ScriptRun`); false, the default for a run that
+        a scheduler steps (the engine's split runs, which stop at a server fault themselves; the embedded
+        server's ``EVAL``): a ``MASTERDOWN`` is the command's error like any other, and
+        ``redis.acl_check_cmd`` answers true without asking.
 
         A run holds its Lua coroutine until it ends (a value or an error) or is closed
         (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
@@ -310,7 +313,7 @@ class LuaHost:
                 raise LuaScriptError(messages.RO_CALL_OF_WRITING_SCRIPT.removeprefix("ERR "))
             flags = flags | {"no-writes"}
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
-                         self._table_from([as_bytes(a) for a in args]))
+                         self._table_from([as_bytes(a) for a in args]), server_checks)
         sha = self._sha.get(text)
         if sha is None:
             sha = self._sha[text] = hashlib.sha1(text).hexdigest()
@@ -349,10 +352,10 @@ class LuaHost:
         ``server_checks``: a script with a ``#!lua`` line is first put to the server as Redis checks it before
         it runs (one ``EVAL`` of an empty script with the same line, not shown to ``on_command``:
         :func:`emqlab.scripting.serverstate.probe`); a refusal (``OOM``, ``NOREPLICAS``, ``MASTERDOWN`` …) is
-        raised as Redis's ``EVAL`` answers it, before the script runs; and a ``MASTERDOWN`` reply is read as
-        Redis reads a stale replica (:class:`ScriptRun`). False: neither (the engine's atomic steps, whose
-        footprint is every command sent and which stop at a server fault themselves). A
-        ``redis.acl_check_cmd`` asks the connection's user once (``ACL WHOAMI``, remembered per ``conn``)."""
+        raised as Redis's ``EVAL`` answers it, before the script runs; a ``MASTERDOWN`` reply is read as
+        Redis reads a stale replica, and a ``redis.acl_check_cmd`` asks the server, the connection's user
+        once (``ACL WHOAMI``, remembered per ``conn``) (:class:`ScriptRun`). False: none of these (the
+        engine's steps, whose footprint is every command sent and which stop at a server fault themselves)."""
         execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
         db = _db_of(conn, self.db)
         text = script.text if isinstance(script, Script) else as_bytes(script)
@@ -428,13 +431,13 @@ class ScriptRun:
     A script that ``SELECT``\\ ed another database gets one last pending command after its end, ``SELECT
     <caller's db>`` (``restoring`` is true then); its reply is not shown to the script.
 
-    A ``redis.acl_check_cmd`` is a question to the server (:mod:`emqlab.scripting.serverstate`): pending
-    ``ACL WHOAMI`` while :attr:`acl_user` is not known, then ``ACL DRYRUN <user> <command> <args…>``, neither
-    counted in ``commands``; the script gets true or false (true where the server cannot tell). A
-    ``MASTERDOWN`` reply ends the run as Redis refuses the ``EVAL`` on a stale replica, unless the script is
-    ``allow-stale`` (its command then fails with Redis's own refusal; ``server_checks=False``: neither).
-    Where the dialect freezes ``TIME`` (Valkey), every ``TIME`` of the run is still sent, and answered with
-    the run's first reply.
+    With ``server_checks`` (:meth:`LuaHost.start`), a ``redis.acl_check_cmd`` is a question to the server
+    (:mod:`emqlab.scripting.serverstate`): pending ``ACL WHOAMI`` while :attr:`acl_user` is not known, then
+    ``ACL DRYRUN <user> <command> <args…>``, neither counted in ``commands``; the script gets true or false
+    (true where the server cannot tell). And a ``MASTERDOWN`` reply ends the run as Redis refuses the ``EVAL``
+    on a stale replica, unless the script is ``allow-stale`` (its command then fails with Redis's own
+    refusal). Where the dialect freezes ``TIME`` (Valkey), every ``TIME`` of the run is still sent, and
+    answered with the run's first reply.
 
     A run that ends releases its Lua coroutine by itself. A run abandoned before its end must be closed
     (:meth:`close`, or use the run as a context manager): until then the host keeps its coroutine, its
@@ -447,7 +450,7 @@ class ScriptRun:
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
                  caller_db: int = 0, confine: bytes | None = None, resp3: bool = False,
-                 acl_user: bytes | None = None, server_checks: bool = True) -> None:
+                 acl_user: bytes | None = None, server_checks: bool = False) -> None:
         self.host = host
         #: a MASTERDOWN reply is read as Redis reads a stale replica
         self._stale = server_checks

@@ -543,13 +543,25 @@ local function command(raise, ...)
   return value
 end
 
--- redis.acl_check_cmd's question to the server (emqlab.scripting.serverstate): yielded as a command marked
--- acl (step reports it apart; no script's command can carry the mark), answered true or false; not counted
--- among the run's commands
+-- redis.acl_check_cmd's question to the server (emqlab.scripting.serverstate), in the runs started to ask
+-- (acl_asks, by run id): yielded as a command marked acl (step reports it apart; no script's command can
+-- carry the mark), answered true or false; not counted among the run's commands
+local acl_asks = {}
+-- (nothing yields from inside a C function's callback, table.sort's or string.gsub's, nor from a metamethod:
+-- a redis.call there fails, but a question there keeps the answer acl_check_cmd gave before it asked, true)
+local function can_yield()
+  for level = 3, 250 do  -- (1: can_yield, 2: acl_ask, 3: acl_check_cmd)
+    local info = getinfo(level, 'Sn')
+    if info == nil then return true end
+    if info.what == 'C' or info.namewhat == 'metamethod' then return false end
+  end
+  return false
+end
 if opts.acl_query then
   acl_ask = function(args)
     local id = spent.current
-    if id ~= nil and want_lines then yielded_in[id] = co_running() end
+    if id == nil or not acl_asks[id] or not can_yield() then return true end
+    if want_lines then yielded_in[id] = co_running() end
     args.acl = true
     local _, verdict = co_yield(CMD, args)
     return verdict
@@ -677,10 +689,11 @@ local function release(id)
     idle_count = idle_count + 1
     spent.instructions[id], spent.commands[id], spent.seconds[id] = nil, nil, nil
     yielded_in[id] = nil
+    acl_asks[id] = nil
     live = live - 1
   end
 end
-local function start(bytecode, keys, argv)
+local function start(bytecode, keys, argv, ask_acl)
   -- (compiled by emqlab.scripting.rules.compile_script, never from a script's own text)
   local pool, f = idle[bytecode], nil
   if pool ~= nil then
@@ -697,6 +710,7 @@ local function start(bytecode, keys, argv)
   runs[next_id] = new_coroutine(f, true)
   envs[next_id] = env
   chunks[next_id], codes[next_id] = f, bytecode
+  acl_asks[next_id] = ask_acl or nil
   live = live + 1
   return next_id
 end
