@@ -64,6 +64,9 @@ NOSCRIPT_COMMAND = "ERR This Redis command is not allowed from script"
 WRITE_IN_READONLY_SCRIPT = "ERR Write commands are not allowed from read-only scripts."
 #: EVAL_RO / EVALSHA_RO of a script whose shebang does not say ``flags=no-writes``
 RO_CALL_OF_WRITING_SCRIPT = "ERR Can not execute a script with write flag using *_ro command."
+#: a command without the ``stale`` flag in an ``allow-stale`` script, on a replica whose link to its master is
+#: down while ``replica-serve-stale-data`` is ``no`` (src/script.c, scriptVerifyAllowStale)
+STALE_REPLICA_COMMAND = "ERR Can not execute the command on a stale replica"
 #: XREAD / XREADGROUP with BLOCK inside a script (``%s``: the command as the script spelled it)
 BLOCKING_STREAM_READ = "%s command is not allowed with BLOCK option from scripts"
 #: a blocking list or zset command's timeout that is no number (src/timeout.c)

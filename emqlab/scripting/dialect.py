@@ -19,6 +19,8 @@ and :data:`VALKEY` (Valkey 8 and later, checked against Valkey 9.1). Where they 
 * numbers: a Lua number passed to ``redis.call`` and a ``{double=…}`` reply are ``%.17g`` text on Redis
   7.0 (``0.10000000000000001``); on Valkey an integer up to 2^62 is written as one, any other number in
   the shortest text that reads back the same (``0.1``, ``1e+21``), and a ``{double=…}`` NaN is ``nan``;
+* ``TIME``: Valkey answers every ``TIME`` of a script with the same instant, Redis 7.0 reads its clock each time
+  (:attr:`Dialect.frozen_time`);
 * the sandbox: Valkey's has the ``server`` global (the ``redis`` table under another name), ``os`` with
   ``os.clock`` only, ``__server__err__handler``, and ``redis.SERVER_NAME``, ``VALKEY_VERSION``,
   ``VALKEY_VERSION_NUM``; its ``REDIS_VERSION`` is the Redis release it answers as (``7.2.4``).
@@ -92,6 +94,12 @@ class Dialect:
     def allowed_in_script(self, name: str) -> bool:
         """Whether a command the command table (Redis 7.0's) flags ``noscript`` runs in a script here."""
         return self.valkey and name in VALKEY_SCRIPT_BLOCKING
+
+    @property
+    def frozen_time(self) -> bool:
+        """``TIME`` answers one instant all through a script (Valkey 9.1: the script's start); Redis 7.0.15's
+        ``TIME`` reads the moving clock (only key expiry is frozen there)."""
+        return self.valkey
 
     def error_suffix(self, sha: str, source: str, line: int) -> str:
         """What follows a script's error text: `` script: <sha1>, on @user_script:3.`` on Redis, `` script: on

@@ -42,6 +42,9 @@ What it reproduces (each rule checked against a Redis 7.0 server by ``tests/test
   nesting beyond Redis's Lua stack limit ends in its ``reached lua stack limit`` error element — the
   sandbox's ``to_reply`` and :mod:`emqlab.scripting.replies`;
 * a ``#!lua`` shebang line with Redis's flag parsing — :mod:`emqlab.scripting.rules`;
+* what Redis decides from the server's state: a ``#!lua`` script refused before it runs (``OOM``,
+  ``NOREPLICAS``, ``MASTERDOWN`` …), a stale replica's refusals, ``redis.acl_check_cmd`` by ``ACL DRYRUN`` —
+  :mod:`emqlab.scripting.serverstate`;
 * an instruction-count hook: a run that executes more than ``max_instructions`` Lua instructions without a
   ``redis.call`` ends with a clear error, and Ctrl-C interrupts a looping script (``KeyboardInterrupt``).
 
@@ -55,6 +58,7 @@ Strings are bytes end to end (msgpack payloads are not UTF-8).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +69,7 @@ import redis
 from emqlab.protocol import messages, stopped
 from emqlab.protocol.commands import LineCache
 from emqlab.scripting import sandbox as _sandbox
+from emqlab.scripting import serverstate
 from emqlab.scripting.clock import frozen_clock
 from emqlab.scripting.dialect import REDIS7, Dialect
 from emqlab.scripting.registry import Script, lua_dir
@@ -89,6 +94,7 @@ from emqlab.scripting.rules import (
     compile_script,
     constant_sort,
     known_command,
+    parse_shebang,
     unblocked_reply,
     vet,
 )
@@ -150,6 +156,7 @@ class LuaHost:
                  max_seconds: float = DEFAULT_MAX_SECONDS, db: int = 0, dialect: Dialect = REDIS7,
                  serving: Serving | None = None) -> None:
         self.dialect = dialect
+        self._frozen_time = dialect.frozen_time
         self.runtime = new_runtime(unpack_returned_tuples=False, max_memory=max_memory or None)
         lib = Path(lib_dir) if lib_dir else lua_dir() / "lib"
         self.logs: list[tuple[int, bytes]] = []
@@ -181,7 +188,7 @@ class LuaHost:
                              memory_kib=soft_cap_kib(self.max_memory), max_seconds=float(max_seconds),
                              dialect=self.runtime.table_from(dialect.lua_options()),
                              msg=self.runtime.table_from(dialect.lua_texts()), error_prefix=prefix.encode(),
-                             no_lines=serving is not None, **hints)
+                             no_lines=serving is not None, acl_query=serving is None, **hints)
         self._start = api[b"start"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
@@ -201,6 +208,8 @@ class LuaHost:
         self._sha: dict[bytes, str] = {}
         self._table_from = self.runtime.table_from
         self._lua_type = _sandbox.lua_type
+        #: the ACL user of each connection :meth:`run` has asked (``ACL WHOAMI``), by the connection
+        self._users: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
 
     def _tick(self) -> bool:
         # called by the count hook every sandbox.HOOK_EVERY instructions: a pending stop signal's handler runs
@@ -275,7 +284,7 @@ class LuaHost:
     # -- running ---------------------------------------------------------------------------------------
     def start(self, script: Script | bytes | str, keys: Sequence[Any], args: Sequence[Any] = (), *,
               db: int | None = None, confine: bytes | None = None, read_only: bool = False,
-              resp3: bool = False) -> ScriptRun:
+              resp3: bool = False, acl_user: bytes | None = None, server_checks: bool = False) -> ScriptRun:
         """A new run of ``script`` with ``KEYS``/``ARGV``; it advances to its first ``redis.call``.
         ``db``: the caller's database (default :attr:`db`), restored after a ``SELECT`` in the script.
         ``confine``: a run's key prefix; a command that names a key outside it, or reaches every key,
@@ -284,7 +293,13 @@ class LuaHost:
         ``flags=no-writes`` script, and a script whose shebang lacks that flag is refused before it runs
         (:class:`LuaScriptError`, Redis's text). ``resp3``: the result is for a RESP3 client (the embedded
         server's): a ``{double=…}`` comes back a float, a ``{map=…}`` a
-        :class:`emqlab.scripting.replies.MapReply`.
+        :class:`emqlab.scripting.replies.MapReply`. ``acl_user``: the ACL user of the connection the run's
+        commands go to, when known (else a ``redis.acl_check_cmd`` first asks ``ACL WHOAMI``).
+        ``server_checks`` (:meth:`run` sets it): a ``MASTERDOWN`` reply is read as Redis reads a stale replica,
+        and a ``redis.acl_check_cmd`` asks the server (:class:`ScriptRun`); false, the default for a run that
+        a scheduler steps (the engine's split runs, which stop at a server fault themselves; the embedded
+        server's ``EVAL``): a ``MASTERDOWN`` is the command's error like any other, and
+        ``redis.acl_check_cmd`` answers true without asking.
 
         A run holds its Lua coroutine until it ends (a value or an error) or is closed
         (:meth:`ScriptRun.close`, or ``with host.start(…) as run:``): close a run you stop driving."""
@@ -298,11 +313,12 @@ class LuaHost:
                 raise LuaScriptError(messages.RO_CALL_OF_WRITING_SCRIPT.removeprefix("ERR "))
             flags = flags | {"no-writes"}
         co = self._start(compiled.bytecode, self._table_from([as_bytes(k) for k in keys]),
-                         self._table_from([as_bytes(a) for a in args]))
+                         self._table_from([as_bytes(a) for a in args]), server_checks)
         sha = self._sha.get(text)
         if sha is None:
             sha = self._sha[text] = hashlib.sha1(text).hexdigest()
-        return ScriptRun(self, co, sha, flags, self.db if db is None else int(db), confine, resp3)
+        return ScriptRun(self, co, sha, flags, self.db if db is None else int(db), confine, resp3, acl_user,
+                         server_checks)
 
     @property
     def live_runs(self) -> int:
@@ -323,7 +339,7 @@ class LuaHost:
 
     def run(self, conn: redis.Redis | Callable[..., Any], script: Script | bytes | str, keys: Sequence[Any],
             args: Sequence[Any] = (), on_command: Callable[[Command, Any], None] | None = None, *,
-            confine: bytes | None = None, read_only: bool = False) -> Any:
+            confine: bytes | None = None, read_only: bool = False, server_checks: bool = True) -> Any:
         """Run ``script`` to its end, one command per round trip, against ``conn``: a
         :func:`emqlab.backend.executor.command_executor` or a :func:`emqlab.backend.clients.raw_client`. Returns what
         ``EVALSHA`` would return; raises :class:`LuaScriptError` likewise.
@@ -331,11 +347,24 @@ class LuaHost:
         The run is atomic on an in-process fakeredis executor (nothing else runs between its commands), so
         there its commands see one instant, as a script's do on Redis (:func:`emqlab.scripting.clock.frozen_clock`);
         against a live server each command reads the server's clock. ``confine``, ``read_only``: as for
-        :meth:`start`."""
+        :meth:`start`.
+
+        ``server_checks``: a script with a ``#!lua`` line is first put to the server as Redis checks it before
+        it runs (one ``EVAL`` of an empty script with the same line, not shown to ``on_command``:
+        :func:`emqlab.scripting.serverstate.probe`); a refusal (``OOM``, ``NOREPLICAS``, ``MASTERDOWN`` …) is
+        raised as Redis's ``EVAL`` answers it, before the script runs; a ``MASTERDOWN`` reply is read as
+        Redis reads a stale replica, and a ``redis.acl_check_cmd`` asks the server, the connection's user
+        once (``ACL WHOAMI``, remembered per ``conn``) (:class:`ScriptRun`). False: none of these (the
+        engine's steps, whose footprint is every command sent and which stop at a server fault themselves)."""
         execute = conn.execute_command if isinstance(conn, redis.Redis) else conn
         db = _db_of(conn, self.db)
+        text = script.text if isinstance(script, Script) else as_bytes(script)
+        if server_checks and text.startswith(b"#!"):
+            self._check_up_front(text, [as_bytes(k) for k in keys], execute)
+        user = self._user_of(conn)
         # (the run is closed if the backend raises)
-        with frozen_clock(), self.start(script, keys, args, db=db, confine=confine, read_only=read_only) as run:
+        with frozen_clock(), self.start(text, keys, args, db=db, confine=confine, read_only=read_only,
+                                        acl_user=user, server_checks=server_checks) as run:
             while run.pending is not None:
                 cmd = run.pending
                 try:
@@ -345,7 +374,39 @@ class LuaHost:
                 if on_command is not None:
                     on_command(cmd, reply)
                 run.resume(reply)
+            if run.acl_user is not None and run.acl_user != user:
+                self._remember_user(conn, run.acl_user)
             return run.value()
+
+    def _check_up_front(self, text: bytes, keys: list[bytes], execute: Callable[..., Any]) -> None:
+        # a refusal of the probe that Redis gives the script itself before it runs (a text whose #! line
+        # does not parse: start() raises Redis's error for it, as Redis does without taking flags from it)
+        try:
+            _body, flags = parse_shebang(text, self.dialect)
+        except LuaScriptError:
+            return
+        try:
+            execute(*serverstate.probe(flags, keys))
+        except redis.exceptions.ResponseError as e:
+            refusal = serverstate.up_front(error_text(e))
+            if refusal is not None:
+                raise LuaScriptError(as_text(refusal).removeprefix("ERR "), wire_error(refusal)) from None
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            raise  # (the server is gone: the run would meet it at its first command)
+        except Exception:  # noqa: BLE001 - a backend that cannot send it (a cluster's keyless EVAL): no answer
+            return
+
+    def _user_of(self, conn: Any) -> bytes | None:
+        try:
+            return self._users.get(conn)
+        except TypeError:  # (a connection that takes no weak reference: asked in each run)
+            return None
+
+    def _remember_user(self, conn: Any, user: bytes) -> None:
+        try:
+            self._users[conn] = user
+        except TypeError:
+            pass
 
 
 def _db_of(conn: Any, default: int) -> int:
@@ -370,18 +431,35 @@ class ScriptRun:
     A script that ``SELECT``\\ ed another database gets one last pending command after its end, ``SELECT
     <caller's db>`` (``restoring`` is true then); its reply is not shown to the script.
 
+    With ``server_checks`` (:meth:`LuaHost.start`), a ``redis.acl_check_cmd`` is a question to the server
+    (:mod:`emqlab.scripting.serverstate`): pending ``ACL WHOAMI`` while :attr:`acl_user` is not known, then
+    ``ACL DRYRUN <user> <command> <args…>``, neither counted in ``commands``; the script gets true or false
+    (true where the server cannot tell). And a ``MASTERDOWN`` reply ends the run as Redis refuses the ``EVAL``
+    on a stale replica, unless the script is ``allow-stale`` (its command then fails with Redis's own
+    refusal). Where the dialect freezes ``TIME`` (Valkey), every ``TIME`` of the run is still sent, and
+    answered with the run's first reply.
+
     A run that ends releases its Lua coroutine by itself. A run abandoned before its end must be closed
     (:meth:`close`, or use the run as a context manager): until then the host keeps its coroutine, its
     stack and its KEYS/ARGV. ``closed`` is true once the coroutine is released (ended or closed).
     """
 
     __slots__ = ("host", "co", "sha", "flags", "pending", "done", "result", "error", "commands", "closed",
-                 "caller_db", "db", "restoring", "refused", "confine", "resp3", "_ended", "_where", "_asked",
-                 "_sort")
+                 "caller_db", "db", "restoring", "refused", "confine", "resp3", "acl_user", "_ended", "_where",
+                 "_asked", "_sort", "_acl", "_time", "_stale")
 
     def __init__(self, host: LuaHost, co: Any, sha: str, flags: frozenset[str] = frozenset(),
-                 caller_db: int = 0, confine: bytes | None = None, resp3: bool = False) -> None:
+                 caller_db: int = 0, confine: bytes | None = None, resp3: bool = False,
+                 acl_user: bytes | None = None, server_checks: bool = False) -> None:
         self.host = host
+        #: a MASTERDOWN reply is read as Redis reads a stale replica
+        self._stale = server_checks
+        #: the ACL user of the run's connection (``ACL WHOAMI``), once known
+        self.acl_user = acl_user
+        #: the words of a ``redis.acl_check_cmd`` whose question to the server is pending
+        self._acl: Command | None = None
+        #: the run's first ``TIME`` reply, every later ``TIME``'s answer where the dialect freezes it
+        self._time: Any = None
         #: the result is for a RESP3 client: a ``{double=…}`` a float, a ``{map=…}`` a MapReply
         self.resp3 = resp3
         self.co = co
@@ -443,10 +521,23 @@ class ScriptRun:
             sort, self._sort = self._sort, None
             self.pending = self._asked = alpha_sort(sort) if reply in (b"set", "set") else sort
             return
+        if self._acl is not None:
+            self._answer_acl(reply)
+            return
         cmd = self.pending
         if isinstance(reply, BaseException):
-            out = self.host._step(self.co, 1, error_text(reply))
+            whole, text = serverstate.stale(error_text(reply), self.flags) if self._stale else (False,
+                                                                                                  error_text(reply))
+            if whole:
+                self.host._drop(self.co)
+                self._end((4, text))
+                return
+            out = self.host._step(self.co, 1, text)
         else:
+            if self.host._frozen_time and cmd[0].upper() == b"TIME":
+                if self._time is None:
+                    self._time = reply
+                reply = self._time
             if cmd[0].upper() == b"SELECT":
                 self.db = int(cmd[1])
             asked = self._asked
@@ -455,6 +546,20 @@ class ScriptRun:
                 cmd = asked
             out = self.host._step(self.co, 0, reply_to_lua(self.host._table_from, cmd, reply))
         self._advance(out)
+
+    def _answer_acl(self, reply: Any) -> None:
+        words = self._acl
+        assert words is not None
+        if self.pending is not None and self.pending[1] == b"WHOAMI":
+            self.acl_user = serverstate.user_of(reply)
+            if self.acl_user is not None:
+                self.pending = serverstate.acl_query(self.acl_user, words)
+                return
+            verdict: bool | None = None
+        else:
+            verdict = serverstate.acl_verdict(reply)
+        self._acl = None
+        self._advance(self.host._step(self.co, 0, True if verdict is None else verdict))
 
     def close(self) -> None:
         """Abandon the run: release its Lua coroutine so it can be collected. Afterwards ``pending`` is
@@ -498,12 +603,17 @@ class ScriptRun:
         return self.result
 
     def _advance(self, out: tuple[Any, ...]) -> None:
-        while out[0] == 0:
+        while out[0] == 0 or out[0] == 3:
             if len(out) > 2 or type(out[1]) is bytes:  # (its words; a long command comes as its table)
                 cmd: Command = out[1:]
             else:
                 args = out[1]
                 cmd = tuple(bytes(args[i]) for i in range(1, int(args[b"n"]) + 1))
+            if out[0] == 3:  # redis.acl_check_cmd's question (not the script's command: not vetted, not counted)
+                self._acl = cmd
+                self._where = True
+                self.pending = serverstate.acl_query(self.acl_user, cmd)
+                return
             asked = cmd
             refusal, sent, sort = self.host._vet(cmd, self.flags, self.confine)
             if sent is not None:
@@ -522,6 +632,9 @@ class ScriptRun:
                 return
             self.refused.append((cmd, refusal))
             out = self.host._step(self.co, 1, refusal)
+        self._end(out)
+
+    def _end(self, out: tuple[Any, ...]) -> None:
         self.pending = None
         self._where = False
         self.closed = True  # the Lua side released the coroutine when it died
@@ -534,6 +647,9 @@ class ScriptRun:
 
     def _finish(self, out: tuple[Any, ...]) -> None:
         self.done = True
+        if out[0] == 4:  # (the whole run refused, as Redis refuses the EVAL: no suffix)
+            self.error = LuaScriptError(as_text(out[1]).removeprefix("ERR "), wire_error(out[1]))
+            return
         if out[0] == 1:
             tree = self.host._to_reply(out[1], self.resp3)
             try:

@@ -32,6 +32,7 @@
     error_prefix  what starts an error of the limits (default MSG.host_error; the embedded server's
                 host has MSG.server_error);
     no_lines    a pending command does not carry the script's lines (ScriptRun.lines is empty);
+    acl_query   redis.acl_check_cmd asks the server (a yield step reports as 3) instead of answering true;
     dialect, msg  the server the scripts are compared with, and the texts of its errors.
 ]]
 
@@ -268,6 +269,8 @@ redis.set_repl = function(...)
     real_error(MSG.set_repl_flags, 0)
   end
 end
+-- (set in section 2 when the host asks the server: opts.acl_query)
+local acl_ask = nil
 redis.acl_check_cmd = function(...)
   local n = real_select('#', ...)
   if n == 0 then real_error(MSG.no_arguments, 0) end
@@ -281,6 +284,10 @@ redis.acl_check_cmd = function(...)
   end
   if not py.known_command(args[1], args[2]) then
     real_error(MSG.acl_check_command, 0)
+  end
+  if acl_ask then
+    args.n = n
+    return acl_ask(args)
   end
   return true
 end
@@ -536,6 +543,31 @@ local function command(raise, ...)
   return value
 end
 
+-- redis.acl_check_cmd's question to the server (emqlab.scripting.serverstate), in the runs started to ask
+-- (acl_asks, by run id): yielded as a command marked acl (step reports it apart; no script's command can
+-- carry the mark), answered true or false; not counted among the run's commands
+local acl_asks = {}
+-- (nothing yields from inside a C function's callback, table.sort's or string.gsub's, nor from a metamethod:
+-- a redis.call there fails, but a question there keeps the answer acl_check_cmd gave before it asked, true)
+local function can_yield()
+  for level = 3, 250 do  -- (1: can_yield, 2: acl_ask, 3: acl_check_cmd)
+    local info = getinfo(level, 'Sn')
+    if info == nil then return true end
+    if info.what == 'C' or info.namewhat == 'metamethod' then return false end
+  end
+  return false
+end
+if opts.acl_query then
+  acl_ask = function(args)
+    local id = spent.current
+    if id == nil or not acl_asks[id] or not can_yield() then return true end
+    if want_lines then yielded_in[id] = co_running() end
+    args.acl = true
+    local _, verdict = co_yield(CMD, args)
+    return verdict
+  end
+end
+
 -- (not tail calls: script_line() walks the frames)
 redis.call = function(...) local r = command(true, ...) return r end
 redis.pcall = function(...) local r = command(false, ...) return r end
@@ -657,10 +689,11 @@ local function release(id)
     idle_count = idle_count + 1
     spent.instructions[id], spent.commands[id], spent.seconds[id] = nil, nil, nil
     yielded_in[id] = nil
+    acl_asks[id] = nil
     live = live - 1
   end
 end
-local function start(bytecode, keys, argv)
+local function start(bytecode, keys, argv, ask_acl)
   -- (compiled by emqlab.scripting.rules.compile_script, never from a script's own text)
   local pool, f = idle[bytecode], nil
   if pool ~= nil then
@@ -677,6 +710,7 @@ local function start(bytecode, keys, argv)
   runs[next_id] = new_coroutine(f, true)
   envs[next_id] = env
   chunks[next_id], codes[next_id] = f, bytecode
+  acl_asks[next_id] = ask_acl or nil
   live = live + 1
   return next_id
 end
@@ -722,9 +756,11 @@ local function step(id, tag, value, limit, max_commands)
   end
   -- a command's words as values of their own (Python reads them without indexing a table, one call into
   -- Lua each); a long one as its table, below Lua's limit on the values one call returns
+  -- (3: redis.acl_check_cmd's question, in the same shapes)
   local args = r[3]
-  if args.n <= UNPACKED_WORDS then return 0, real_unpack(args, 1, args.n) end
-  return 0, args
+  local kind = args.acl and 3 or 0
+  if args.n <= UNPACKED_WORDS then return kind, real_unpack(args, 1, args.n) end
+  return kind, args
 end
 -- where run id's pending command was made: its script's lines on the stack, innermost first ("12,340"; ""
 -- when nothing is pending or the host shows no lines)
