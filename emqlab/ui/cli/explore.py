@@ -219,9 +219,9 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
     console.print(t, width=width)
     notes = []
     if rep.strategy == "exhaustive" and rep.reduction != "off":
-        notes.append("a trace = the interleavings that differ only in the order of steps on different keys\n"
-                     "(or on different members of one key); they end in the same state,\n"
-                     "and one run stands for all of them (partial-order reduction)")
+        notes.append("a trace = the interleavings that differ only in the order of steps on different keys (or\n"
+                     "on different members of one key); they end in the same state, and one run stands for all\n"
+                     "of them (partial-order reduction)")
     if rep.blocked:
         notes.append("blocked = runs the reduction stopped before their end: they would repeat a trace")
     if rep.outside_bound:
