@@ -10,7 +10,8 @@ from typing import Any
 
 #: the strategies an exploration can run
 STRATEGIES = ("exhaustive", "random", "pct", "replay")
-#: a divided search hands on part of a subtree after every this many runs (:class:`emqlab.explore.parts.Donor`)
+#: a divided search's first gap between two hand-ons, in runs; the gaps then double
+#: (:class:`emqlab.explore.parts.Donor`)
 DONATE_EVERY = 6
 
 
@@ -25,7 +26,8 @@ class ExploreConfig:
     Dividing over processes: ``jobs`` (processes; None: the exploration runs in this process, undivided,
     unless ``max_seconds`` or ``divide`` is set, which mean one job), ``max_seconds`` (a wall-clock budget;
     the report then says what it covered), ``divide`` (True: hand subtrees on from the start; False: never;
-    None: once the search outlasts a probe) and ``donate_every`` (runs between two hand-ons).
+    None: once the search outlasts a probe) and ``donate_every`` (runs between the first two hand-ons; the
+    gaps then double, :class:`emqlab.explore.parts.Donor`).
 
     Raises ValueError for an unknown strategy, a ``runs``, ``depth`` or ``jobs`` below 1, a negative
     ``preemptions``, a ``max_seconds`` not above 0 or a ``donate_every`` below 1, and TypeError for a count
@@ -60,7 +62,8 @@ class ExploreConfig:
                                              or not self.max_seconds > 0):
             raise ValueError(f"max_seconds must be a number of seconds above 0, not {self.max_seconds!r}")
         if self.donate_every < 1:
-            raise ValueError(f"donate_every must be at least 1 (runs between two hand-ons), not {self.donate_every}")
+            raise ValueError(f"donate_every must be at least 1 (runs between the first two hand-ons), not "
+                             f"{self.donate_every}")
 
     @property
     def divided(self) -> bool:

@@ -3,11 +3,11 @@ divided into parts while it runs, on a process pool (the default) or a Dask clus
 a single process would give. The parts are :mod:`emqlab.explore.parts`'s; the pool, :mod:`emqlab.explore.pool`.
 
 **Handing on** (:class:`Donor`). The exhaustive search starts whole, in this process. After
-:data:`PROBE_RUNS` runs, and then every ``donate_every`` runs (:class:`~emqlab.explore.config.ExploreConfig`),
-it hands on the shallowest node of its search path that still has enabled, awake, unexplored children: the
-node's state (sleep set, children explored here with their footprints, children left) goes out as a
-:class:`emqlab.explore.dpor.Branch`, and the
-node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
+:data:`PROBE_RUNS` runs, and then after gaps of ``donate_every`` runs
+(:class:`~emqlab.explore.config.ExploreConfig`) that double each time, it hands on the shallowest node of
+its search path that still has enabled, awake, unexplored children: the node's state (sleep set, children
+explored here with their footprints, children left) goes out as a :class:`emqlab.explore.dpor.Branch`, and
+the node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
 :meth:`emqlab.explore.dpor.Exhaustive.search` with ``root`` and ``branch``) and hands on in turn. An exploration
 that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool.
 
@@ -61,6 +61,7 @@ from emqlab.engine.scenario import Scenario
 from emqlab.explore.config import ExploreConfig
 from emqlab.explore.dpor import Exhaustive
 from emqlab.explore.parts import (
+    MAX_GAP_FACTOR,
     Donor,
     Job,
     Task,
@@ -128,8 +129,8 @@ def explore_divided(scenario: Scenario, mode: str, config: ExploreConfig, *, con
     (None: the cores) or an ``executor`` (an :class:`concurrent.futures.Executor`, or ``dask://host:port``).
 
     The exhaustive search starts whole, here; once it has run :data:`PROBE_RUNS` runs (at once with
-    ``divide=True``; never with ``divide=False``) it hands subtrees on every ``donate_every`` runs
-    (:class:`Donor`), and so does every subtree handed on, so an exploration within :data:`PROBE_RUNS` runs
+    ``divide=True``; never with ``divide=False``) it hands subtrees on after gaps of ``donate_every`` runs,
+    doubling (:class:`Donor`), and so does every subtree handed on, so an exploration within :data:`PROBE_RUNS` runs
     is exactly the undivided one and starts no pool. ``max_seconds`` stops it: the report is then incomplete
     and says what was covered. ``progress(done, total)`` counts parts (``total`` None while parts may still
     be handed on); ``stats`` (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers
@@ -252,7 +253,8 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
     st.cut_depth = max((len(pre) for pre, _s in dispatch.prefixes), default=0)
     params = {"preemption_bound": job.bound, "reduce": True, "max_runs": None, "bound_from": config.bound_from,
               "divided": {"subtrees": len(parts), "deepest_prefix": st.cut_depth,
-                          "handed_on": f"after {first} runs, then every {job.donate_every}",
+                          "handed_on": f"after {first} runs, then after gaps of {job.donate_every} runs,"
+                                       f" doubling up to {MAX_GAP_FACTOR * job.donate_every}",
                           "sleep_sets": "carried into every subtree handed on",
                           "rule": "forced" if divide else f"did not finish within {PROBE_RUNS} runs"}}
     merged = _stopped_note(_merge(runner, job, parts, params), max_seconds,
