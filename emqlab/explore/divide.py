@@ -6,27 +6,30 @@ a single process would give. The parts are :mod:`emqlab.explore.parts`'s; the po
 :data:`PROBE_RUNS` runs, and then after gaps of ``donate_every`` runs
 (:class:`~emqlab.explore.config.ExploreConfig`) that double each time, it hands on the shallowest node of
 its search path that still has enabled, awake, unexplored children: the node's state (sleep set, children
-explored here with their footprints, children left) goes out as a :class:`emqlab.explore.dpor.Branch`, and
+explored here with their footprints, children left) goes out as a :class:`emqlab.explore.tree.Branch`, and
 the node counts as explored here. Each part handed on is searched the same way (Source-DPOR below its prefix,
 :meth:`emqlab.explore.dpor.Exhaustive.search` with ``root`` and ``branch``) and hands on in turn. An exploration
 that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts no pool.
 
-**Why it is sound.** A node handed on is fully expanded (every enabled awake child is explored, here or in
-the branch), and so is every node above it on the path (the shallowest goes first), so when a part finds a
-race that would reverse a step at or above it, the backtrack point it asks for is already covered: dropping
-such races loses nothing. Sleep sets carry across the hand-on (the branch explores its children in the
-order the search here would have, each asleep for the ones before it), so each trace runs to completion in
-exactly one part.
+**Requests, and why it is sound.** A part explores, of the children handed on to it, those a race had asked
+for by then (a node's other children are what the undivided search would never run, unless a race asks
+later). A race that asks for a child at a node a search does not own — a node of its root prefix, or a
+child it handed on unplanned — is a :class:`~emqlab.explore.tree.Request`; when the parts are done, the
+children asked for that no part explored are handed on as new parts, round after round until no request is
+left open (:func:`_asked_for`): every backtrack point the undivided search would add is explored. Sleep sets
+carry across the hand-on (the branch explores its children in the order the search here would have, each
+asleep for the ones before it); a trace two parts both ran is counted once (:meth:`Report.merge`).
 
-**Counting.** Each trace is counted in the part that ran it, all its interleavings (the linear extensions of
-its happens-before order): the sum over the parts is the exact total, for each anomaly and within the
-preemption bound too. The witness is the minimum of (preemptions, steps, schedule in scenario order) over
-the parts, which is the global minimum; the coordinator replays it. Distinct final states are the union of
-the parts' sets.
+**Counting.** Each trace is counted in the part that ran it (once, where two did), all its interleavings
+(the linear extensions of its happens-before order): the sum over the parts is the exact total, for each
+anomaly and within the preemption bound too. The witness is the minimum of (preemptions, steps, schedule in
+scenario order) over the parts, which is the global minimum; the coordinator replays it. Distinct final
+states are the union of the parts' sets.
 
 **Independent of the worker count.** When and what a part hands on depends on its run count alone, never on
-timing, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and the
-report — runs executed included — is the same.
+timing, and so do its requests; each round of requests is handed on in prefix order once the round before
+has ended, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and
+the report — runs executed included — is the same.
 
 **Where the parts run** (:class:`emqlab.explore.pool.Dispatch`). ``--jobs N`` is this process and a pool of
 N − 1 workers, started once the search has used :data:`~emqlab.explore.pool.WARM_AFTER_S` of CPU (a shorter search
@@ -55,6 +58,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from emqlab.analysis.anomalies import checker
+from emqlab.engine.footprints import Footprint
 from emqlab.engine.history import History
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
@@ -84,7 +88,8 @@ from emqlab.explore.pool import (
 )
 from emqlab.explore.report import Part, Report, multinomial
 from emqlab.explore.shrink import shrink
-from emqlab.protocol.schedules import parse_schedule
+from emqlab.explore.tree import Branch
+from emqlab.protocol.schedules import format_schedule, parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
 #: an exploration that finishes within this many runs is not divided
@@ -217,6 +222,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
             rep = _stopped_note(rep, max_seconds, None)
             return replace(rep, elapsed_s=time.perf_counter() - started)
         here = root.part(0)
+        here.requests = list(root.requests)
         here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
         here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
         here.peak_rss_kb = _peak_rss_kb()
@@ -225,6 +231,9 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
         # root's last run is not left standing beside a second queue (a server near maxmemory refuses that)
         with _lending(runner):
             parts = [here, *dispatch.finish()]
+            handed: set[tuple[str, str]] = set()
+            while _asked_for(parts, dispatch, root.order, handed):  # (each round hands on what the last asked for)
+                parts = [here, *dispatch.finish()]
         dispatch.started()  # (an executor that could not start is an error, even if this process did it all)
         st.refused = dispatch.refused
     except (KeyboardInterrupt, SystemExit):
@@ -264,6 +273,57 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
 
 
 
+
+
+def _asked_for(parts: list[Part], dispatch: Dispatch, order: list[str], handed: set[tuple[str, str]]) -> int:
+    """Hand on, as new parts, the children that races asked for (:class:`~emqlab.explore.tree.Request`) at
+    nodes handed on, where the part that took the node over left them unexplored (it explores only the
+    children a race had asked for when the node was handed on, :class:`~emqlab.explore.parts.Donor`), each
+    once (``handed``: the (path, child) pairs handed on so far); returns how many parts it submitted (0:
+    every request is met, the search is whole).
+
+    Why this loses nothing: in the undivided search every race adds its reversal's initial (under a bound,
+    each initial that fits) to the node's backtrack set, and the node explores it. Divided, a race asks the
+    node's owner: its own nodes directly, a node of its root prefix or one it handed on through a request.
+    A request is met when the child was explored there (or, without a bound, when one of its initials was or
+    sleeps: the initials a race can take are the node's explored, sleeping or handed-on children); otherwise
+    a new part explores it there, with the node's sleep set and its explored siblings sleeping as they would
+    have — and that part's own races ask in turn, until a round asks for nothing new. A trace two parts both
+    ran is counted once (:meth:`Report.merge`). Deterministic: what each part asks for and leaves depends on
+    its prefix and branch alone, and each round is handed on in prefix order."""
+    sleep: dict[str, dict[str, Footprint]] = {}
+    fps: dict[str, dict[str, Footprint]] = {}
+    goes_on: dict[str, dict[str, bool]] = {}
+    done: dict[str, set[str]] = {}
+    skipped: dict[str, set[str]] = {}
+    for prefix, branch in dispatch.prefixes[1:]:
+        assert branch is not None
+        path = format_schedule(prefix)
+        sleep.setdefault(path, branch.sleep)
+        fps.setdefault(path, {}).update(branch.fps)
+        goes_on.setdefault(path, {}).update(branch.goes_on)
+        done.setdefault(path, set()).update(branch.done - branch.unplanned)
+    for part in parts:
+        state = part.root_state
+        if state is not None:
+            fps[state.path].update(state.explored)
+            goes_on[state.path].update(state.goes_on)
+            done[state.path].update(state.explored)
+            skipped.setdefault(state.path, set()).update(state.skipped)
+    want: dict[str, set[str]] = {}
+    for req in (r for part in parts for r in part.requests):
+        left = skipped.get(req.path, set()) - done.get(req.path, set())
+        open_ = [q for q in req.initials if q in left and (req.path, q) not in handed]
+        if not open_ or (not req.each and len(open_) < len(req.initials)):
+            continue  # (met: each one explored, or without a bound one of them explored or asleep)
+        want.setdefault(req.path, set()).update(open_ if req.each else open_[:1])
+    rank = {a: i for i, a in enumerate(order)}
+    for path in sorted(want, key=lambda p: [rank[a] for a in parse_schedule(p, order)]):
+        children = tuple(sorted(want[path], key=rank.__getitem__))
+        handed.update((path, a) for a in children)
+        dispatch.submit(parse_schedule(path, order), Branch(dict(sleep[path]), frozenset(done[path]),
+                                                              dict(fps[path]), children, dict(goes_on[path])))
+    return len(want)
 
 
 def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> Report:

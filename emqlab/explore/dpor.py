@@ -17,10 +17,10 @@ counted as such.
 **Reversals.** Each backtrack entry a race plans keeps that race's reversal (the steps, by actor and
 footprint, that put the later step first: :meth:`Exhaustive._plan`), and the run that takes the entry
 follows it as far as it can before choosing as usual. A reversal in which a sleeper at that node (its own
-sleep set, or a sibling explored there that may sleep below the entry: :meth:`_Node.sleepers`) takes a
+sleep set, or a sibling explored there that may sleep below the entry: :meth:`Node.sleepers`) takes a
 step commuting with every step before it there is a sleeper's: every run that follows it is equivalent to
 one that takes the sleeper's step first, which the search below the sleeper covers (the check of Abdulla et
-al.'s wakeup sequences, with strict initials only: :func:`_covers` says why). An entry whose every reversal
+al.'s wakeup sequences, with strict initials only: :func:`covers` says why). An entry whose every reversal
 is a sleeper's is not run at all, so it is counted nowhere (not even as blocked); a conservative entry, or a
 child a divided search handed on, always is.
 
@@ -47,7 +47,7 @@ bound (bounded partial-order reduction, BPOR):
   needed: without it the reduced search loses traces at bound 0 (two-workers, and the random scenarios
   86 and 221 that ``tests/test_reduction_random.py`` holds).
 - *Sleep sets*: an explored sibling sleeps below a later one only where moving its step up costs no
-  preemption (:meth:`_Node.sleeps_free`: taking it and then the later one there costs no more than the
+  preemption (:meth:`Node.sleeps_free`: taking it and then the later one there costs no more than the
   later one alone). A run may not be stopped merely because it repeats a trace: the races it shows are
   what the conservative points are planned from (random scenario 86 loses a trace otherwise).
 - *Repeats*: the runs a sibling left awake may repeat a trace already kept; each is recognised (a trace's
@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from emqlab.engine import footprints as _fp
 from emqlab.engine.actors import Op
@@ -95,7 +94,8 @@ from emqlab.engine.footprints import Footprint
 from emqlab.engine.runner import Runner
 from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace, TraceRecord
 from emqlab.explore.strategy import Progress, Strategy
-from emqlab.protocol.schedules import ScheduleError
+from emqlab.explore.tree import Branch, Node, NodeState, Request, note_reversal, path_of
+from emqlab.protocol.schedules import ScheduleError, format_schedule
 from emqlab.protocol.schedules import preemptions as _preemptions
 
 
@@ -121,115 +121,6 @@ def independent(a: Op | None, b: Op | None, base: str = "") -> bool:
     return not footprint(a, base).conflicts(footprint(b, base))
 
 
-@dataclass(frozen=True)
-class Branch:
-    """A node of the exhaustive search handed to another search (:class:`emqlab.explore.parts.Donor`): its sleep
-    set, the children already explored (``done``; ``fps`` their footprints), and the ``children`` the other
-    search explores there, in this order."""
-
-    sleep: dict[str, Footprint]
-    done: frozenset[str]
-    fps: dict[str, Footprint]
-    children: tuple[str, ...]
-    #: for each child done: whether its actor still had a step to take after it (a bounded search's sleep
-    #: sets need it)
-    goes_on: dict[str, bool] = field(default_factory=dict)
-
-
-@dataclass
-class _Node:
-    """One scheduling point on the current path of the exhaustive search."""
-
-    enabled: list[str]
-    sleep: dict[str, Footprint]
-    backtrack: list[str] = field(default_factory=list)
-    done: set[str] = field(default_factory=set)
-    fps: dict[str, Footprint] = field(default_factory=dict)
-    current: str | None = None
-    child_sleep: dict[str, Footprint] = field(default_factory=dict)
-    #: the actor that took the step before this node (None at the start)
-    prev: str | None = None
-    #: preemptions the path spent before this node, and what taking ``current`` here costs
-    used: int = 0
-    paid: int = 0
-    #: BPOR's conservative backtrack entries (explored after the regular ones: :meth:`Exhaustive._plan`)
-    conservative: list[str] = field(default_factory=list)
-
-    #: for each actor taken here: whether it still had a step to take after it
-    goes_on: dict[str, bool] = field(default_factory=dict)
-
-    #: the search's preemption bound (None: none)
-    bound: int | None = None
-
-    #: for a backtrack entry planned by races: each race's reversal that begins with it, as (actor,
-    #: footprint) steps (:meth:`Exhaustive._plan`); the run taking the entry follows one no sleeper covers
-    wake: dict[str, list[list[tuple[str, Footprint]]]] = field(default_factory=dict)
-
-    def sleepers(self, q: str) -> dict[str, Footprint]:
-        """The sleep set a run taking ``q`` here starts with, before ``q``'s step wakes any: the node's own
-        and the siblings explored here that may sleep below ``q`` (:meth:`sleeps_free`)."""
-        kept = {s: f for s, f in self.fps.items()
-                if s in self.done and s not in (q, self.current) and self.sleeps_free(s, q)}
-        return {s: f for s, f in {**self.sleep, **kept}.items() if s != q}
-
-    def cost(self, q: str) -> int:
-        """What taking ``q`` here costs in preemptions: one when it switches away from the previous actor
-        while that actor could still run (CHESS's preemption)."""
-        return 1 if self.prev is not None and q != self.prev and self.prev in self.enabled else 0
-
-    def sleeps_free(self, q: str, p: str) -> bool:
-        """Whether ``q`` (explored here before ``p``) may sleep below ``p`` under a preemption bound: a run
-        below ``p`` that takes ``q``'s step while it sleeps is equivalent to the run with that step moved
-        up here, before ``p``'s, which has no more preemptions exactly when taking ``q`` then ``p`` here
-        costs no more than taking ``p`` (the switches further on cost the same or less). Otherwise the run
-        with the step moved up may be over the bound while the one below ``p`` is not, and ``q`` stays
-        awake (sleep sets and bounds combine only so: Coons, Musuvathi, McKinley, OOPSLA 2013)."""
-        if self.bound is None:
-            return True
-        moved = self.cost(q) + (1 if self.goes_on.get(q, True) else 0)
-        return moved <= self.cost(p)
-
-    def fits(self, q: str) -> bool:
-        """Whether taking ``q`` here keeps the path within the bound."""
-        return self.bound is None or self.used + self.cost(q) <= self.bound
-
-
-def _path(nodes: list[_Node], keep: int) -> list[str]:
-    """The choices that lead to node ``keep`` on the current path."""
-    out = []
-    for n in nodes[:keep]:
-        assert n.current is not None
-        out.append(n.current)
-    return out
-
-
-def _reversal(node: _Node, steps: list[tuple[str, Footprint]], q: str) -> None:
-    """Record at ``node`` a race reversal's ``steps`` (actor, footprint) for its entry ``q``, an initial of them:
-    ``q``'s first step moved to the front. Only while ``q`` is still to be explored there: a sibling already
-    explored covers it."""
-    if q in node.done:
-        return
-    at = next(n for n, (a, _f) in enumerate(steps) if a == q)
-    w = [steps[at], *steps[:at], *steps[at + 1:]]
-    if any(_covers(s, w) for s in node.sleepers(q)):
-        w = []
-    node.wake.setdefault(q, []).append(w)
-
-
-def _covers(s: str, steps: list[tuple[str, Footprint]]) -> bool:
-    """Whether sleeper ``s`` takes a step in ``steps`` that commutes with every step before it there (its footprint
-    as observed in them): every run that follows ``steps`` is then equivalent to one that takes ``s``'s step
-    first, which the search below ``s`` covers. (Only an initial: a sleeper merely independent of every step,
-    a weak initial in Abdulla et al., POPL 2014, is not enough with footprints observed per state: on
-    lease-lapse split, W1's sleeping step commutes with L1's, but the trace L1, S1, W1… needs L1 first, and
-    the race that would plan it from W1's subtree never shows there, where S1 no longer reads the lock.)"""
-    at = next((n for n, (a, _f) in enumerate(steps) if a == s), None)
-    if at is None:
-        return False
-    f = steps[at][1]
-    return not any(f.conflicts(g) for _a, g in steps[:at])
-
-
 class Exhaustive(Strategy):
     """The exhaustive strategy over one :class:`Runner` (the module docstring): :meth:`exhaustive` for a whole
     exploration, :meth:`search` for one part of a divided one."""
@@ -241,12 +132,20 @@ class Exhaustive(Strategy):
         #: a divided exploration's subtree: called with the search path and the root's length after each
         #: run; it may mark children of a path node explored because another part will explore them
         #: (:class:`emqlab.explore.parts.Donor`)
-        self.donate: Callable[[list[_Node], int], None] | None = None
+        self.donate: Callable[[list[Node], int], None] | None = None
         #: crash actor -> the actor it ends
         self._crashes = {a.id: a.of for a in runner.scenario.actors if a.kind == "crash" and a.of}
         #: the search's preemption bound and its root's length
         self._bound: int | None = None
         self._root = 0
+        #: a divided search's: the races that ask for children elsewhere (:class:`Request`), what it did at
+        #: the node handed on to it (:class:`NodeState`), and whether it keeps every trace's record (a
+        #: divided search's parts may repeat each other's traces: :meth:`Report.merge` sets them aside)
+        self.requests: list[Request] = []
+        self._asked: set[Request] = set()
+        self.root_state: NodeState | None = None
+        self._keep = False
+        self._given: list[Node] = []
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -262,7 +161,7 @@ class Exhaustive(Strategy):
                             reduction="source-dpor" if reduce else "off", replay_witnesses=reduce)
 
     def search(self, root: Sequence[str] = (), branch: Branch | None = None, *, bound: int | None = None,
-               max_runs: int | None = None, donate: Callable[[list[_Node], int], None] | None = None) -> Part:
+               max_runs: int | None = None, donate: Callable[[list[Node], int], None] | None = None) -> Part:
         """One part of a divided exhaustive search (:mod:`emqlab.explore.parts`): Source-DPOR over the runs
         that begin with ``root`` (a schedule prefix), at ``branch`` (a node another search handed on), within
         ``bound`` preemptions and ``max_runs`` complete runs; ``donate`` is called after each run with the
@@ -272,13 +171,16 @@ class Exhaustive(Strategy):
             self._dpor(bound, max_runs, root=root, branch=branch)
         finally:
             self.donate = None
-        return self.part()
+        part = self.part()
+        part.requests = list(self.requests)
+        part.root_state = self.root_state
+        return part
 
     def _dfs(self, bound: int | None, max_runs: int | None) -> None:
         """Every schedule with at most ``bound`` preemptions, depth-first, continuing the same actor first."""
         r = self.runner
         t = self.tally
-        frames: list[_Node] = []
+        frames: list[Node] = []
         prefix: list[str] = []
         tries = 0  # retries of this run (run-scoped server errors)
         while True:
@@ -290,7 +192,7 @@ class Exhaustive(Strategy):
                 while not r.done:
                     d = len(r.choices)
                     if d == len(frames):
-                        frames.append(_Node(list(r.enabled), {}))
+                        frames.append(Node(list(r.enabled), {}))
                     frame = frames[d]
                     choice = self._pick(frame, r.choices, r.preemptions, bound, prefer_prev=True)
                     assert choice is not None  # some actor is enabled and continuing it costs no preemption
@@ -330,7 +232,7 @@ class Exhaustive(Strategy):
             if not frames:
                 return
 
-    def _pick(self, frame: _Node, head: list[str], used: int, bound: int | None, prefer_prev: bool) -> str | None:
+    def _pick(self, frame: Node, head: list[str], used: int, bound: int | None, prefer_prev: bool) -> str | None:
         prev = head[-1] if head else None
         order = list(frame.enabled)
         if prefer_prev and prev in order:  # continue the same actor first: no preemption
@@ -352,11 +254,28 @@ class Exhaustive(Strategy):
         the node at the end of ``root`` starts as another search left it: its sleep set, the children it
         explored (with their footprints: they sleep in the later ones) and the children to explore here, in
         order."""
+        self._bound = bound
+        self._keep = bound is not None or bool(root) or branch is not None or self.donate is not None
+        nodes: list[Node] = []
+        cut = self._root = len(root)
+        try:
+            self._search(bound, max_runs, root, branch, nodes, cut)
+        finally:
+            if branch is not None and len(self._given) == 1:
+                self._root_state(root, branch, self._given[0])
+
+    def _root_state(self, root: Sequence[str], branch: Branch, node: Node) -> None:
+        self.root_state = NodeState(
+            format_schedule(list(root)), dict(branch.sleep),
+            {q: f for q, f in node.fps.items() if q not in branch.done},
+            {q: g for q, g in node.goes_on.items() if q not in branch.done},
+            tuple(a for a in branch.children if a not in node.done and node.fits(a)))
+
+    def _search(self, bound: int | None, max_runs: int | None, root: Sequence[str], branch: Branch | None,
+                nodes: list[Node], cut: int) -> None:
         r = self.runner
         t = self.tally
-        self._bound = bound
-        nodes: list[_Node] = []
-        cut = self._root = len(root)
+        self._given = []
         if root or branch is not None:
             try:
                 r.reset()
@@ -366,15 +285,18 @@ class Exhaustive(Strategy):
                         raise ScheduleError(f"actor {c} has no step left at step {len(r.choices) + 1} of the prefix")
                     prev = r.choices[-1] if r.choices else None
                     paid = 1 if prev is not None and c != prev and prev in r.enabled else 0
-                    nodes.append(_Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c, prev=prev,
+                    nodes.append(Node(list(r.enabled), {}, backtrack=[c], done={c}, current=c, prev=prev,
                                        used=used, paid=paid, bound=bound))
                     used += paid
                     r.step(c)
                 if branch is not None:
-                    node = _Node(list(r.enabled), dict(branch.sleep), done=set(branch.done), fps=dict(branch.fps),
+                    node = Node(list(r.enabled), dict(branch.sleep), done=set(branch.done), fps=dict(branch.fps),
                                  prev=r.choices[-1] if r.choices else None, used=used, bound=bound,
                                  goes_on=dict(branch.goes_on))
-                    node.backtrack = [a for a in branch.children if node.fits(a)]
+                    node.unplanned = set(branch.unplanned)
+                    node.backtrack = [a for a in branch.children if node.fits(a)
+                                      and (branch.planned is None or a in branch.planned)]
+                    self._given.append(node)
                     if not node.backtrack:
                         return
                     node.current = node.backtrack[0]
@@ -396,7 +318,7 @@ class Exhaustive(Strategy):
             at = keep  # the node whose step the run is taking: an infrastructure error loses its subtree
             try:
                 r.reset()
-                for c in _path(nodes, keep):
+                for c in path_of(nodes, keep):
                     r.step(c)
                 t.steps_executed += keep
                 del actors[keep:], fps[keep:], preds[keep:]
@@ -409,7 +331,7 @@ class Exhaustive(Strategy):
                             break
                         parent = nodes[depth - 1] if depth else None
                         sleep = dict(parent.child_sleep) if parent is not None else {}
-                        node = _Node(list(r.enabled), sleep, prev=r.choices[-1] if r.choices else None,
+                        node = Node(list(r.enabled), sleep, prev=r.choices[-1] if r.choices else None,
                                      used=parent.used + parent.paid if parent is not None else 0, bound=bound)
                         k = depth - keep - 1
                         want = guide[k] if 0 <= k < len(guide) else None
@@ -445,7 +367,7 @@ class Exhaustive(Strategy):
                     fps.append(fp)
                     # sleeping actors stay asleep past p only if independent of it; earlier siblings join (an
                     # actor whose step an infrastructure error aborted has no footprint: it stays awake)
-                    # (under a bound only where moving its step up costs no preemption: _Node.sleeps_free)
+                    # (under a bound only where moving its step up costs no preemption: Node.sleeps_free)
                     node.goes_on[p] = p in r.enabled
                     siblings = {q: node.fps[q] for q in node.done if q != p and q in node.fps}
                     kept = {q: f for q, f in siblings.items() if node.sleeps_free(q, p)}
@@ -507,14 +429,14 @@ class Exhaustive(Strategy):
             if len(nodes) <= cut:
                 return
 
-    def _first(self, node: _Node, prev: str | None) -> str | None:
+    def _first(self, node: Node, prev: str | None) -> str | None:
         order = list(node.enabled)
         if prev in order:
             order.remove(prev)
             order.insert(0, prev)
         return next((a for a in order if a not in node.sleep and node.fits(a)), None)
 
-    def _races(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int],
+    def _races(self, nodes: list[Node], actors: list[str], fps: list[Footprint], preds: list[int],
                p: str, fp: Footprint) -> None:
         """Add the happens-before predecessors of the new event ``j`` (actor ``p``) and, for each race
         ``i ⋖ j``, make sure a source set at node ``i`` can reverse it (Source-DPOR, Algorithm 1)."""
@@ -547,7 +469,7 @@ class Exhaustive(Strategy):
                     rest |= (1 << k) | preds[k]
             self._plan(nodes, actors, fps, preds, i, j, p, fp, rest)
 
-    def _plan(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int], i: int, j: int,
+    def _plan(self, nodes: list[Node], actors: list[str], fps: list[Footprint], preds: list[int], i: int, j: int,
               p: str, fp: Footprint, rest: int) -> None:
         """Make sure a race between event ``i`` and a later step of ``p`` (at ``j``; ``rest``: the events that
         step depends on besides ``i``, a bit set) can be reversed (Source-DPOR, Algorithm 1): ``v`` = the
@@ -586,28 +508,58 @@ class Exhaustive(Strategy):
         if self._bound is None:
             q = next((q for q in initials if q in node.backtrack),
                      p if p in initials else min(initials, key=self.order.index))
+            if i < self._root:  # (a node of the root prefix: its owner explores it, if no one has)
+                self._request(nodes, i, [q, *(x for x in initials if x != q)], each=False)
+                return
             if q not in node.backtrack:
                 node.backtrack.append(q)
-            _reversal(node, steps, q)
+            self._ask(nodes, i, [q])
+            note_reversal(node, steps, q)
             return
         # under a bound every initial that fits: the one already planned may need more preemptions further on
-        for q in initials:
-            if node.fits(q):
+        fitting = [q for q in initials if node.fits(q)]
+        if i < self._root:
+            self._request(nodes, i, fitting, each=True)
+        else:
+            for q in fitting:
                 if q not in node.backtrack:
                     node.backtrack.append(q)
-                _reversal(node, steps, q)
+                note_reversal(node, steps, q)
+            self._ask(nodes, i, fitting)
         e = actors[i]
         b = i
         while b > 0 and actors[b - 1] == e:
             b -= 1
-        if b == i or b < self._root:
+        if b == i:
             return
         start = nodes[b]
-        for q in dict.fromkeys((p, *initials)):
-            if q in start.enabled and start.fits(q) and q not in start.backtrack and q not in start.conservative:
+        wanted = [q for q in dict.fromkeys((p, *initials)) if q in start.enabled and start.fits(q)]
+        if b < self._root:
+            self._request(nodes, b, wanted, each=True)
+            return
+        for q in wanted:
+            if q not in start.backtrack and q not in start.conservative:
                 start.conservative.append(q)
+        self._ask(nodes, b, wanted)
 
-    def _ended(self, nodes: list[_Node], actors: list[str], fps: list[Footprint], preds: list[int], k: int,
+    def _ask(self, nodes: list[Node], i: int, wanted: Sequence[str]) -> None:
+        """Children a race plans at node ``i`` of this search that it handed on unplanned (:class:`Branch`):
+        the search they went to may not have explored them, so each is a :class:`Request`."""
+        node = nodes[i]
+        for q in wanted:
+            if q in node.unplanned and q not in node.asked:
+                node.asked.add(q)
+                self._request(nodes, i, [q], each=True)
+
+    def _request(self, nodes: list[Node], i: int, initials: Sequence[str], each: bool) -> None:
+        if not initials:
+            return
+        req = Request(format_schedule(path_of(nodes, i)), tuple(initials), each)
+        if req not in self._asked:
+            self._asked.add(req)
+            self.requests.append(req)
+
+    def _ended(self, nodes: list[Node], actors: list[str], fps: list[Footprint], preds: list[int], k: int,
                a: str, fa: Footprint) -> None:
         """Step ``k`` ended actor ``a`` (a crash) while ``a`` had a step to take (footprint ``fa``, as
         declared): a race with that step, which no run where step ``k`` comes first ever shows — the
@@ -627,15 +579,15 @@ class Exhaustive(Strategy):
             t.outside_bound += 1
             return
         key = ".".join(schedule)
-        if bound is not None and key in t.traces:  # a sleep set the bound kept open let a trace repeat
+        if self._keep and key in t.traces:  # a sleep set the bound kept open let a trace repeat
             t.repeated += 1
             return
         within = trace.count_within(bound)
         h = self.runner.history()
         t.raw += within
         self._record(h, least, schedule, weight=within)
-        if bound is not None:  # (a divided search's parts may repeat each other's traces: the merge sees it)
+        if self._keep:  # (a divided search's parts may repeat each other's traces: the merge sees it)
             t.traces[key] = TraceRecord.of(h, within)
 
 
-__all__ = ["Branch", "Exhaustive", "footprint", "independent"]
+__all__ = ["Exhaustive", "footprint", "independent"]

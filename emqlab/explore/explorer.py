@@ -7,12 +7,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from emqlab.engine.runner import Runner
-from emqlab.explore.dpor import Branch, Exhaustive
+from emqlab.explore.dpor import Exhaustive
 from emqlab.explore.pct import PCT
 from emqlab.explore.randomwalk import RandomWalk
 from emqlab.explore.replay import Replay
 from emqlab.explore.report import Part, Report
 from emqlab.explore.strategy import Progress, Strategy
+from emqlab.explore.tree import Branch
 
 S = TypeVar("S", bound=Strategy)
 

@@ -20,10 +20,11 @@ from emqlab.analysis.anomalies import checker
 from emqlab.backend.connect import ServerFault
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
-from emqlab.explore.dpor import Branch, Exhaustive
+from emqlab.explore.dpor import Exhaustive
 from emqlab.explore.pct import PCT
 from emqlab.explore.randomwalk import RandomWalk
 from emqlab.explore.report import Part
+from emqlab.explore.tree import Branch
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
@@ -254,21 +255,20 @@ class Donor:
     double each time (``2 * every``, ``4 * every`` … up to :data:`MAX_GAP_FACTOR` ``* every``), the shallowest
     node on the search path (below the part's own prefix) that still has enabled, awake, unexplored children
     gives them *all* away as one :class:`Branch` (its sleep set, the children explored here and their
-    footprints, the children to explore), and they count as explored here. Nothing is replayed: the node's
-    state is shipped as it is. (Giving away more nodes at a time measured worse: more runs, no faster.)
+    footprints, the children to take over, and which of them a race had asked for: the ``planned`` ones, the
+    only ones the part explores unless a race asks for another), and they count as explored here. Nothing is
+    replayed: the node's state is shipped as it is. (Giving away more nodes at a time measured worse: more
+    runs, no faster.) A race that later asks, here, for a child given away unplanned is a
+    :class:`~emqlab.explore.tree.Request` (:meth:`~emqlab.explore.dpor.Exhaustive._ask`).
 
-    Why the gaps grow: a node given away is explored whole — the children no race has asked for yet too,
-    most of whose runs a sleep set then blocks — so each hand-on costs runs; a subtree handed on early is
-    large (the shallowest node goes), and later ones need to come only as often as the search has grown.
-    Measured on three split workers and a sweep at bound 2 (``docs/benchmarks.md``): a hand-on every 6 runs
-    executed 5,392 runs for 970 traces, with the gaps doubling 3,748, and two processes finished in about
-    half the time of one.
+    Why the gaps grow: each hand-on costs a little (the part replays its prefix, a race's request may need
+    a round of its own), a subtree handed on early is large (the shallowest node goes), and later ones need
+    to come only as often as the search has grown.
 
-    Why it is sound: it is the cut's argument again. A node handed on is fully expanded (every enabled awake
-    child is explored, here or in the branch), and so is every node above it on the path (the shallowest
-    ones go first), so a race found anywhere below that would reverse a step at or above it asks for a
-    child that is already covered. Sleep sets keep each trace to one part: the branch explores its children
-    in the order this search would have, each asleep for the ones before it and for those explored here.
+    Why it is sound: :func:`emqlab.explore.divide._asked_for` (every request is met, by a later round where
+    no part met it). Sleep sets keep each trace to one part as far as they can: the branch explores its
+    children in the order this search would have, each asleep for the ones before it and for those explored
+    here; the merge counts a trace two parts both ran once.
 
     Deterministic: when and what it hands on depends on the run count alone, never on timing or on how many
     workers there are, so ``--jobs 1`` and ``--jobs N`` divide the tree the same way."""
@@ -306,8 +306,12 @@ class Donor:
                 break
         else:
             return
+        # the children a race has asked for are explored there; the others only if one asks later (anywhere:
+        # a Request), so the part does not spend runs on children the search here would never have run
+        planned = frozenset(a for a in give if a in node.backtrack or a in node.conservative)
         branch = Branch(dict(node.sleep), frozenset(node.done), {q: f for q, f in node.fps.items() if q in node.done},
-                        give, dict(node.goes_on))
+                        give, dict(node.goes_on), planned, frozenset(node.unplanned))
+        node.unplanned.update(a for a in give if a not in planned)
         path = [nodes[i].current for i in range(d)]
         if not self.donated:
             self.first_at = time.perf_counter()

@@ -20,7 +20,6 @@ from typing import Any
 
 from emqlab.backend.connect import BackendError, _redact, is_fake, url_secrets
 from emqlab.engine.runner import Runner
-from emqlab.explore.dpor import Branch
 from emqlab.explore.parts import (
     Job,
     Part,
@@ -34,6 +33,7 @@ from emqlab.explore.parts import (
     worker_init,
 )
 from emqlab.explore.stops import STOP_SIGNALS, at_next_call, exit_with_parent, stops_held
+from emqlab.explore.tree import Branch
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 
 Progress = Callable[[int, int | None], None]

@@ -244,7 +244,7 @@ class Report:
             _add(aborted, p.aborted)
             _add(retried, p.retried)
             stopped = stopped or p.stopped
-            for key, rec in p.traces.items():  # a bounded search's parts may repeat each other's traces
+            for key, rec in p.traces.items():  # a divided search's parts may repeat each other's traces
                 if key not in kept:
                     kept.add(key)
                     continue
@@ -349,13 +349,13 @@ class Part:
     #: CPU seconds the part took in its worker (wall ``seconds`` also counts waiting for a shared core)
     cpu_s: float = 0.0
     #: the nodes it handed on (:class:`emqlab.explore.parts.Donor`): each a prefix (schedule string) and the
-    #: node's branch (:class:`emqlab.explore.dpor.Branch`)
+    #: node's branch (:class:`emqlab.explore.tree.Branch`)
     donated: list[tuple[str, Any]] = field(default_factory=list)
     #: runs infrastructure errors aborted, by cause, and the one that stopped it (Report.aborted, .stopped)
     aborted: dict[Abort, int] = field(default_factory=dict)
     stopped: Abort | None = None
-    #: a bounded exhaustive search's kept traces (by their earliest least-preemption interleaving), with what
-    #: each added to the counts: the merge sets aside a trace two parts both kept
+    #: a bounded or divided exhaustive search's kept traces (by their earliest least-preemption
+    #: interleaving), with what each added to the counts: the merge sets aside a trace two parts both kept
     traces: dict[str, TraceRecord] = field(default_factory=dict)
     #: runs run again after a run-scoped server error, by cause (Report.retried)
     retried: dict[Abort, int] = field(default_factory=dict)
@@ -365,6 +365,11 @@ class Part:
     #: the server refused this worker a queue of its own (registering it got a server error, e.g. OOM while
     #: the other queues hold their keys): the part did not start, and the coordinator runs it itself
     refused: str | None = None
+    #: a divided exhaustive search's races that ask for children at nodes it does not own
+    #: (:class:`emqlab.explore.tree.Request`), and what it did at the node handed on to it
+    #: (:class:`emqlab.explore.tree.NodeState`)
+    requests: list[Any] = field(default_factory=list)
+    root_state: Any = None
 
 
 def multinomial(counts: list[int]) -> int:
