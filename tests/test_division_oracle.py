@@ -5,10 +5,10 @@ each, minimal preemptions, witnesses), for every shipped scenario × mode at pre
 for random scenarios (:mod:`tests.random_scenarios`) at 0, 1 and without a bound.
 
 What it holds: a part explores only the children a race had asked for when its node was handed on; a race
-that later asks for another (in any part, above or at the part's node) is a request, which a later round
-hands on as a new part (:func:`emqlab.explore.divide._asked_for`). A request lost, or met wrongly, loses
-interleavings here. And the division costs no more runs than it saves from repeated work: every run a part
-executes is kept, blocked or repeats a trace, and the rounds end."""
+that later asks for another (in any part, above or at the part's node) is a request, and the child is
+handed on as a new part (:class:`emqlab.explore.divide._Asked`). A request lost, or met wrongly, loses
+interleavings here. And every run a part
+executes is kept, blocked or repeats a trace."""
 
 from __future__ import annotations
 
@@ -45,3 +45,37 @@ def test_the_finest_division_of_random_scenarios_claims_what_the_whole_search_do
                                                                                     bound: int | None) -> None:
     _finest(random_scenario(seed), mode_of(seed), **({"unbounded": True} if bound is None else
                                                       {"preemptions": bound}))
+
+
+def test_a_child_asked_for_is_handed_on_once_though_handing_on_takes_in_more_parts() -> None:
+    """Handing a part on takes in the parts that finished meanwhile (the pool's pump), which may ask for the
+    same child again: it is still handed on once (a second copy ran the subtree twice, and only with two
+    processes, so the report depended on the worker count)."""
+    from emqlab.engine.footprints import Footprint
+    from emqlab.explore.divide import _Asked
+    from emqlab.explore.report import Part
+    from emqlab.explore.tree import Branch, NodeState, Request
+
+    class Dispatch:
+        order = ["W1", "W2", "S1"]
+
+        def __init__(self) -> None:
+            given = Branch({}, frozenset({"W2"}), {"W2": Footprint()}, ("W1", "S1"), {}, frozenset())
+            self.prefixes = [([], None), (["W2"], given), (["W2", "W2"], given)]
+            self.on_part = None
+            self.submitted: list[tuple[list[str], Branch]] = []
+            self.later: list[tuple[int, Part]] = [(2, Part(2, requests=[Request("v1:W2", "W1")]))]
+
+        def submit(self, prefix: list[str], branch: Branch) -> None:
+            self.submitted.append((prefix, branch))
+            while self.later:  # (as the pool's pump does: a part that finished comes in here)
+                asked.took(*self.later.pop())
+
+    d = Dispatch()
+    asked = _Asked(d)  # type: ignore[arg-type]
+    skipper = Part(1, root_state=NodeState("v1:W2", {}, {}, {}, ("W1", "S1")))
+    asked.took(1, Part(3, requests=[Request("v1:W2", "W1"), Request("v1:W2", "S1")]))
+    asked.took(1, skipper)
+    assert [(p, b.children) for p, b in d.submitted] == [(["W2"], ("S1",)), (["W2"], ("W1",))]
+    late = d.submitted[1][1]
+    assert late.done == {"W2", "S1"} and late.unplanned == {"S1"} and late.planned is None

@@ -14,9 +14,9 @@ that ends within :data:`PROBE_RUNS` runs is exactly the undivided one and starts
 **Requests, and why it is sound.** A part explores, of the children handed on to it, those a race had asked
 for by then (a node's other children are what the undivided search would never run, unless a race asks
 later). A race that asks for a child at a node a search does not own — a node of its root prefix, or a
-child it handed on unplanned — is a :class:`~emqlab.explore.tree.Request`; when the parts are done, the
-children asked for that no part explored are handed on as new parts, round after round until no request is
-left open (:func:`_asked_for`): every backtrack point the undivided search would add is explored. Sleep sets
+child it handed on unplanned — is a :class:`~emqlab.explore.tree.Request`; each child asked for that the
+part it went to left unexplored is handed on as a new part (:class:`_Asked`): every backtrack point the
+undivided search would add is explored. Sleep sets
 carry across the hand-on (the branch explores its children in the order the search here would have, each
 asleep for the ones before it); a trace two parts both ran is counted once (:meth:`Report.merge`).
 
@@ -27,8 +27,8 @@ scenario order) over the parts, which is the global minimum; the coordinator rep
 states are the union of the parts' sets.
 
 **Independent of the worker count.** When and what a part hands on depends on its run count alone, never on
-timing, and so do its requests; each round of requests is handed on in prefix order once the round before
-has ended, so the parts are the same for ``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and
+timing, and so do its requests and what it leaves (:class:`_Asked`), so the parts are the same for
+``--jobs 1`` and ``--jobs 8``; they are merged in prefix order, and
 the report — runs executed included — is the same.
 
 **Where the parts run** (:class:`emqlab.explore.pool.Dispatch`). ``--jobs N`` is this process and a pool of
@@ -58,7 +58,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from emqlab.analysis.anomalies import checker
-from emqlab.engine.footprints import Footprint
 from emqlab.engine.history import History
 from emqlab.engine.runner import Runner
 from emqlab.engine.scenario import Scenario
@@ -88,8 +87,8 @@ from emqlab.explore.pool import (
 )
 from emqlab.explore.report import Part, Report, multinomial
 from emqlab.explore.shrink import shrink
-from emqlab.explore.tree import Branch
-from emqlab.protocol.schedules import format_schedule, parse_schedule
+from emqlab.explore.tree import Branch, Request
+from emqlab.protocol.schedules import parse_schedule
 from emqlab.scripting.registry import ScriptSet
 
 #: an exploration that finishes within this many runs is not divided
@@ -200,6 +199,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
     reduce, divide, max_seconds = config.reduce, config.divide, config.max_seconds
     first = 0 if not reduce or divide is False else (job.donate_every if divide else PROBE_RUNS)
     dispatch = Dispatch(job, executor, config.jobs, progress, root=runner)
+    asked = _Asked(dispatch)
     root = Exhaustive(runner)
     root.deadline = job.deadline
     donor = None
@@ -223,6 +223,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
             return replace(rep, elapsed_s=time.perf_counter() - started)
         here = root.part(0)
         here.requests = list(root.requests)
+        asked.ask(here.requests)
         here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
         here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
         here.peak_rss_kb = _peak_rss_kb()
@@ -231,9 +232,6 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
         # root's last run is not left standing beside a second queue (a server near maxmemory refuses that)
         with _lending(runner):
             parts = [here, *dispatch.finish()]
-            handed: set[tuple[str, str]] = set()
-            while _asked_for(parts, dispatch, root.order, handed):  # (each round hands on what the last asked for)
-                parts = [here, *dispatch.finish()]
         dispatch.started()  # (an executor that could not start is an error, even if this process did it all)
         st.refused = dispatch.refused
     except (KeyboardInterrupt, SystemExit):
@@ -275,55 +273,53 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
 
 
 
-def _asked_for(parts: list[Part], dispatch: Dispatch, order: list[str], handed: set[tuple[str, str]]) -> int:
-    """Hand on, as new parts, the children that races asked for (:class:`~emqlab.explore.tree.Request`) at
-    nodes handed on, where the part that took the node over left them unexplored (it explores only the
-    children a race had asked for when the node was handed on, :class:`~emqlab.explore.parts.Donor`), each
-    once (``handed``: the (path, child) pairs handed on so far); returns how many parts it submitted (0:
-    every request is met, the search is whole).
+class _Asked:
+    """The requests of a divided search (:class:`~emqlab.explore.tree.Request`), met as the parts come in.
 
-    Why this loses nothing: in the undivided search every race adds its reversal's initial (under a bound,
-    each initial that fits) to the node's backtrack set, and the node explores it. Divided, a race asks the
-    node's owner: its own nodes directly, a node of its root prefix or one it handed on through a request.
-    A request is met when the child was explored there (or, without a bound, when one of its initials was or
-    sleeps: the initials a race can take are the node's explored, sleeping or handed-on children); otherwise
-    a new part explores it there, with the node's sleep set and its explored siblings sleeping as they would
-    have — and that part's own races ask in turn, until a round asks for nothing new. A trace two parts both
-    ran is counted once (:meth:`Report.merge`). Deterministic: what each part asks for and leaves depends on
-    its prefix and branch alone, and each round is handed on in prefix order."""
-    sleep: dict[str, dict[str, Footprint]] = {}
-    fps: dict[str, dict[str, Footprint]] = {}
-    goes_on: dict[str, dict[str, bool]] = {}
-    done: dict[str, set[str]] = {}
-    skipped: dict[str, set[str]] = {}
-    for prefix, branch in dispatch.prefixes[1:]:
-        assert branch is not None
-        path = format_schedule(prefix)
-        sleep.setdefault(path, branch.sleep)
-        fps.setdefault(path, {}).update(branch.fps)
-        goes_on.setdefault(path, {}).update(branch.goes_on)
-        done.setdefault(path, set()).update(branch.done - branch.unplanned)
-    for part in parts:
+    A part explores, of the children handed on to it, those a race had asked for by then
+    (:class:`~emqlab.explore.parts.Donor`) and those its own races ask for; the others it *skips*. A race
+    that asks for a child at a node a search does not own — a node of its root prefix, or one it handed on
+    before a race asked for that child — is a request. Each child that some part skipped and some race asked
+    for is handed on, once, as a new part that explores it there: with the node's sleep set, the siblings the
+    skipping part explored sleeping as they would have, and every other child the node had (explored,
+    handed on or skipped) left to its owner — asked for by a request again, never explored twice here.
+
+    Why it loses nothing: in the undivided search a race adds its reversal's initial (under a bound, each
+    initial that fits) to the node's backtrack set, and the node explores it. Divided, each such child is
+    explored by the search that owns the node, by the part it was handed to, or — skipped there and asked
+    for — by a part of its own. Why the report does not depend on timing: what a part explores, skips and
+    asks for depends on its prefix and branch alone, each child has one part that skips it, and what a late
+    part is given depends on that part alone; so the parts are the same whatever finishes first."""
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        self.dispatch = dispatch
+        self.asked: set[tuple[str, str]] = set()
+        #: (path, child) -> the branch of the part that explores it there
+        self.skipped: dict[tuple[str, str], Branch] = {}
+        self.handed: set[tuple[str, str]] = set()
+        dispatch.on_part = self.took
+
+    def took(self, i: int, part: Part) -> None:
+        """What part ``i`` (its index in the dispatch) left and asked for; hand on what is now met."""
         state = part.root_state
         if state is not None:
-            fps[state.path].update(state.explored)
-            goes_on[state.path].update(state.goes_on)
-            done[state.path].update(state.explored)
-            skipped.setdefault(state.path, set()).update(state.skipped)
-    want: dict[str, set[str]] = {}
-    for req in (r for part in parts for r in part.requests):
-        left = skipped.get(req.path, set()) - done.get(req.path, set())
-        open_ = [q for q in req.initials if q in left and (req.path, q) not in handed]
-        if not open_ or (not req.each and len(open_) < len(req.initials)):
-            continue  # (met: each one explored, or without a bound one of them explored or asleep)
-        want.setdefault(req.path, set()).update(open_ if req.each else open_[:1])
-    rank = {a: i for i, a in enumerate(order)}
-    for path in sorted(want, key=lambda p: [rank[a] for a in parse_schedule(p, order)]):
-        children = tuple(sorted(want[path], key=rank.__getitem__))
-        handed.update((path, a) for a in children)
-        dispatch.submit(parse_schedule(path, order), Branch(dict(sleep[path]), frozenset(done[path]),
-                                                              dict(fps[path]), children, dict(goes_on[path])))
-    return len(want)
+            given = self.dispatch.prefixes[i][1]
+            assert given is not None
+            others = set(given.children) - set(state.explored)  # (skipped here, or handed on again)
+            for q in state.skipped:
+                self.skipped[(state.path, q)] = Branch(
+                    dict(state.sleep), frozenset(given.done | set(given.children)) - {q},
+                    {**given.fps, **state.explored}, (q,), {**given.goes_on, **state.goes_on}, None,
+                    frozenset((given.unplanned | others) - {q}))
+        self.ask(part.requests)
+
+    def ask(self, requests: list[Request]) -> None:
+        self.asked.update((r.path, r.child) for r in requests)
+        order = self.dispatch.order
+        met = sorted((self.asked & self.skipped.keys()) - self.handed)
+        self.handed.update(met)  # (before submitting: a submit takes in finished parts, which may ask again)
+        for path, child in met:
+            self.dispatch.submit(parse_schedule(path, order), self.skipped[(path, child)])
 
 
 def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> Report:

@@ -509,7 +509,7 @@ class Exhaustive(Strategy):
             q = next((q for q in initials if q in node.backtrack),
                      p if p in initials else min(initials, key=self.order.index))
             if i < self._root:  # (a node of the root prefix: its owner explores it, if no one has)
-                self._request(nodes, i, [q, *(x for x in initials if x != q)], each=False)
+                self._request(nodes, i, [q])
                 return
             if q not in node.backtrack:
                 node.backtrack.append(q)
@@ -519,7 +519,7 @@ class Exhaustive(Strategy):
         # under a bound every initial that fits: the one already planned may need more preemptions further on
         fitting = [q for q in initials if node.fits(q)]
         if i < self._root:
-            self._request(nodes, i, fitting, each=True)
+            self._request(nodes, i, fitting)
         else:
             for q in fitting:
                 if q not in node.backtrack:
@@ -535,7 +535,7 @@ class Exhaustive(Strategy):
         start = nodes[b]
         wanted = [q for q in dict.fromkeys((p, *initials)) if q in start.enabled and start.fits(q)]
         if b < self._root:
-            self._request(nodes, b, wanted, each=True)
+            self._request(nodes, b, wanted)
             return
         for q in wanted:
             if q not in start.backtrack and q not in start.conservative:
@@ -549,15 +549,17 @@ class Exhaustive(Strategy):
         for q in wanted:
             if q in node.unplanned and q not in node.asked:
                 node.asked.add(q)
-                self._request(nodes, i, [q], each=True)
+                self._request(nodes, i, [q])
 
-    def _request(self, nodes: list[Node], i: int, initials: Sequence[str], each: bool) -> None:
-        if not initials:
+    def _request(self, nodes: list[Node], i: int, children: Sequence[str]) -> None:
+        if not children:
             return
-        req = Request(format_schedule(path_of(nodes, i)), tuple(initials), each)
-        if req not in self._asked:
-            self._asked.add(req)
-            self.requests.append(req)
+        path = format_schedule(path_of(nodes, i))
+        for q in children:
+            req = Request(path, q)
+            if req not in self._asked:
+                self._asked.add(req)
+                self.requests.append(req)
 
     def _ended(self, nodes: list[Node], actors: list[str], fps: list[Footprint], preds: list[int], k: int,
                a: str, fa: Footprint) -> None:

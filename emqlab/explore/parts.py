@@ -265,10 +265,10 @@ class Donor:
     a round of its own), a subtree handed on early is large (the shallowest node goes), and later ones need
     to come only as often as the search has grown.
 
-    Why it is sound: :func:`emqlab.explore.divide._asked_for` (every request is met, by a later round where
-    no part met it). Sleep sets keep each trace to one part as far as they can: the branch explores its
-    children in the order this search would have, each asleep for the ones before it and for those explored
-    here; the merge counts a trace two parts both ran once.
+    Why it is sound: :class:`emqlab.explore.divide._Asked` (a child asked for that the part left unexplored
+    is explored by a part of its own). Sleep sets keep each trace to one part as far as they can: the branch
+    explores its children in the order this search would have, each asleep for the ones before it and for
+    those explored here; the merge counts a trace two parts both ran once.
 
     Deterministic: when and what it hands on depends on the run count alone, never on timing or on how many
     workers there are, so ``--jobs 1`` and ``--jobs N`` divide the tree the same way."""

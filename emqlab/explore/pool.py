@@ -356,6 +356,8 @@ class Dispatch:
         #: from it so far
         self._back: Any = None
         self._heard: Counter[int] = Counter()
+        #: called with each part's index and the part as it comes in (what it asked for may start new parts)
+        self.on_part: Callable[[int, Part], None] | None = None
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
         #: a local pool, started only once the search has run :data:`WARM_AFTER_S` (until then, and if the
@@ -455,7 +457,9 @@ class Dispatch:
             self._running[ex.submit(run_part, self.job, self._task(i))] = i
 
     def _take(self, f: cf.Future[Part]) -> None:
-        i = self._running.pop(f)
+        i = self._running.pop(f, None)
+        if i is None:  # (taken already: a part taken in sends new ones, and sending takes in what finished)
+            return
         if not f.cancelled():
             self._got(i, f.result())
 
@@ -480,6 +484,8 @@ class Dispatch:
         for prefix, branch in part.donated:
             self.prefixes.append((parse_schedule(prefix, self.order), branch))
             self._queued.append(len(self.prefixes) - 1)
+        if self.on_part is not None:
+            self.on_part(i, part)
         if self.progress:
             self.progress(len(self._done), None if self._running or self._queued else len(self._done))
 

@@ -33,15 +33,12 @@ class Branch:
 
 @dataclass(frozen=True)
 class Request:
-    """A race a search found that asks for a child at a node it does not own (a node of its root prefix), or
-    for a child it handed on unplanned (:class:`Branch`): the node's path (a schedule string), the race's
-    initials that fit the bound there (the one Source-DPOR would pick first), and whether each of them is
-    needed (under a bound) or any one (without). :func:`emqlab.explore.divide` explores the ones no search
-    did."""
+    """A child a race asks for at a node the search that found the race does not own (a node of its root
+    prefix), or that it handed on unplanned (:class:`Branch`): the node's path (a schedule string) and the
+    child. :func:`emqlab.explore.divide` explores it there where the part it was handed to did not."""
 
     path: str
-    initials: tuple[str, ...]
-    each: bool
+    child: str
 
 
 @dataclass(frozen=True)
