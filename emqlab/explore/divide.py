@@ -204,7 +204,11 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
     root.deadline = job.deadline
     donor = None
     if first:
-        donor = root.donate = Donor(job.donate_every, first=first, sink=dispatch.submit, tick=dispatch.pump)
+        def tick() -> None:  # (the search here asks as it goes: a late part can start before it ends)
+            asked.ask_more(root.requests)
+            dispatch.pump()
+
+        donor = root.donate = Donor(job.donate_every, first=first, sink=dispatch.submit, tick=tick)
     try:
         t0, cpu0 = time.perf_counter(), time.process_time()
         try:
@@ -223,7 +227,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
             return replace(rep, elapsed_s=time.perf_counter() - started)
         here = root.part(0)
         here.requests = list(root.requests)
-        asked.ask(here.requests)
+        asked.ask_more(root.requests)
         here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
         here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
         here.peak_rss_kb = _peak_rss_kb()
@@ -297,6 +301,8 @@ class _Asked:
         #: (path, child) -> the branch of the part that explores it there
         self.skipped: dict[tuple[str, str], Branch] = {}
         self.handed: set[tuple[str, str]] = set()
+        #: how many of the search here's requests have been read
+        self._read = 0
         dispatch.on_part = self.took
 
     def took(self, i: int, part: Part) -> None:
@@ -312,6 +318,12 @@ class _Asked:
                     {**given.fps, **state.explored}, (q,), {**given.goes_on, **state.goes_on}, None,
                     frozenset((given.unplanned | others) - {q}))
         self.ask(part.requests)
+
+    def ask_more(self, requests: list[Request]) -> None:
+        """Take in what is new in the search here's growing list of ``requests``."""
+        if len(requests) > self._read:
+            new, self._read = requests[self._read:], len(requests)
+            self.ask(new)
 
     def ask(self, requests: list[Request]) -> None:
         self.asked.update((r.path, r.child) for r in requests)
