@@ -32,7 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-unreduced", action="store_true", help="skip the unreduced side")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown file")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     a = ap.parse_args()
     lines = ["| scenario | bound | interleavings (exact) | DPOR runs | blocked | steps | seconds | "
              "every-schedule runs | steps | seconds | speed-up |",

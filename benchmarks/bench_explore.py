@@ -33,7 +33,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--redis", default=None, help="live server URL (default: fakeredis only)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--write", type=Path, help="append the table to this markdown file")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     a = ap.parse_args()
     backends = [("fakeredis", None)]
     if a.redis:

@@ -45,7 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs of each case (the median is kept)")
     ap.add_argument("--students", type=int, default=2, help="students in the class (each hands in all three)")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown page")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     rows = ["| what | wall s (median) | min | max | CPU s (median) |", "|---|---:|---:|---:|---:|"]

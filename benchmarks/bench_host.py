@@ -66,7 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--redis", default="live", help="live server URL ('live' = $EMQLAB_REDIS_URL or 127.0.0.1)")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown file")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     a = ap.parse_args()
     rows = []
     fe, fh = bench(connect(), a.calls)

@@ -118,7 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs per side (medians)")
     ap.add_argument("--budget", type=float, default=20.0, help="three-split-workers: seconds per side")
-    ap.add_argument("--write", type=Path, help="append the tables to this markdown file")
+    ap.add_argument("--write", type=Path, help="write the tables to this markdown page (replacing older ones)")
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:

@@ -196,7 +196,7 @@ def main() -> None:
                          "first mode that does)")
     ap.add_argument("--all-seeds", action="store_true", help="every case runs --seeds seeds (no HEAVY halving)")
     ap.add_argument("--jobs", type=int, default=1, help="cases run in this many processes at once")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown page")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     args = ap.parse_args()
     todo = [c for c in cases(args.every_mode) if not args.only or c[0] in args.only]
     started, cpu0 = time.perf_counter(), time.process_time()

@@ -120,7 +120,7 @@ def scaling_table(limit: float) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--limit", type=float, default=60.0, help="CPU seconds per scaling case (default 60)")
-    p.add_argument("--write", type=Path, help="append the tables to this markdown file")
+    p.add_argument("--write", type=Path, help="write the tables to this markdown page (replacing older ones)")
     p.add_argument("--case", nargs=2, type=int, metavar=("N", "BOUND"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.case:

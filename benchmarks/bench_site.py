@@ -130,7 +130,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--site", type=Path, help="a site built already (default: build one into a temp folder)")
-    parser.add_argument("--write", type=Path, help="append the table to this markdown page")
+    parser.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="emqlab-site-") as tmp:
         site = args.site or Path(tmp) / "site"

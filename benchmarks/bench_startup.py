@@ -57,7 +57,7 @@ def cpu_seconds(argv: list[str], env: dict[str, str] | None = None) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7, help="runs of each command (the median is kept)")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown page")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     args = ap.parse_args()
     cached, uncached = child_env(True), child_env(False)
     load = os.getloadavg()[0]

@@ -174,7 +174,7 @@ def main() -> None:
     ap.add_argument("--scenario", action="append", metavar="NAME[:BOUND]",
                     help="a shipped scenario, at its own bound or at BOUND (a number or none; default:"
                          f" {', '.join(CASES)})")
-    ap.add_argument("--write", type=Path, help="append the table to this markdown page")
+    ap.add_argument("--write", type=Path, help="write the table to this markdown page (replacing the older one)")
     args = ap.parse_args()
     rows = ["| scenario (split) | steps | actor commands | effect reads | final-state reads | reset commands |"
             " engine CPU s | µs/step | fakeredis layer s | client s | engine / layer | engine / client |",
