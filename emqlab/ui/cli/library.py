@@ -343,7 +343,7 @@ def clean(redis_url: str, dry_run: bool) -> None:
 def server(port: int, host: str, unix: str | None) -> None:
     """Run the embedded server on a TCP port, for any Redis client in any language: Redis 7's Lua sandbox
     with cjson, cmsgpack and bit, as emqlab's runs use it. It keeps everything in memory, and stops (and
-    forgets it) on Ctrl-C.
+    forgets it) on Ctrl-C or SIGTERM: a server's normal stop, exit status 0.
 
     \b
     Examples:
