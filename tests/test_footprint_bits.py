@@ -8,7 +8,7 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emqlab.engine.footprints import ANY, Footprint, Key
+from emqlab.engine.footprints import ANY, Footprint, Key, conflicting
 
 _names = st.sampled_from(["wait", "stalled", "1", "2", "*"])
 _whole = st.tuples(st.sampled_from(["q", "job"]), _names)
@@ -45,6 +45,12 @@ def test_conflicts_is_the_key_relation(f: Footprint, g: Footprint) -> None:
     assert f.conflicts(g) is want
     assert g.conflicts(f) is want
     assert (f | g).conflicts(g) is (_reference(f | g, g))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_fps, max_size=6), _fps)
+def test_conflicting_is_conflicts_over_a_list(fps: list[Footprint], fp: Footprint) -> None:
+    assert conflicting(fps, fp) == sum(1 << i for i, f in enumerate(fps) if _reference(f, fp))
 
 
 def test_the_masks_are_not_pickled_and_not_part_of_the_value() -> None:

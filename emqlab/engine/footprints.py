@@ -102,12 +102,10 @@ class Footprint:
         """True when the two steps do not commute (see the module docstring)."""
         s = self._sig
         if s is None:
-            s = _signature(self)
-            object.__setattr__(self, "_sig", s)
+            s = _signed(self)
         o = other._sig
         if o is None:
-            o = _signature(other)
-            object.__setattr__(other, "_sig", o)
+            o = _signed(other)
         if s and o:  # the same answer as below, in integer operations (_signature's layout)
             if (s[1] & o[4] or o[5] & s[0] or s[2] & o[6]  # my writes against all theirs
                     or o[1] & s[8] or s[9] & o[0] or o[2] & s[10]  # their writes against my reads, appends
@@ -117,6 +115,9 @@ class Footprint:
             if s[3] & o[7] or o[3] & s[11] or s[19] & o[15] or o[19] & s[15]:  # members of one key on both
                 return _families_meet(s, o)
             return False
+        return self._conflicts_by_key(other)
+
+    def _conflicts_by_key(self, other: Footprint) -> bool:
         # (each pair of sets on its own: meeting a union is meeting one of its sets, and no union is built)
         mine, theirs = self.writes, other.writes
         if mine and (_meets(mine, other.reads) or _meets(mine, theirs) or _meets(mine, other.appends)):
@@ -201,6 +202,39 @@ def _bits_of(k: Key) -> tuple[int, int, int] | None:
         got = (whole, 1 << len(_BITS), family)
     _BITS[k] = got
     return got
+
+
+def conflicting(fps: Sequence[Footprint], fp: Footprint) -> int:
+    """The indices ``i`` where ``fps[i].conflicts(fp)``, as a bit set (one pass, for a search that compares
+    each new step with every earlier one)."""
+    o = fp._sig
+    if o is None:
+        o = _signed(fp)
+    if not o:
+        return sum(1 << i for i, f in enumerate(fps) if f.conflicts(fp))
+    o0, o1, o2, o4, o5, o6, o12, o13, o14, o16, o17, o18 = (
+        o[0], o[1], o[2], o[4], o[5], o[6], o[12], o[13], o[14], o[16], o[17], o[18])
+    fams = o[3] or o[7] or o[15] or o[19]  # (o touches members at all)
+    out = 0
+    for i, f in enumerate(fps):
+        s = f._sig
+        if s is None:
+            s = _signed(f)
+        if not s:
+            if f.conflicts(fp):
+                out |= 1 << i
+        elif (s[1] & o4 or o5 & s[0] or s[2] & o6 or o1 & s[8] or s[9] & o0 or o2 & s[10]
+              or s[17] & o12 or o13 & s[16] or s[18] & o14 or o17 & s[12] or s[13] & o16 or o18 & s[14]):
+            out |= 1 << i
+        elif fams and (s[3] & o[7] or o[3] & s[11] or s[19] & o[15] or o[19] & s[15]) and _families_meet(s, o):
+            out |= 1 << i
+    return out
+
+
+def _signed(fp: Footprint) -> _Signature:
+    sig = _signature(fp)
+    object.__setattr__(fp, "_sig", sig)
+    return sig
 
 
 def _signature(fp: Footprint) -> _Signature:
