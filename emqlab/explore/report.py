@@ -458,10 +458,10 @@ class Trace:
             k += 1
         return pos[:lane] + (k,) + pos[lane + 1:]
 
-    def _zero(self, pos: tuple[int, ...], lane: int) -> int:
-        """The completions with no more preemptions once ``lane`` took an event and is at ``pos`` (after
-        it)."""
-        at = self._stop(pos, lane, pos[lane])
+    def _zero(self, pos: tuple[int, ...], lane: int, k: int) -> int:
+        """The completions with no more preemptions once ``lane`` took an event and is at its event ``k``
+        (the other lanes at ``pos``)."""
+        at = self._stop(pos, lane, k)
         if at == self.lengths:
             return 1
         return 0 if self._running(at, lane) else self._free(at)
@@ -470,21 +470,27 @@ class Trace:
         """The completions with no more preemptions from ``pos``, where no lane runs (any may move)."""
         found = self._frees.get(pos)
         if found is None:
-            found = self._frees[pos] = sum(self._zero(_adv(pos, lane), lane) for lane in self._moves(pos))
+            found = self._frees[pos] = sum(self._zero(pos, lane, pos[lane] + 1) for lane in self._moves(pos))
         return found
 
     def _zero_ok(self, pos: tuple[int, ...], last: int) -> bool:
         """Whether an interleaving completes from ``pos`` (after lane ``last``) with no more preemptions."""
         if last >= 0 and self._running(pos, last):
-            at = self._stop(pos, last, pos[last])
-            if at == self.lengths:
-                return True
-            if self._running(at, last):
-                return False
-            pos = at
+            return self._ok_from(pos, last, pos[last])
+        return self._free_ok(pos)
+
+    def _ok_from(self, pos: tuple[int, ...], lane: int, k: int) -> bool:
+        """Whether one completes with no more preemptions once ``lane`` took an event and is at its event
+        ``k`` (the other lanes at ``pos``)."""
+        at = self._stop(pos, lane, k)
+        if at == self.lengths:
+            return True
+        return not self._running(at, lane) and self._free_ok(at)
+
+    def _free_ok(self, pos: tuple[int, ...]) -> bool:
         found = self._oks.get(pos)
         if found is None:
-            found = self._oks[pos] = any(self._zero_ok(_adv(pos, lane), lane) for lane in self._moves(pos))
+            found = self._oks[pos] = any(self._ok_from(pos, lane, pos[lane] + 1) for lane in self._moves(pos))
         return found
 
     def counts(self, bound: int | None) -> tuple[int, int]:
@@ -530,7 +536,7 @@ class Trace:
                     if left > 0:
                         found += within(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:], lane, left)
                     elif left == 0:
-                        found += zero(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:], lane)
+                        found += zero(pos, lane, pos[lane] + 1)
                 cheap[key] = found
             return found
 
@@ -565,10 +571,14 @@ class Trace:
         if budget >= enough:
             return True
         found = False
+        switch = last >= 0 and self._running(pos, last)  # (what a move to another lane costs: _cost)
         for lane in self._moves(pos):
-            c = self._cost(pos, last, lane)
-            if c <= budget and self._within(_adv(pos, lane), lane, budget - c, memo):
-                found = True
+            left = budget - 1 if switch and lane != last else budget
+            if left > 0:
+                found = self._within(_adv(pos, lane), lane, left, memo)
+            elif left == 0:
+                found = self._ok_from(pos, lane, pos[lane] + 1)
+            if found:
                 break
         short, enough = memo.get(key, (short, enough))
         memo[key] = (short, min(enough, budget)) if found else (max(short, budget), enough)
