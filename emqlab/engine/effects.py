@@ -352,16 +352,18 @@ def diff(before: QueueView, after: QueueView) -> tuple[Effect, ...]:
     """The effects that turn ``before`` into ``after``, per job (ids in numeric-then-text order): removals,
     placements (one effect per structure with the number of copies), the stalled mark, the lock, the hash."""
     out: list[Effect] = []
-    jobs = set(before.placements()) | set(after.placements()) | set(before.locks) | set(after.locks) \
-        | set(before.stalled) | set(after.stalled)
+    bw, aw = before._where, after._where
+    jobs = {*bw, *aw, *before.locks, *after.locks, *before.stalled, *after.stalled}
+    none: list[str] = []
     for j in sorted(jobs, key=_job_order):
-        b, a = before.where(j), after.where(j)
-        for name in dict.fromkeys(b):
-            if b.count(name) > a.count(name):
-                out.append(Removed(j, name, b.count(name) - a.count(name)))
-        for name in dict.fromkeys(a):
-            if a.count(name) > b.count(name):
-                out.append(Placed(j, name, a.count(name) - b.count(name)))
+        b, a = bw.get(j, none), aw.get(j, none)
+        if b != a:  # (the same structures, copies and order: nothing placed or removed)
+            for name in dict.fromkeys(b):
+                if b.count(name) > a.count(name):
+                    out.append(Removed(j, name, b.count(name) - a.count(name)))
+            for name in dict.fromkeys(a):
+                if a.count(name) > b.count(name):
+                    out.append(Placed(j, name, a.count(name) - b.count(name)))
         if j in before.stalled and j not in after.stalled:
             out.append(Unmarked(j))
         if j not in before.stalled and j in after.stalled:

@@ -43,8 +43,9 @@ Where the footprint comes from:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from emqlab.protocol.commands import KeyAccess, LineCache, key_access
 from emqlab.protocol.keys import QUEUE_KEY_NAMES
@@ -77,16 +78,46 @@ class Footprint:
     reads: frozenset[Key] = frozenset()
     writes: frozenset[Key] = frozenset()
     appends: frozenset[Key] = frozenset()
+    #: the footprint's keys as bit masks (:func:`_signature`), made at its first :meth:`conflicts`; ``()``
+    #: where only the exact comparison answers (a wildcard key). Not part of its value, and never pickled:
+    #: the bits are this process's
+    _sig: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
+
+    def __reduce__(self) -> tuple[type[Footprint], tuple[frozenset[Key], frozenset[Key], frozenset[Key]]]:
+        return Footprint, (self.reads, self.writes, self.appends)
 
     @classmethod
     def everything(cls) -> Footprint:
         return cls(frozenset([ANY]), frozenset([ANY]))
 
     def __or__(self, other: Footprint) -> Footprint:
+        # (an empty side gives the other back as it is: its signature, once made, is kept)
+        if not (other.reads or other.writes or other.appends):
+            return self
+        if not (self.reads or self.writes or self.appends):
+            return other
         return Footprint(self.reads | other.reads, self.writes | other.writes, self.appends | other.appends)
 
     def conflicts(self, other: Footprint) -> bool:
         """True when the two steps do not commute (see the module docstring)."""
+        s = self._sig
+        if s is None:
+            s = _signed(self)
+        o = other._sig
+        if o is None:
+            o = _signed(other)
+        if s and o:  # the same answer as below, in integer operations (_signature's layout)
+            if (s[1] & o[4] or o[5] & s[0] or s[2] & o[6]  # my writes against all theirs
+                    or o[1] & s[8] or s[9] & o[0] or o[2] & s[10]  # their writes against my reads, appends
+                    or s[17] & o[12] or o[13] & s[16] or s[18] & o[14]  # my appends against their reads
+                    or o[17] & s[12] or s[13] & o[16] or o[18] & s[14]):  # their appends against my reads
+                return True
+            if s[3] & o[7] or o[3] & s[11] or s[19] & o[15] or o[19] & s[15]:  # members of one key on both
+                return _families_meet(s, o)
+            return False
+        return self._conflicts_by_key(other)
+
+    def _conflicts_by_key(self, other: Footprint) -> bool:
         # (each pair of sets on its own: meeting a union is meeting one of its sets, and no union is built)
         mine, theirs = self.writes, other.writes
         if mine and (_meets(mine, other.reads) or _meets(mine, theirs) or _meets(mine, other.appends)):
@@ -132,6 +163,115 @@ def _meets(xs: Iterable[Key], ys: frozenset[Key]) -> bool:
         for y in ys:
             if _match(x, y):
                 return True
+    return False
+
+
+# -- the same relation as bit masks -------------------------------------------------------------------------
+# Every whole key (kind, name) and every member (kind, name, family, member) this process meets gets a bit of
+# its own, once. A set of keys is then (keys, whole, members, member_keys, families): the bits of every key it
+# touches (whole or through a member), of the keys it touches whole, of its members, of the keys it touches
+# through members, and for each of those the bits of the families it touches them as. Two sets meet
+# (:func:`_match` on some pair) exactly when one touches whole a key the other touches at all, they share a
+# member, or on a key both touch through members one's family differs from the other's (both touching it as
+# one and the same family, and only so, is no meeting). A wildcard key (ANY, a ``"*"`` name) has no bit: a
+# footprint holding one is compared key by key.
+
+_BITS: dict[Key, tuple[int, int, int]] = {}  # key -> (its whole key's bit, its member bit or 0, its family's bit)
+_KEY_BITS: dict[tuple[str, str], int] = {}
+_FAMILY_BITS: dict[str, int] = {}
+#: past this many keys and members a new one is not given a bit (the footprint goes the exact way): a long-lived
+#: process meeting ever new members keeps its masks small
+_MAX_BITS = 1 << 16
+#: a footprint's signature: for each of its five sets (writes, reads ∪ writes ∪ appends, reads ∪ appends,
+#: reads, appends), four masks (keys, whole, members, member_keys) one after another, then the five sets'
+#: families (key bit -> family bits)
+_Signature = tuple[Any, ...]
+
+
+def _bits_of(k: Key) -> tuple[int, int, int] | None:
+    got = _BITS.get(k)
+    if got is not None:
+        return got
+    if len(k) not in (2, 4) or k[0] == "*" or k[1] == "*" or len(_BITS) >= _MAX_BITS:
+        return None
+    whole = _KEY_BITS.setdefault((k[0], k[1]), 1 << len(_KEY_BITS))
+    if len(k) == 2:
+        got = (whole, 0, 0)
+    else:
+        family = _FAMILY_BITS.setdefault(k[2], 1 << len(_FAMILY_BITS))
+        got = (whole, 1 << len(_BITS), family)
+    _BITS[k] = got
+    return got
+
+
+def conflicting(fps: Sequence[Footprint], fp: Footprint) -> int:
+    """The indices ``i`` where ``fps[i].conflicts(fp)``, as a bit set (one pass, for a search that compares
+    each new step with every earlier one)."""
+    o = fp._sig
+    if o is None:
+        o = _signed(fp)
+    if not o:
+        return sum(1 << i for i, f in enumerate(fps) if f.conflicts(fp))
+    o0, o1, o2, o4, o5, o6, o12, o13, o14, o16, o17, o18 = (
+        o[0], o[1], o[2], o[4], o[5], o[6], o[12], o[13], o[14], o[16], o[17], o[18])
+    fams = o[3] or o[7] or o[15] or o[19]  # (o touches members at all)
+    out = 0
+    for i, f in enumerate(fps):
+        s = f._sig
+        if s is None:
+            s = _signed(f)
+        if not s:
+            if f.conflicts(fp):
+                out |= 1 << i
+        elif (s[1] & o4 or o5 & s[0] or s[2] & o6 or o1 & s[8] or s[9] & o0 or o2 & s[10]
+              or s[17] & o12 or o13 & s[16] or s[18] & o14 or o17 & s[12] or s[13] & o16 or o18 & s[14]):
+            out |= 1 << i
+        elif fams and (s[3] & o[7] or o[3] & s[11] or s[19] & o[15] or o[19] & s[15]) and _families_meet(s, o):
+            out |= 1 << i
+    return out
+
+
+def _signed(fp: Footprint) -> _Signature:
+    sig = _signature(fp)
+    object.__setattr__(fp, "_sig", sig)
+    return sig
+
+
+def _signature(fp: Footprint) -> _Signature:
+    """``fp``'s sets as bit masks (the layout of :data:`_Signature`); ``()`` when a key has no bit (a
+    wildcard)."""
+    masks = [0] * 20
+    fams: tuple[dict[int, int], ...] = ({}, {}, {}, {}, {})
+    for ks, into in ((fp.writes, (0, 1)), (fp.reads, (1, 2, 3)), (fp.appends, (1, 2, 4))):
+        for k in ks:
+            b = _bits_of(k)
+            if b is None:
+                return ()
+            whole, member, family = b
+            for n in into:
+                at = 4 * n
+                masks[at] |= whole
+                if member:
+                    masks[at + 2] |= member
+                    masks[at + 3] |= whole
+                    fams[n][whole] = fams[n].get(whole, 0) | family
+                else:
+                    masks[at + 1] |= whole
+    return (*masks, fams)
+
+
+def _families_meet(s: _Signature, o: _Signature) -> bool:
+    """Whether, in a pair of sets :meth:`Footprint.conflicts` compares (my writes against all of theirs,
+    their writes against my reads and appends, each one's appends against the other's reads), a key both
+    touch through members is touched as two families (:func:`_match`: members of two families meet)."""
+    for mine, x, theirs, y in ((s, 0, o, 1), (o, 0, s, 2), (s, 4, o, 3), (o, 4, s, 3)):
+        both = mine[4 * x + 3] & theirs[4 * y + 3]
+        while both:
+            low = both & -both
+            fa, fb = mine[20][x][low], theirs[20][y][low]
+            if fa != fb or fa & (fa - 1):
+                return True
+            both ^= low
     return False
 
 

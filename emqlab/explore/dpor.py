@@ -444,21 +444,21 @@ class Exhaustive(Strategy):
         mine = 0
         direct: list[int] = []
         own = 0  # p's program-order predecessors
+        # what happens before some event j depends on: each predecessor set is closed (it holds its events'
+        # predecessors), so those of j's own and direct predecessors are all of them
+        covered = 0
+        hits = _fp.conflicting(fps, fp)  # (bit i: fps[i].conflicts(fp))
         for i in range(j):
             if actors[i] == p:
                 own |= (1 << i) | preds[i]
-            elif fps[i].conflicts(fp):
+                covered |= preds[i]
+            elif hits >> i & 1:
                 direct.append(i)
+                covered |= preds[i]
         mine = own
         for i in direct:
             mine |= (1 << i) | preds[i]
         preds.append(mine)
-        covered = 0
-        bits = mine
-        while bits:
-            low = bits & -bits
-            covered |= preds[low.bit_length() - 1]
-            bits ^= low
         for i in direct:
             if covered >> i & 1:
                 continue  # not an immediate race: something in between orders them

@@ -417,6 +417,11 @@ class Trace:
             [tuple((b, n) for b, n in enumerate(self.need[e]) if n and b != lane) for e in self.lanes[lane]]
             for lane in range(len(self.lanes))]
         self._mv: dict[tuple[int, ...], list[int]] = {}
+        # with no preemption left, a lane that still runs must go on while it can: the searches below jump to
+        # where it stops, and remember only the positions where no lane runs any more (a free choice): the
+        # completions from each (:meth:`_free`), and whether there is one (:meth:`_free_ok`)
+        self._frees: dict[tuple[int, ...], int] = {self.lengths: 1}
+        self._oks: dict[tuple[int, ...], bool] = {self.lengths: True}
 
     def _moves(self, pos: tuple[int, ...]) -> list[int]:
         found = self._mv.get(pos)
@@ -437,10 +442,61 @@ class Trace:
     def _cost(self, pos: tuple[int, ...], last: int, lane: int) -> int:
         if last < 0 or lane == last:
             return 0
-        if pos[last] < self.lengths[last]:
+        return int(self._running(pos, last))
+
+    def _running(self, pos: tuple[int, ...], lane: int) -> bool:
+        """Whether switching away from ``lane`` at ``pos`` is a preemption: it has events left, or it was
+        killed and its kill has not run yet."""
+        if pos[lane] < self.lengths[lane]:
+            return True
+        kill = self.killed.get(lane)
+        return kill is not None and pos[kill[0]] <= kill[1]
+
+    def _stop(self, pos: tuple[int, ...], lane: int, k: int) -> tuple[int, ...]:
+        """Where ``lane``, at its event ``k`` with the other lanes at ``pos``, stops when it goes on while
+        it can (at its end, or at an event that waits for another lane)."""
+        n, waits = self.lengths[lane], self._waits[lane]
+        while k < n:
+            for b, need in waits[k]:
+                if pos[b] < need:
+                    return pos[:lane] + (k,) + pos[lane + 1:]
+            k += 1
+        return pos[:lane] + (k,) + pos[lane + 1:]
+
+    def _zero(self, pos: tuple[int, ...], lane: int, k: int) -> int:
+        """The completions with no more preemptions once ``lane`` took an event and is at its event ``k``
+        (the other lanes at ``pos``)."""
+        at = self._stop(pos, lane, k)
+        if at == self.lengths:
             return 1
-        kill = self.killed.get(last)
-        return int(kill is not None and pos[kill[0]] <= kill[1])
+        return 0 if self._running(at, lane) else self._free(at)
+
+    def _free(self, pos: tuple[int, ...]) -> int:
+        """The completions with no more preemptions from ``pos``, where no lane runs (any may move)."""
+        found = self._frees.get(pos)
+        if found is None:
+            found = self._frees[pos] = sum(self._zero(pos, lane, pos[lane] + 1) for lane in self._moves(pos))
+        return found
+
+    def _zero_ok(self, pos: tuple[int, ...], last: int) -> bool:
+        """Whether an interleaving completes from ``pos`` (after lane ``last``) with no more preemptions."""
+        if last >= 0 and self._running(pos, last):
+            return self._ok_from(pos, last, pos[last])
+        return self._free_ok(pos)
+
+    def _ok_from(self, pos: tuple[int, ...], lane: int, k: int) -> bool:
+        """Whether one completes with no more preemptions once ``lane`` took an event and is at its event
+        ``k`` (the other lanes at ``pos``)."""
+        at = self._stop(pos, lane, k)
+        if at == self.lengths:
+            return True
+        return not self._running(at, lane) and self._free_ok(at)
+
+    def _free_ok(self, pos: tuple[int, ...]) -> bool:
+        found = self._oks.get(pos)
+        if found is None:
+            found = self._oks[pos] = any(self._ok_from(pos, lane, pos[lane] + 1) for lane in self._moves(pos))
+        return found
 
     def counts(self, bound: int | None) -> tuple[int, int]:
         """(interleavings of this trace, those with at most ``bound`` preemptions)."""
@@ -465,22 +521,27 @@ class Trace:
         """The interleavings of this trace with at most ``bound`` preemptions (``None``: all of them)."""
         if bound is None:
             return self._every()
+        if bound == 0:
+            return self._free(tuple(0 for _ in self.order))
         end = self.lengths
-        moves, cost = self._moves, self._cost
+        moves, zero = self._moves, self._zero
         cheap: dict[tuple[tuple[int, ...], int, int], int] = {}
 
         def within(pos: tuple[int, ...], last: int, budget: int) -> int:
-            # the completions from ``pos`` (after lane ``last``) with at most ``budget`` more preemptions
+            # the completions from ``pos`` (after lane ``last``) with at most ``budget`` (> 0) more preemptions
             if pos == end:
                 return 1
             key = (pos, last, budget)
             found = cheap.get(key)
             if found is None:
                 found = 0
+                switch = last >= 0 and self._running(pos, last)  # (what a move to another lane costs: _cost)
                 for lane in moves(pos):
-                    c = cost(pos, last, lane)
-                    if c <= budget:
-                        found += within(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:], lane, budget - c)
+                    left = budget - 1 if switch and lane != last else budget
+                    if left > 0:
+                        found += within(pos[:lane] + (pos[lane] + 1,) + pos[lane + 1:], lane, left)
+                    elif left == 0:
+                        found += zero(pos, lane, pos[lane] + 1)
                 cheap[key] = found
             return found
 
@@ -506,6 +567,8 @@ class Trace:
         known to be enough (a budget between them is searched)."""
         if pos == self.lengths:
             return True
+        if budget == 0:
+            return self._zero_ok(pos, last)
         key = (pos, last)
         short, enough = memo.get(key, (-1, 1 << 30))
         if budget <= short:
@@ -513,10 +576,14 @@ class Trace:
         if budget >= enough:
             return True
         found = False
+        switch = last >= 0 and self._running(pos, last)  # (what a move to another lane costs: _cost)
         for lane in self._moves(pos):
-            c = self._cost(pos, last, lane)
-            if c <= budget and self._within(_adv(pos, lane), lane, budget - c, memo):
-                found = True
+            left = budget - 1 if switch and lane != last else budget
+            if left > 0:
+                found = self._within(_adv(pos, lane), lane, left, memo)
+            elif left == 0:
+                found = self._ok_from(pos, lane, pos[lane] + 1)
+            if found:
                 break
         short, enough = memo.get(key, (short, enough))
         memo[key] = (short, min(enough, budget)) if found else (max(short, budget), enough)
