@@ -2,7 +2,11 @@
 partial-order reduction, at preemption bounds 0, 1 and 2 and without a bound, and the reduced search must
 claim exactly what the unreduced one enumerates (tests/test_reduction_random.py runs a few in the suite).
 
-    python benchmarks/oracle.py [--seeds 0-200] [--limit 1500]
+    python benchmarks/oracle.py [--seeds 0-200] [--limit 1500] [--divide]
+
+With ``--divide`` the reduced side is the finest division of the search (a hand-on after its first run, then
+after gaps of 1, 2, 4 … runs: ``divide=True, donate_every=1``), and it is also compared with the undivided
+reduced search (``tests/test_division_oracle.py`` runs a few in the suite).
 
 A case's unreduced side is skipped above ``--limit`` interleavings (about 15 ms each on fakeredis), and a
 scenario whose reduced search outlasts ``--budget`` seconds (it explores every trace at any bound: the bound
@@ -37,6 +41,8 @@ def main() -> int:
                    help="skip the unreduced side above this many interleavings (default 1500)")
     p.add_argument("--budget", type=float, default=30.0,
                    help="skip a scenario whose reduced search outlasts this many seconds (default 30)")
+    p.add_argument("--divide", action="store_true",
+                   help="the reduced side divided as finely as it can be, and compared with the undivided one too")
     args = p.parse_args()
     compared = skipped = bad = 0
     started = time.time()
@@ -44,10 +50,16 @@ def main() -> int:
         sc, mode = random_scenario(seed), mode_of(seed)
         for bound in (0, 1, 2, None):
             how = {"unbounded": True} if bound is None else {"preemptions": bound}
-            reduced = explore(sc, mode, max_seconds=args.budget, **how)
+            finest = {"divide": True, "donate_every": 1} if args.divide else {}
+            reduced = explore(sc, mode, max_seconds=args.budget, **finest, **how)
             if not reduced.complete:
                 skipped += 4 - [0, 1, 2, None].index(bound)
                 break
+            if args.divide:
+                whole = explore(sc, mode, **how)
+                if whole.claims() != reduced.claims() or whole.outcomes != reduced.outcomes:
+                    bad += 1
+                    print(f"MISMATCH seed {seed} {mode} bound {bound}: divided and undivided differ", flush=True)
             if reduced.raw_interleavings > args.limit:
                 skipped += 1
                 continue
