@@ -1,18 +1,16 @@
 """Divided explorations (emqlab.explore.divide): wall time with one job against two, side by side in one run, next
 to the undivided search; peak memory per process; and a projection to 8, 32 and 128 workers.
 
-    python benchmarks/bench_parallel.py [--repeat N] [--budget S] [--write docs/benchmarks.md]
+    python benchmarks/bench_parallel.py [--repeat N] [--write docs/benchmarks.md]
 
 Two cases, and a control:
 
 * the largest shipped exploration, ``two-workers`` split at its bound: the whole exploration as ``emqlab
   simulate`` runs it (``--jobs 1`` and ``--jobs 2`` alternately, ``--repeat`` times each, each in a fresh
   process, medians), and the undivided search (``emqlab.explore.explore``) alternately with them;
-* ``benchmarks/scenarios/three-split-workers.yaml`` (three split finishes and a sweep, not shipped): its
-  tree is far beyond this machine (hours), so each side explores for ``--budget`` seconds
-  (``--max-seconds``) and the figure is traces per second (complete runs, each a distinct Mazurkiewicz
-  trace; runs that sleep sets block are left out, as they differ between regions of the tree): how
-  much more of the tree two jobs cover in the same time;
+* ``benchmarks/scenarios/three-split-workers.yaml`` (three split finishes and a sweep, not shipped) at
+  preemption bound 2, a search of tens of seconds: the whole exploration undivided, with ``--jobs 1`` and with
+  ``--jobs 2`` (``--repeat`` // 2 times each, at least once), the same reports asserted (run counts included);
 * the control, the machine's own ceiling: two undivided two-workers searches, one after the other in one
   process and at once in two (a fork), alternately with the rest. Work that needs nothing from the other
   process gets this ratio from two cores here; the exploration's speed-up is given as a share of it too.
@@ -53,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 THREE = HERE / "scenarios" / "three-split-workers.yaml"
 
 
-def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
+def _one(kind: str, jobs: int) -> dict[str, Any]:
     from emqlab.backend.connect import connect
     from emqlab.engine import scenario
     from emqlab.explore import explore
@@ -80,13 +78,17 @@ def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
         rep = explore(scenario.load("two-workers"), "split")
     elif kind == "divided":
         rep = explore(scenario.load("two-workers"), "split", jobs=jobs, stats=st)
+    elif kind == "three-whole":
+        rep = explore(scenario.load(str(THREE)), "split", preemptions=2)
     else:
-        rep = explore(scenario.load(str(THREE)), "split", jobs=jobs, stats=st, max_seconds=budget)
+        rep = explore(scenario.load(str(THREE)), "split", preemptions=2, jobs=jobs, stats=st)
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = {"seconds": seconds, "imported_s": imported,
                            "runs": rep.executed,
                            "traces": rep.explored,
-                           "claims": rep.claims() if kind in ("whole", "divided") else None,
+                           "claims": rep.claims() if kind != "pair" else None,
+                           "report": {k: v for k, v in rep.to_dict().items()
+                                      if k not in ("elapsed_s", "runs_per_second")},
                            "load": (load + os.getloadavg()[0]) / 2,
                            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                            "parts": st.parts, "part_cpu_s": st.part_cpu_s, "root_cpu_s": st.root_cpu_s,
@@ -98,8 +100,8 @@ def _one(kind: str, jobs: int, budget: float) -> dict[str, Any]:
     return out
 
 
-def _measure(kind: str, jobs: int, budget: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", kind, str(jobs), str(budget)]
+def _measure(kind: str, jobs: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", kind, str(jobs)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=HERE.parent)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -117,20 +119,19 @@ def _project(costs: list[float], root: float, root_first: float, workers: int) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs per side (medians)")
-    ap.add_argument("--budget", type=float, default=20.0, help="three-split-workers: seconds per side")
     ap.add_argument("--write", type=Path, help="write the tables to this markdown page (replacing older ones)")
-    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(_one(a.one[0], int(a.one[1]), float(a.one[2]))))
+        print(json.dumps(_one(a.one[0], int(a.one[1])), default=str))
         return
     got: dict[str, list[dict[str, Any]]] = {"whole": [], "1": [], "2": [], "pair1": [], "pair2": []}
     for _ in range(a.repeat):  # side by side: undivided, 1, 2, the control's two sides, undivided, 1, 2, …
-        got["whole"].append(_measure("whole", 1, 0))
+        got["whole"].append(_measure("whole", 1))
         for jobs in (1, 2):
-            got[str(jobs)].append(_measure("divided", jobs, 0))
+            got[str(jobs)].append(_measure("divided", jobs))
         for jobs in (1, 2):
-            got[f"pair{jobs}"].append(_measure("pair", jobs, 0))
+            got[f"pair{jobs}"].append(_measure("pair", jobs))
     claims = {json.dumps(m["claims"], sort_keys=True) for m in got["whole"] + got["1"] + got["2"]}
     assert len(claims) == 1, "the divided explorations must claim what the undivided one does"
     med = {k: statistics.median(m["seconds"] for m in v) for k, v in got.items()}
@@ -154,13 +155,23 @@ def main() -> None:
             f"{speedup:.2f}x | {med['whole'] / med['2']:.2f}x | {ceiling:.2f}x | {speedup / ceiling:.0%} | "
             f"{load:.1f} | {peaks(got['whole'], got['1'], two)} | "
             f"{proj[8]:.1f} / {proj[32]:.1f} / {proj[128]:.1f} |"]
-    three = {jobs: [_measure("three", jobs, a.budget) for _ in range(max(1, a.repeat // 2))] for jobs in (1, 2)}
-    rate = {j: statistics.median(m["traces"] / m["seconds"] for m in ms) for j, ms in three.items()}
-    tload = statistics.mean(m["load"] for ms in three.values() for m in ms)
-    rows.append(f"| three-split-workers split, {a.budget:g} s per side | traces/s: {rate[1]:.1f} → {rate[2]:.1f} | "
-                f"{statistics.median(m['parts'] for m in three[2]):.0f} | – | – | – | {rate[2] / rate[1]:.2f}x | – | "
-                f"{ceiling:.2f}x | {rate[2] / rate[1] / ceiling:.0%} | "
-                f"{tload:.1f} | {peaks(None, three[1], three[2])} | – |")
+    three: dict[str, list[dict[str, Any]]] = {"whole": [], "1": [], "2": []}
+    for _ in range(max(1, a.repeat // 2)):
+        three["whole"].append(_measure("three-whole", 1))
+        for jobs in (1, 2):
+            three[str(jobs)].append(_measure("three", jobs))
+    assert len({json.dumps(m["claims"], sort_keys=True) for v in three.values() for m in v}) == 1
+    divided = {json.dumps({k: v for k, v in m["report"].items() if k != "params"}, sort_keys=True)
+               for m in three["1"] + three["2"]}
+    assert len(divided) == 1, "--jobs 1 and --jobs 2 must give the same report, runs executed included"
+    tmed = {k: statistics.median(m["seconds"] for m in v) for k, v in three.items()}
+    tload = statistics.mean(m["load"] for v in three.values() for m in v)
+    tone = three["1"][0]
+    rows.append(f"| three-split-workers split (≤2), whole exploration | {tone['runs']:,} "
+                f"({three['whole'][0]['runs']:,} undivided) | {tone['parts']} | {tmed['whole']:.2f} | "
+                f"{tmed['1']:.2f} | {tmed['2']:.2f} | {tmed['1'] / tmed['2']:.2f}x | "
+                f"{tmed['whole'] / tmed['2']:.2f}x | {ceiling:.2f}x | {tmed['1'] / tmed['2'] / ceiling:.0%} | "
+                f"{tload:.1f} | {peaks(three['whole'], three['1'], three['2'])} | – |")
     pc = one["part_cpu_s"]
     pair = ", ".join(f"{m['seconds']:.2f}" for m in got["pair1"]) + " s one after the other; " + \
         ", ".join(f"{m['seconds']:.2f}" for m in got["pair2"]) + " s at once"
@@ -180,7 +191,7 @@ def main() -> None:
     print(table)
     if a.write:
         append_table(a.write, f"Divided explorations, --jobs 1 vs --jobs 2 ({os.cpu_count()} cores)",
-                     f"python benchmarks/bench_parallel.py --repeat {a.repeat} --budget {a.budget:g}", table)
+                     f"python benchmarks/bench_parallel.py --repeat {a.repeat}", table)
 
 
 if __name__ == "__main__":
