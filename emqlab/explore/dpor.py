@@ -249,11 +249,12 @@ class Exhaustive(Strategy):
     def _dpor(self, bound: int | None, max_runs: int | None, root: Sequence[str] = (),
               branch: Branch | None = None) -> None:
         """Source-DPOR with sleep sets over observed footprints (the module docstring). With ``root`` (a
-        schedule prefix), only the runs that begin with it: its steps are fixed, and races that would
-        reverse one of them are left to the other parts (:mod:`emqlab.explore.divide`). With ``branch`` too,
-        the node at the end of ``root`` starts as another search left it: its sleep set, the children it
-        explored (with their footprints: they sleep in the later ones) and the children to explore here, in
-        order."""
+        schedule prefix), only the runs that begin with it: its steps are fixed, and a race that asks for a
+        child at one of its nodes is a :class:`Request` (in :attr:`requests`, for the search that owns the
+        node: :mod:`emqlab.explore.divide`). With ``branch`` too, the node at the end of ``root`` starts as
+        another search left it: its sleep set, the children it explored (with their footprints: they sleep in
+        the later ones) and the children to take over here, in order, of which the planned ones are explored
+        (and the others where a race here asks for them); what was done there is :attr:`root_state`."""
         self._bound = bound
         self._keep = bound is not None or bool(root) or branch is not None or self.donate is not None
         nodes: list[Node] = []
