@@ -549,6 +549,59 @@ def test_a_stop_signal_to_the_whole_process_group_of_a_two_job_live_run_leaves_n
         assert left == [], (left, err.decode())
 
 
+def _caught(pid: int) -> set[int]:
+    """The signals process ``pid`` has a handler for (Linux: /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return {n for n in range(1, 64) if mask >> (n - 1) & 1}
+
+
+@pytest.mark.live
+def test_a_fork_server_worker_handles_the_stop_signals_and_a_ctrl_c_to_the_coordinator_stops_it_at_once() -> None:
+    """On a live server the pool's workers come from a fork server, which ignores the stop signals (a Ctrl-C
+    to the group must not print its import traceback): a worker inherited that, took itself for a process
+    run under nohup, and ran its part to the end — a Ctrl-C took 35 s and more to stop a run, keys were
+    left where it was then killed. Now each worker handles what the coordinator did not ignore."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import redis as redis_py
+
+    from tests.conftest import own_redis_server
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads the workers' signal handlers from /proc (Linux)")
+    three = str(Path(__file__).parents[1] / "benchmarks" / "scenarios" / "three-split-workers.yaml")
+    with own_redis_server() as url:
+        proc = subprocess.Popen([sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate",
+                                 "--split", "-s", three, "--preemptions", "2", "--jobs", "2", "--redis", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=stops_by_default)
+        try:
+            workers: list[int] = []
+            end = time.monotonic() + 30
+            while not workers and time.monotonic() < end and proc.poll() is None:
+                children = {int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()}
+                workers = [int(w) for c in children for w in
+                           Path(f"/proc/{c}/task/{c}/children").read_text().split()]  # the fork server's
+                time.sleep(0.05)
+            assert workers, "no pool worker started"
+            time.sleep(0.5)  # (its initializer has run: it takes parts)
+            assert all({signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= _caught(w) for w in workers)
+            proc.send_signal(signal.SIGINT)  # the coordinator alone: it passes the signal on
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        conn = redis_py.Redis.from_url(url)
+        left = [k for k in conn.scan_iter(match="emq:{q-*") if not k.startswith(b"emq:{q-runs}")]
+        assert (proc.returncode, err) == (130, b"interrupted\n")
+        assert left == []
+
+
 def test_a_worker_the_server_refuses_a_queue_hands_its_parts_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker whose queue registration gets a server error (OOM while the other queues hold their keys)
     runs nothing: its parts go back and the coordinator runs them on its own queue, so the report is the

@@ -7,6 +7,10 @@ import signal
 
 from emqlab.explore.stops import STOP_SIGNALS, exit_with_parent
 
+#: the stop signals the coordinator did not ignore (under nohup it ignores SIGHUP): the server's workers, which
+#: inherit the server's ignoring them, handle these (emqlab.explore.pool._pool_init)
+HANDLED = frozenset(s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN)
+
 # (SIGTERM and SIGHUP too: a CI timeout or a closed terminal signals the whole group; the server ends when
 # the coordinator, its parent, closes its end of the server's pipe)
 for _sig in STOP_SIGNALS:

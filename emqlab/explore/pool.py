@@ -95,8 +95,11 @@ def _pool_init(back: Any = None) -> None:
 
     worker_init(back)
     sys.unraisablehook = _unraisable
+    # a signal the coordinator ignores (under nohup) stays ignored here; a fork server's worker inherits the
+    # server's ignoring every one of them, so it asks what the coordinator did (the server's own record)
+    server = sys.modules.get("emqlab.explore._forkserver")
     for s in STOP_SIGNALS:
-        if signal.getsignal(s) is not signal.SIG_IGN:  # (ignored in the coordinator, under nohup: so here)
+        if s in server.HANDLED if server is not None else signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _on_sigint)
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is not None:  # (a worker inherits them blocked — _start_forkserver, Dispatch._start — and takes
