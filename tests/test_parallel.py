@@ -302,6 +302,19 @@ def test_hand_ons_streamed_back_from_pool_workers_claim_what_the_undivided_searc
     stats = Stats()
     divided = explore(sc, mode, jobs=2, divide=True, donate_every=1, stats=stats)
     assert divided.claims() == explore(sc, mode).claims()
+
+
+def test_a_pool_workers_hand_ons_stream_back_as_its_part_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streaming itself, on a search whose parts are large enough that the worker's certainly hand on
+    (a part explores only the children a race asked for: some of the cases above give the worker parts that
+    run nothing, and whether it gets one that hands on is then a matter of timing)."""
+    from emqlab.explore import pool
+
+    monkeypatch.setattr(pool, "WARM_AFTER_S", 0.0)
+    sc = scenario.load(str(Path(__file__).parents[1] / "benchmarks" / "scenarios" / "three-split-workers.yaml"))
+    stats = Stats()
+    divided = explore(sc, "split", jobs=2, divide=True, donate_every=1, stats=stats)
+    assert divided.claims() == explore(sc, "split").claims()
     assert stats.streamed > 0 and len({w.split(":")[1] for w in stats.workers}) == 2  # two processes
 
 
