@@ -27,7 +27,7 @@ def sections(text: str) -> list[tuple[str | None, str]]:
     return [(title, "".join(lines)) for title, lines in out if lines]
 
 
-def append_table(path: Path, title: str, command: str, table: str) -> None:
+def write_table(path: Path, title: str, command: str, table: str) -> None:
     """Write ``table`` under a ``### title (date, machine, Python)`` heading with the ``command`` that
     produced it, in place of every earlier table of that title on the page (where the first one was), or
     at the end."""

@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 from emqlab.engine import scenario
 from emqlab.explore import explore
@@ -64,7 +64,7 @@ def main() -> None:
         lines.append(row)
     table = "\n".join(lines)
     if a.write:
-        append_table(a.write, "Reduced vs every schedule (fakeredis)",
+        write_table(a.write, "Reduced vs every schedule (fakeredis)",
                      f"python benchmarks/bench_engine.py --repeat {a.repeat}", table)
 
 if __name__ == "__main__":

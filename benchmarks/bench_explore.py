@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 from emqlab.backend.connect import BackendError, connect
 from emqlab.engine import scenario
@@ -62,7 +62,7 @@ def main() -> None:
     table = "\n".join(lines)
     if a.write:
         command = f"python benchmarks/bench_explore.py{' --redis ' + a.redis if a.redis else ''} --repeat {a.repeat}"
-        append_table(a.write, "Exhaustive exploration speed", command, table)
+        write_table(a.write, "Exhaustive exploration speed", command, table)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "notebooks" / "assignments"
@@ -72,7 +72,7 @@ def main() -> None:
     note = f"{os.cpu_count()} cores; load average up to {load:.1f} during the runs"
     print(note)
     if args.write:
-        append_table(args.write, "Grading times",
+        write_table(args.write, "Grading times",
                      f"python benchmarks/bench_grading.py --repeat {args.repeat} --students {args.students}",
                      "\n".join(rows) + f"\n\n{note}.")
 

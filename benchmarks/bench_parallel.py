@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _tables import append_table
+from _tables import write_table
 
 HERE = Path(__file__).resolve().parent
 THREE = HERE / "scenarios" / "three-split-workers.yaml"
@@ -190,7 +190,7 @@ def main() -> None:
         "\n".join(f"- {n}" for n in notes)
     print(table)
     if a.write:
-        append_table(a.write, f"Divided explorations, --jobs 1 vs --jobs 2 ({os.cpu_count()} cores)",
+        write_table(a.write, f"Divided explorations, --jobs 1 vs --jobs 2 ({os.cpu_count()} cores)",
                      f"python benchmarks/bench_parallel.py --repeat {a.repeat}", table)
 
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 from emqlab.backend.connect import connect
 from emqlab.engine import scenario
@@ -224,7 +224,7 @@ def main() -> None:
                    + (f" --jobs {args.jobs}" if args.jobs > 1 else "")
                    + (" --every-mode" if args.every_mode else "") + (" --all-seeds" if args.all_seeds else "")
                    + "".join(f" --only {o}" for o in args.only))
-        append_table(args.write, "PCT against random sampling", command, "\n".join(table) + "\n\n" + legend)
+        write_table(args.write, "PCT against random sampling", command, "\n".join(table) + "\n\n" + legend)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import redis
-from _tables import append_table
+from _tables import write_table
 
 from emqlab.backend.connect import connect
 from emqlab.backend.fakeserver import fake_server
@@ -77,7 +77,7 @@ def main() -> None:
              "|---|---:|---:|---:|\n" + "\n".join(rows))
     print(table)
     if args.write:
-        append_table(args.write, "Runaway scripts: seconds until each ends", "python benchmarks/bench_script_limits.py",
+        write_table(args.write, "Runaway scripts: seconds until each ends", "python benchmarks/bench_script_limits.py",
                      table)
 
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _tables import append_table
+from _tables import write_table
 
 
 def workers_scenario(n: int) -> str:
@@ -132,9 +132,9 @@ def main() -> None:
     print(scaling)
     if args.write:
         command = "python benchmarks/bench_search.py" + (f" --limit {args.limit:g}" if args.limit != 60 else "")
-        append_table(args.write, "Runs executed against traces kept, shipped scenarios at their own bound",
+        write_table(args.write, "Runs executed against traces kept, shipped scenarios at their own bound",
                      command, shipped)
-        append_table(args.write, "N split workers and a sweep", command, scaling)
+        write_table(args.write, "N split workers and a sweep", command, scaling)
 
 
 if __name__ == "__main__":

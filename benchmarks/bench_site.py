@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "site"))
@@ -141,7 +141,7 @@ def main() -> int:
     if args.write:
         command = ("python benchmarks/bench_site.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
                    + (" --site DIR (built by python scripts/site/build.py --out DIR)" if args.site else ""))
-        append_table(args.write, "The browser site in headless Chromium", command, text)
+        write_table(args.write, "The browser site in headless Chromium", command, text)
     return 0
 
 

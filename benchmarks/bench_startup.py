@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _tables import append_table
+from _tables import write_table
 
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
@@ -73,7 +73,7 @@ def main() -> None:
     # (on a loaded machine every row costs more CPU: the `python -c pass` row shows how much)
     rows.append(f"\n{os.cpu_count()} cores; load average up to {load:.1f} during the runs.")
     if args.write:
-        append_table(args.write, "Start-up CPU", f"python benchmarks/bench_startup.py --repeat {args.repeat}",
+        write_table(args.write, "Start-up CPU", f"python benchmarks/bench_startup.py --repeat {args.repeat}",
                      "\n".join(rows))
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _tables import append_table
+from _tables import write_table
 
 CASES = ["two-workers:2", "two-workers:none", "lease-lapse", "stalled-finish", "late-finish-deleted"]
 
@@ -194,7 +194,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     table = "\n".join(rows)
     if args.write:
-        append_table(args.write, "A step against the same commands through fakeredis",
+        write_table(args.write, "A step against the same commands through fakeredis",
                      "python benchmarks/bench_step.py" + (f" --repeat {args.repeat}" if args.repeat != 3 else "")
                      + "".join(f" --scenario {c}" for c in args.scenario or ()),
                      table)

@@ -28,13 +28,13 @@ def test_a_new_table_replaces_every_older_one_of_its_benchmark(tmp_path: Path) -
     page.write_text(PAGE, encoding="utf-8")
     tables = _tables()
     assert "".join(chunk for _t, chunk in tables.sections(PAGE)) == PAGE
-    tables.append_table(page, "A", "python a.py", "| new |")
+    tables.write_table(page, "A", "python a.py", "| new |")
     text = page.read_text(encoding="utf-8")
     assert "old A" not in text and "A2" not in text and "prose" not in text
     assert text.count("### A (") == 1 and text.index("### A (") < text.index("### B (")  # where the first was
     assert "### B (2026-01-01, x86_64, Python 3.11.7, idle machine)\n\n`b`\n\nB\n\n<!-- x:start -->\n## X\n\n" \
            "<!-- x:end -->\n" in text
-    tables.append_table(page, "C", "python c.py", "| c |")
+    tables.write_table(page, "C", "python c.py", "| c |")
     assert page.read_text(encoding="utf-8").endswith("`python c.py`\n\n| c |\n")
 
 

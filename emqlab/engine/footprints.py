@@ -293,8 +293,8 @@ def of_command(command: Sequence[bytes], base: str, access: KeyAccess | None | b
 
 #: the commands that touch only named members of their one key (the module docstring): name -> (family,
 #: whether it writes them, where the members are: ``"rest"`` every argument after the key, ``"pairs"`` every
-#: other argument after the key from the first, ``"pairs2"`` from the second, ``"zadd"`` ZADD's, ``"last"``
-#: the last argument, ``"at2"`` the one after the key)
+#: other argument after the key from the first, ``"zadd"`` ZADD's, ``"last"`` the last argument, ``"at2"``
+#: the one after the key)
 MEMBER_COMMANDS: dict[bytes, tuple[str, bool, str]] = {
     b"SADD": ("set", True, "rest"), b"SREM": ("set", True, "rest"),
     b"SISMEMBER": ("set", False, "rest"), b"SMISMEMBER": ("set", False, "rest"),
@@ -364,14 +364,6 @@ def of_commands(commands: Iterable[Sequence[bytes]], base: str) -> Footprint:
     out = Footprint()
     for c in commands:
         out = out | of_command(c, base)
-    return out
-
-
-def of_accesses(accesses: Iterable[KeyAccess | None], base: str) -> Footprint:
-    """The union of the footprints of commands whose key accesses are ``accesses`` (:func:`of_access`)."""
-    out = Footprint()
-    for a in accesses:
-        out = out | of_access(a, base)
     return out
 
 

@@ -145,7 +145,8 @@ class Exhaustive(Strategy):
         self._asked: set[Request] = set()
         self.root_state: NodeState | None = None
         self._keep = False
-        self._given: list[Node] = []
+        #: the node handed on to this search (a divided search's part), once its prefix is run
+        self._given: Node | None = None
 
     def exhaustive(self, *, preemption_bound: int | None = None, reduce: bool = True,
                    max_runs: int | None = None) -> Report:
@@ -262,8 +263,8 @@ class Exhaustive(Strategy):
         try:
             self._search(bound, max_runs, root, branch, nodes, cut)
         finally:
-            if branch is not None and len(self._given) == 1:
-                self._root_state(root, branch, self._given[0])
+            if branch is not None and self._given is not None:
+                self._root_state(root, branch, self._given)
 
     def _root_state(self, root: Sequence[str], branch: Branch, node: Node) -> None:
         self.root_state = NodeState(
@@ -276,7 +277,7 @@ class Exhaustive(Strategy):
                 nodes: list[Node], cut: int) -> None:
         r = self.runner
         t = self.tally
-        self._given = []
+        self._given = None
         if root or branch is not None:
             try:
                 r.reset()
@@ -297,7 +298,7 @@ class Exhaustive(Strategy):
                     node.unplanned = set(branch.unplanned)
                     node.backtrack = [a for a in branch.children if node.fits(a)
                                       and (branch.planned is None or a in branch.planned)]
-                    self._given.append(node)
+                    self._given = node
                     if not node.backtrack:
                         return
                     node.current = node.backtrack[0]
