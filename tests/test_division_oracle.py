@@ -64,7 +64,7 @@ def test_a_child_asked_for_is_handed_on_once_though_handing_on_takes_in_more_par
             self.prefixes = [([], None), (["W2"], given), (["W2", "W2"], given)]
             self.on_part = None
             self.submitted: list[tuple[list[str], Branch]] = []
-            self.later: list[tuple[int, Part]] = [(2, Part(2, requests=[Request("v1:W2", "W1")]))]
+            self.later: list[tuple[int, Part]] = [(2, Part(2, requests=[Request(("W2",), "W1")]))]
 
         def submit(self, prefix: list[str], branch: Branch) -> None:
             self.submitted.append((prefix, branch))
@@ -73,8 +73,8 @@ def test_a_child_asked_for_is_handed_on_once_though_handing_on_takes_in_more_par
 
     d = Dispatch()
     asked = _Asked(d)  # type: ignore[arg-type]
-    skipper = Part(1, root_state=NodeState("v1:W2", {}, {}, {}, ("W1", "S1")))
-    asked.took(1, Part(3, requests=[Request("v1:W2", "W1"), Request("v1:W2", "S1")]))
+    skipper = Part(1, root_state=NodeState(("W2",), {}, {}, {}, ("W1", "S1")))
+    asked.took(1, Part(3, requests=[Request(("W2",), "W1"), Request(("W2",), "S1")]))
     asked.took(1, skipper)
     assert [(p, b.children) for p, b in d.submitted] == [(["W2"], ("S1",)), (["W2"], ("W1",))]
     late = d.submitted[1][1]

@@ -613,6 +613,14 @@ def test_bullmq_on_live_matches_fake(scenario: str) -> None:
         warnings.warn(f"the queue's keys vanished from the shared server; ran again on a new queue: {e}",
                       stacklevel=1)
         live = run_scenario("live", scenario)
+    except AssertionError as e:
+        # BullMQ's own clients on the real server stalled past the wait (once in several CI runs on Valkey, with
+        # the live suite's other tests loading the server and the 2 cores): the live side is the reference, not
+        # emqlab, so it runs once more, said as a warning; a second stall fails
+        if not str(e).startswith("timed out"):
+            raise
+        warnings.warn(f"BullMQ on the live server stalled ({e}); ran again on a new queue", stacklevel=1)
+        live = run_scenario("live", scenario)
     check(scenario, live)
     fake = fake_run(scenario)
     # (on Valkey the JSON a script wrote lists an object's members in another order: compared without it)

@@ -297,10 +297,10 @@ class _Asked:
 
     def __init__(self, dispatch: Dispatch) -> None:
         self.dispatch = dispatch
-        self.asked: set[tuple[str, str]] = set()
+        self.asked: set[tuple[tuple[str, ...], str]] = set()
         #: (path, child) -> the branch of the part that explores it there
-        self.skipped: dict[tuple[str, str], Branch] = {}
-        self.handed: set[tuple[str, str]] = set()
+        self.skipped: dict[tuple[tuple[str, ...], str], Branch] = {}
+        self.handed: set[tuple[tuple[str, ...], str]] = set()
         #: how many of the search here's requests have been read
         self._read = 0
         dispatch.on_part = self.took
@@ -327,11 +327,10 @@ class _Asked:
 
     def ask(self, requests: list[Request]) -> None:
         self.asked.update((r.path, r.child) for r in requests)
-        order = self.dispatch.order
         met = sorted((self.asked & self.skipped.keys()) - self.handed)
         self.handed.update(met)  # (before submitting: a submit takes in finished parts, which may ask again)
         for path, child in met:
-            self.dispatch.submit(parse_schedule(path, order), self.skipped[(path, child)])
+            self.dispatch.submit(list(path), self.skipped[(path, child)])
 
 
 def _stopped_note(rep: Report, max_seconds: float | None, covered: tuple[int, int] | None) -> Report:

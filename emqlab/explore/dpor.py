@@ -95,7 +95,7 @@ from emqlab.engine.runner import Runner
 from emqlab.explore.report import INFRASTRUCTURE, Part, Report, Trace, TraceRecord
 from emqlab.explore.strategy import Progress, Strategy
 from emqlab.explore.tree import Branch, Node, NodeState, Request, note_reversal, path_of
-from emqlab.protocol.schedules import ScheduleError, format_schedule
+from emqlab.protocol.schedules import ScheduleError
 from emqlab.protocol.schedules import preemptions as _preemptions
 
 
@@ -268,7 +268,7 @@ class Exhaustive(Strategy):
 
     def _root_state(self, root: Sequence[str], branch: Branch, node: Node) -> None:
         self.root_state = NodeState(
-            format_schedule(list(root)), dict(branch.sleep),
+            tuple(root), dict(branch.sleep),
             {q: f for q, f in node.fps.items() if q not in branch.done},
             {q: g for q, g in node.goes_on.items() if q not in branch.done},
             tuple(a for a in branch.children if a not in node.done and node.fits(a)))
@@ -556,7 +556,7 @@ class Exhaustive(Strategy):
     def _request(self, nodes: list[Node], i: int, children: Sequence[str]) -> None:
         if not children:
             return
-        path = format_schedule(path_of(nodes, i))
+        path = tuple(path_of(nodes, i))
         for q in children:
             req = Request(path, q)
             if req not in self._asked:

@@ -34,10 +34,11 @@ class Branch:
 @dataclass(frozen=True)
 class Request:
     """A child a race asks for at a node the search that found the race does not own (a node of its root
-    prefix), or that it handed on unplanned (:class:`Branch`): the node's path (a schedule string) and the
-    child. :func:`emqlab.explore.divide` explores it there where the part it was handed to did not."""
+    prefix), or that it handed on unplanned (:class:`Branch`): the node's path (the actors chosen on the way
+    to it) and the child. :class:`emqlab.explore.divide._Asked` explores it there where the part it was handed
+    to did not."""
 
-    path: str
+    path: tuple[str, ...]
     child: str
 
 
@@ -47,7 +48,7 @@ class NodeState:
     sleep set, the children it explored there (with their footprints and whether their actor went on), and
     the ones it was given and left unexplored (``skipped``: no race asked for them)."""
 
-    path: str
+    path: tuple[str, ...]
     sleep: dict[str, Footprint]
     explored: dict[str, Footprint]
     goes_on: dict[str, bool]
