@@ -4,11 +4,16 @@ schedule with at most that many preemptions finds, and runs nothing beyond the b
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from emqlab.engine import scenario
 from emqlab.explore import explore
 from tests.test_reduction import assert_same
+
+#: the benchmarks' scenarios (not shipped)
+SCALING = Path(__file__).resolve().parents[1] / "benchmarks" / "scenarios"
 
 #: skip the unreduced side above this many interleavings (about 15 ms each on fakeredis)
 LIMIT = 4_000
@@ -50,3 +55,15 @@ def test_a_trace_two_parts_both_kept_counts_once() -> None:
     assert rep.runs_with == {"duplicate-execution": 1} and rep.interleavings_with == {"duplicate-execution": 7}
     assert rep.results == {"W1": {"finish:1:-2": 1, "finish:1:0": 1}}
     assert rep.codes == {"W1": {Outcome(code=-2): 1, Outcome(code=0): 1}}
+
+
+def test_three_split_workers_and_a_sweep_at_bound_1() -> None:
+    """The oracle where several actors race for one job: three split workers and a sweep (the scaling
+    scenario of ``benchmarks/scenarios``; 1,872 interleavings within the bound, 248 traces). The shipped
+    scenarios have at most two workers racing, and a reduction can pass every one of them and the random ones
+    and still lose traces here (cutting a run as soon as no interleaving of its steps fits the bound, the
+    bound counted per trace rather than per run, does)."""
+    sc = scenario.load(str(SCALING / "three-split-workers.yaml"))
+    reduced = explore(sc, "split", preemptions=1)
+    assert reduced.complete and reduced.outside_bound == 0
+    assert_same(reduced, explore(sc, "split", reduce=False, preemptions=1))
