@@ -166,6 +166,12 @@ def test_the_expand_key_in_plain_lines_and_its_refusals() -> None:
         assert s.handle("x2") == calls
     finally:
         s.close()
+    other = Session(load_level("1"))
+    try:  # a digit that is no ASCII digit ('²' passes str.isdigit) is an unknown key, not a crash
+        answer = other.handle("²")
+        assert other.game.choices == [] and answer and "²" in answer[0], answer
+    finally:
+        other.close()
     crash = Session(load_level("crash"))  # its fault actor is X1: x1 steps it, not an expansion of step 1
     try:
         for key in tokens("W1*11 x1"):

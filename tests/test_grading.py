@@ -365,6 +365,45 @@ def test_a2_ignoring_the_lrem_count_fails_only_the_hidden_test() -> None:
     assert "lease lapses" in v.feedback and "double-placement" in v.feedback and "LREM count" in v.feedback
 
 
+@pytest.mark.parametrize("lua", ["return 1", "return redis.call('PING')", "return -2"])
+def test_a2_a_finish_that_finishes_nothing_fails_the_lease_test(lua: str) -> None:
+    """Doing nothing is consistent with every lapse (the job stays where the sweep puts it), so the lease test
+    also asks for a finish's codes (0 or a refusal) and for a completed job where the lock still holds."""
+    v = G.grade_a2_lease(lua)
+    assert not v.passed, v.feedback
+
+
+def test_a2_a_finish_that_reads_the_clock_is_graded_as_it_runs() -> None:
+    """TIME inside an exploration's step answers the step's virtual instant (the one ARGV[3] stamps), not the
+    machine's clock: a finish that branches on it is graded the same way every time, and one that tells the
+    grader's runs from real ones by the distance between TIME and ARGV[3] takes its real-world branch."""
+    from emqlab.engine.seed import T0
+    from emqlab.teaching.assignments.a2 import explore_finish
+
+    args = "local id, token, now, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
+    head, safe_body = FIXED.split(args)
+    head += args
+    broken_body = broken().split(args)[1]
+    parity = (head + 'local t = redis.call("TIME")\nlocal ms = t[1] * 1000 + math.floor(t[2] / 1000)\n'
+              'if ms % 2 == 0 then\n' + safe_body + '\nend\n' + 'return 7')
+    runs = {explore_finish.__wrapped__(parity, "stalled-finish").runs for _ in range(3)}
+    assert len(runs) == 1  # the same runs, codes and places each time
+    seen = (head + 'local t = redis.call("TIME")\n'
+            'redis.call("HSET", job, "seen", t[1] * 1000 + math.floor(t[2] / 1000), "usec", t[2])\n' + safe_body)
+    from emqlab.teaching.assignments.a2 import _a2_runner
+    from emqlab.teaching.assignments.a1 import A1_SCENARIO
+
+    with _a2_runner(A1_SCENARIO, seen, []) as r:
+        h = r.run()
+        time_step = next(s for s in h.steps if s.actor == "W1" and s.op == "TIME")
+        stored = r.conn.hmget(r.keys.job("1"), "seen", "usec")
+    assert int(stored[0]) == time_step.time == T0 + time_step.index and int(stored[1]) % 1000 == 0
+    detect = (head + 'local t = redis.call("TIME")\n'
+              'if math.abs(t[1] * 1000 - tonumber(now)) > 86400000 then\n' + safe_body + '\nend\n'
+              + broken_body)
+    assert not G.grade_a2_sweep(detect).passed
+
+
 def test_a2_forgetting_the_lock_is_reported() -> None:
     v = G.grade_a2_sequential(FORGETS_LOCK)
     assert not v.passed and "lock is still there" in v.feedback

@@ -186,6 +186,26 @@ def test_reading_the_hidden_tests_is_refused() -> None:
     assert "L" not in run.answers and "PermissionError" in run.errors[0].error
 
 
+@pytest.mark.parametrize("how", ["dir_fd", "listdir_fd", "home_fd"])
+def test_the_hidden_tests_cannot_be_reached_through_a_directory_descriptor(how: str) -> None:
+    """The open event names the path, not the directory a relative path is opened from (``dir_fd``): a
+    descriptor of the key's parent (or of the notebook's own folder) would let a relative name reach the
+    hidden tests unchecked, so no directory is opened at all, and none is listed by descriptor."""
+    name = A1.name
+    parent, folder = str(SOURCES.parent), SOURCES.name
+    steal = {
+        "dir_fd": f"import os\np = os.open({parent!r}, os.O_RDONLY)\nk = os.open({folder!r}, os.O_RDONLY, dir_fd=p)\n"
+                  f"L = os.read(os.open({name!r}, os.O_RDONLY, dir_fd=k), 100).decode()\n",
+        "listdir_fd": f"import os\nfd = os.open({parent!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+                      f"L = os.listdir(os.open({folder!r}, os.O_RDONLY, dir_fd=fd))\n",
+        "home_fd": f"import os\nh = os.open('.', os.O_RDONLY)\nos.chdir('/')\n"
+                   f"L = os.read(os.open({os.path.relpath(A1, '/')!r}, os.O_RDONLY, dir_fd=h), 100).decode()\n",
+    }[how]
+    run = S.run_isolated([S.CellToRun(1, "probe", steal)], ["L"], {}, deny_dirs=[str(SOURCES)])
+    assert "L" not in run.answers, run.answers
+    assert "PermissionError" in run.errors[0].error and "directory" in run.errors[0].error, run.errors
+
+
 # -- resources ---------------------------------------------------------------------------------------------------
 
 def test_an_infinite_loop_is_stopped_per_cell() -> None:
@@ -344,3 +364,22 @@ def test_the_graders_process_cannot_be_read() -> None:
             "    except Exception as e:\n        R.append(type(e).__name__)\n")
     run = isolated(code, ["R"])
     assert run.answers["R"] == ["PermissionError", "PermissionError", "ok"]
+
+
+def test_a_linked_submission_and_a_formula_name_in_the_class_csv(tmp_path: Path) -> None:
+    """A symbolic link in the class folder (to the solution, say) is not graded as the student's work, and a
+    student's folder name reaches the CSV as text on one line, never a spreadsheet formula."""
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / "a1-double-placement.ipynb").symlink_to(A1)
+    (tmp_path / "eve").symlink_to(SOURCES, target_is_directory=True)
+    formula = '=HYPERLINK("x","grades")'
+    (tmp_path / formula).mkdir()
+    G.write_notebook(G.student_version(G.read_notebook(A1)), tmp_path / formula / "a1.ipynb")
+    rows = grade_folder(tmp_path)
+    linked = [r for r in rows if r.student in ("mallory", "eve")]
+    assert linked and all(r.status == "error" and "symbolic link" in r.message and r.score == 0 for r in linked)
+    out = io.StringIO()
+    write_csv(rows, out)
+    table = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert "'" + formula in [r["student"] for r in table]
+    assert not any(r["student"].startswith("=") for r in table)

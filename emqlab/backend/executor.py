@@ -12,7 +12,7 @@ import redis
 
 from emqlab.backend import cluster as _cluster
 from emqlab.backend.cluster import is_cluster
-from emqlab.scripting.clock import frozen_now
+from emqlab.scripting.clock import frozen_now, virtual_time_reply
 
 if TYPE_CHECKING:
     from fakeredis import FakeServer
@@ -211,6 +211,10 @@ class _FakeDirect:
             raise RuntimeError("this command executor is closed")
         encode = self._encode
         cmd, args = self._extract([f if type(f) is bytes else encode(f) for f in fields])
+        if cmd == "time" and not args:
+            virtual = virtual_time_reply()  # (an exploration's step: its virtual instant, emqlab.scripting.clock)
+            if virtual is not None:
+                return virtual
         found = self._found.get(cmd)
         if found is None:
             try:

@@ -1,18 +1,17 @@
 """The Runner: executes a scenario's actors one step at a time, in the order a schedule says, against
 fakeredis or a live Redis, and records the history.
 
-Every timestamp comes from a virtual clock (step *k* runs at ``T0 + k`` ms), every lock token is
-deterministic (``W1:1`` = W1's first acquisition), and time-driven events (a lock lapsing, the stalled
-interval passing) are explicit steps or clock effects, never wall-clock TTLs, so replaying a schedule gives
-the same history on fakeredis and on a live server.
+Every timestamp comes from a virtual clock (step *k* runs at ``T0 + k`` ms; on fakeredis ``TIME`` answers it
+too: :mod:`emqlab.scripting.clock`), every lock token is deterministic (``W1:1`` = W1's first acquisition), and
+time-driven events (a lock lapsing, the stalled interval passing) are explicit steps or clock effects, never
+wall-clock TTLs, so replaying a schedule gives the same history on fakeredis and on a live server.
 
 Each kind of step (a command, an atomic script, a pipeline or MULTI … EXEC, a Python actor's round trip, a
 fault, a request a dropped connection never delivered) is one method of :attr:`Runner.STEP_KINDS`; the rest
 of a step is the same for all. For each step the Runner records its *footprint* (the keys it read and
 wrote, :mod:`emqlab.engine.footprints`), observed as it ran: the exploration's partial-order reduction uses it.
 Instruments see each step; the :class:`EffectRecorder` (on by default) describes what the step did to the
-queue as typed effects. The anomaly check is given to the Runner (``check=``); the Runner itself knows
-nothing of anomalies.
+queue as typed effects. The anomaly check is given to the Runner (``check=``); the Runner knows no anomaly.
 """
 
 from __future__ import annotations
@@ -54,6 +53,7 @@ from emqlab.protocol.commands import command_keys, is_read_only, key_access
 from emqlab.protocol.keys import PLACEMENTS, QueueKeys
 from emqlab.protocol.outcome import Outcome, Result
 from emqlab.protocol.schedules import ScheduleError, format_schedule, preemptions
+from emqlab.scripting.clock import virtual_clock
 from emqlab.scripting.dialect import REDIS7, server_dialect
 from emqlab.scripting.host import LuaHost, ScriptRun, Status
 from emqlab.scripting.registry import ScriptSet, default_scripts
@@ -154,7 +154,7 @@ class Runner:
             self._actor_scripts: dict[str, ScriptSet] = {
                 a.id: self.scripts.overlay(a.script) for a in scenario.actors if a.script is not None}
             self._executor: Executor = command_executor(self.conn)
-            fake = is_fake(self.conn)
+            self._fake = fake = is_fake(self.conn)
             #: the safety TTLs of the run's keys (on a live server)
             self._safety = Safety(self.namespace)
             self.exec: Callable[..., Any] = (sorted_smembers(self._executor) if fake
@@ -380,9 +380,7 @@ class Runner:
         """Actors with a step left, in scenario order."""
         return [a.id for a in self.scenario.actors if a.id in self.pending]
 
-    @property
-    def done(self) -> bool:
-        return not self.pending
+    done = property(lambda self: not self.pending, doc="Whether every actor took all its steps.")
 
     def step(self, actor: str) -> Step:
         """Let ``actor`` take its next step. Raises :class:`ScheduleError` if it has none, and
@@ -416,7 +414,8 @@ class Runner:
         self._lost.discard(actor)
         if self._faulty:
             fp = fp | Footprint(reads=frozenset({("proc", actor)}))
-        done = self.STEP_KINDS[step_kind(op, armed)](self, actor, op, now)
+        with virtual_clock(now if self._fake else None):
+            done = self.STEP_KINDS[step_kind(op, armed)](self, actor, op, now)
         fp = fp | done.footprint
         reply, name = done.reply, done.name
         outcome = "info" if armed is not None else done.outcome

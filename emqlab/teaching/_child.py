@@ -37,6 +37,13 @@ def _inside(path: Any, root: str) -> bool:
     return p == root or p.startswith(root.rstrip("/") + "/")
 
 
+def _is_dir(name: str) -> bool:
+    try:
+        return os.path.isdir(name)
+    except (TypeError, ValueError):
+        return False
+
+
 def _other_process(name: str) -> bool:
     """``/proc/<pid>/…`` of a process other than this one (the grader's memory, environment, files)."""
     try:
@@ -79,9 +86,15 @@ def _make_hook(home: str, deny_dirs: list[str]) -> Any:
             name = os.fsdecode(path)
             if (name.endswith(".ipynb") and not _inside(path, home)) or any(_inside(path, d) for d in deny):
                 refuse(f"reading {name!r}")
+            if _is_dir(name):
+                # a directory's descriptor would let a later open name a file relative to it (dir_fd), which
+                # the open event does not show: the path checked here would not be the file opened
+                refuse(f"opening the directory {name!r}")
             if _other_process(name):
                 refuse(f"reading another process's {name!r}")
-        elif event in ("os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
+        elif event in ("os.listdir", "os.scandir") and args:
+            if not isinstance(args[0], (str, bytes, os.PathLike)):
+                refuse("listing a directory by its descriptor")
             if any(_inside(args[0], d) for d in deny):
                 refuse(f"listing {os.fsdecode(args[0])!r}")
         elif event in _PATH_EVENTS:

@@ -62,6 +62,10 @@ def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Ro
 
     def one(p: Path) -> tuple[Row, str]:
         row = Row(student_of(p, base), str(p.relative_to(base)))
+        linked = _linked(p, base)
+        if linked is not None:
+            row.status, row.message = "error", linked
+            return row, f"{row.notebook}: could not be graded: {linked}\n"
         try:
             report = grade_notebook(p, limits=limits, key=key)
         except GradingError as e:
@@ -88,6 +92,18 @@ def grade_folder(root: str | Path, *, limits: Any = None, progress: Callable[[Ro
     return rows
 
 
+def _linked(path: Path, root: Path) -> str | None:
+    """Why a submission is no file of the folder's own (a symbolic link on its way, say, to the solution in the
+    instructor's folder), or None."""
+    rel = path.relative_to(root)
+    for n in range(1, len(rel.parts) + 1):
+        step = root.joinpath(*rel.parts[:n])
+        if step.is_symlink():
+            return (f"{'/'.join(rel.parts[:n])} is a symbolic link (to {step.resolve()}): a submission must be a "
+                    "file of the folder's own")
+    return None
+
+
 def feedback_path(folder: str | Path, student: str) -> Path:
     """Where a student's feedback goes: ``folder/<student>.txt``."""
     return Path(folder) / f"{student}.txt"
@@ -105,13 +121,22 @@ def columns(rows: Iterable[Row]) -> list[str]:
     return [c.grade_id for a in ASSIGNMENTS.values() for c in a.cells if c.grade_id in seen]
 
 
+def _cell(text: str) -> str:
+    """A text field as a gradebook reads it safely: on one line, and never a formula (a spreadsheet evaluates a
+    field that starts with ``=``, ``+``, ``-`` or ``@``; a quote before it keeps it text)."""
+    text = " ".join(text.splitlines())
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t") else text
+
+
 def write_csv(rows: list[Row], out: IO[str]) -> None:
+    """The rows as CSV: a header, then one line per notebook; the students' names and the notebooks' paths,
+    which the students chose, are made safe for a spreadsheet (:func:`_cell`)."""
     cells = columns(rows)
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["student", "notebook", "assignment", "score", "max_score", "status", *cells, "message"])
     for r in rows:
-        w.writerow([r.student, r.notebook, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status,
-                    *(f"{r.cells[c]:g}" if c in r.cells else "" for c in cells), r.message])
+        w.writerow([_cell(r.student), _cell(r.notebook), r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status,
+                    *(f"{r.cells[c]:g}" if c in r.cells else "" for c in cells), _cell(r.message)])
 
 
 def exit_code(rows: list[Row]) -> int:

@@ -486,7 +486,7 @@ class Session:
     def actor(self, key: str) -> str | None:
         """The actor a key names: its number on the screen (1-based) or its id, any case."""
         actors = self.game.actors
-        if key.isdigit() and 1 <= int(key) <= len(actors):
+        if key.isascii() and key.isdigit() and 1 <= int(key) <= len(actors):
             return actors[int(key) - 1]
         return key.upper() if key.upper() in actors else None
 

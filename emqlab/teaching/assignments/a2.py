@@ -237,7 +237,17 @@ def grade_a2_lease(FINISH_LUA: Any) -> Verdict:  # noqa: N803
                                   f"{s} the finish returned {c} and job 1 is in {' + '.join(p) or 'no list'}. A "
                                   "finish that returns 0 must have completed the job; one that refuses (a negative "
                                   "code) must leave it where the sweep put it.")
-    refused = sum(n for c, n in out.codes().items() if c.startswith("-"))
+    codes = out.codes()
+    odd = [c for c in codes if c != "0" and not (c.startswith("-") and c[1:].isdigit())]
+    if odd:
+        return Verdict(False, f"When W1's lease lapses during the finish, your finish returned {odd[0]} in "
+                              f"{codes[odd[0]]} of {out.explored} interleavings: a finish returns 0 when it "
+                              "completed the job and a negative code when it refuses.")
+    if "0" not in codes:
+        return Verdict(False, f"When W1's lease lapses, your finish never completed the job: it refused in all "
+                              f"{out.explored} interleavings, also where it runs before the lease lapses and "
+                              "still holds the lock.")
+    refused = sum(n for c, n in codes.items() if c.startswith("-"))
     return Verdict(True, f"All {out.explored} interleavings with a lapsing lease are consistent: the job is completed "
                          f"when your finish returns 0, and left to the sweep when it refuses ({refused} run(s)).")
 
