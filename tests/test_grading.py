@@ -390,8 +390,8 @@ def test_a2_a_finish_that_reads_the_clock_is_graded_as_it_runs() -> None:
     assert len(runs) == 1  # the same runs, codes and places each time
     seen = (head + 'local t = redis.call("TIME")\n'
             'redis.call("HSET", job, "seen", t[1] * 1000 + math.floor(t[2] / 1000), "usec", t[2])\n' + safe_body)
-    from emqlab.teaching.assignments.a2 import _a2_runner
     from emqlab.teaching.assignments.a1 import A1_SCENARIO
+    from emqlab.teaching.assignments.a2 import _a2_runner
 
     with _a2_runner(A1_SCENARIO, seen, []) as r:
         h = r.run()

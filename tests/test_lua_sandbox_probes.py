@@ -107,6 +107,63 @@ def test_probe_is_refused_as_redis_refuses_it(run: Callable[[bytes], Any], scrip
     assert run(INTACT) == INTACT_REPLY
 
 
+#: error objects the host must read without running them (never sent to a live server: Redis reads an error
+#: table's fields with their metamethods, so the looping one would hang it)
+ERROR_OBJECTS = [
+    ("a forged interrupt mark", b"error({err='x', interrupted=true})"),
+    ("a forged budget mark", b"error({err='x', budget=true})"),
+    ("an __index that loops", b"error(setmetatable({err='x'}, {__index=function() while true do end end}))"),
+    ("an __index that raises", b"error(setmetatable({err='x'}, {__index=function() error('boom') end}))"),
+]
+
+
+@pytest.mark.parametrize("script", [e[1] for e in ERROR_OBJECTS], ids=[e[0] for e in ERROR_OBJECTS])
+@pytest.mark.parametrize("where", ["server", "host"])
+def test_an_error_object_is_only_its_text(where: str, script: bytes) -> None:
+    """A script's error table is read raw, once, as a fresh table of its text: its metamethods never run
+    outside the budget (the looping one hung the server past SCRIPT KILL) and its fields never pose as the
+    host's own marks (a forged interrupt ended a run as a Ctrl-C would)."""
+    if where == "server":
+        client = sync_client(new_server(), protocol=2)
+        try:
+            with pytest.raises(redis.ResponseError) as e:
+                client.eval(script, 0)
+            assert str(e.value).startswith("x") and client.ping()
+        finally:
+            client.close()
+    else:
+        from emqlab.scripting.replies import LuaScriptError
+
+        with command_executor(connect()) as execute, pytest.raises(LuaScriptError) as e:
+            LuaHost().run(execute, script, [], [])
+        assert str(e.value).startswith("x")
+
+
+#: pattern matches whose work the bound refuses before they run (each took minutes, past the CPU limit, in C
+#: where no hook runs): optional items ('?' backtracks as '*' does), a balance (%b) scanned from every start
+COSTLY_MATCHES = [
+    ("optional items", b"return string.find(string.rep('a', 300), string.rep('a?', 300) .. string.rep('a', 300))"),
+    ("a balance", b"return string.find(string.rep('(', 1000000), '%b()')"),
+]
+
+
+@pytest.mark.parametrize("script", [e[1] for e in COSTLY_MATCHES], ids=[e[0] for e in COSTLY_MATCHES])
+@pytest.mark.parametrize("where", ["server", "host"])
+def test_a_costly_match_is_refused_before_it_runs(where: str, script: bytes) -> None:
+    if where == "server":
+        client = sync_client(new_server(), protocol=2)
+        try:
+            with pytest.raises(redis.ResponseError, match="matcher steps"):
+                client.eval(script, 0)
+        finally:
+            client.close()
+    else:
+        from emqlab.scripting.replies import LuaScriptError
+
+        with command_executor(connect()) as execute, pytest.raises(LuaScriptError, match="matcher steps"):
+            LuaHost().run(execute, script, [], [])
+
+
 def test_embedded_server_stops_an_endless_script() -> None:
     """A script past its budget of Lua instructions fails, and a ``pcall`` or a coroutine cannot catch that;
     the server runs the next script normally."""

@@ -729,6 +729,18 @@ local function error_location(co)
   return '@user_script', 0
 end
 
+-- a script's error object as the host reads it: a table only as a fresh one holding its err text and line
+-- (read raw), never the script's own table, whose metamethods would run where no budget counts (the host reads
+-- it from Python) and whose fields could pose as the host's own (the interrupt and budget marks: only the
+-- abort object the hook makes carries those)
+local function plain_error(e)
+  if real_type(e) ~= 'table' then return e end
+  local text, line = real_rawget(e, 'err'), real_rawget(e, 'line')
+  local kind = real_type(text)
+  return {err = (kind == 'string' or kind == 'number') and text or nil,
+          line = real_type(line) == 'number' and line or nil}
+end
+
 -- one step: resume, then report (0, word, word, …) or (0, args) for a command, (1, value) at the end, (2,
 -- err) on error
 local UNPACKED_WORDS = 200
@@ -747,7 +759,7 @@ local function step(id, tag, value, limit, max_commands)
   if not r[1] then
     local source, line = error_location(co)
     release(id)
-    return 2, aborted or r[2], source, line
+    return 2, aborted or plain_error(r[2]), source, line
   end
   if co_status(co) == 'dead' then release(id) return 1, r[2] end
   if r[2] ~= CMD then
