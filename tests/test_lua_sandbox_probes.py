@@ -217,7 +217,7 @@ def test_embedded_server_functions_reach_no_os_and_end(tmp_path: Path) -> None:
     for body in (b"while true do end", b"while true do pcall(function() while true do end end) end",
                  b"while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
                  b"while true do coroutine.wrap(function() while true do end end)() end"):
-        with pytest.raises(redis.ResponseError, match="emqlab server: the function ran more than"):
+        with pytest.raises(redis.ResponseError, match="emqlab server: the script ran more than"):
             call(body)
         assert call(b"local ok, e = pcall(error, 'x') return {ok and 1 or 0, e}") == [0, b"x"]
     # one match that backtracks for seconds inside the C matcher, where the hook never runs: refused up front

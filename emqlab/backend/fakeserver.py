@@ -53,18 +53,19 @@ import redis
 import redis.asyncio
 import redis.asyncio.connection
 import redis.connection
+from fakeredis import _msgs as fake_msgs
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
 from fakeredis._clients._base import FakeBaseConnectionMixin
 from fakeredis._clients._sync import FakeRedisConnection
+from fakeredis._command_args_parsing import Int
 from fakeredis._commands import SUPPORTED_COMMANDS, Signature, command
 from fakeredis._helpers import SimpleError
 from fakeredis._socket import AsyncFakeSocket, FakeSocket
 from fakeredis._socket._base import BaseFakeSocket as _BaseFakeSocket
-from fakeredis.commands_mixins import scripting_mixin as _scripting
 
 from emqlab.backend.busy import DEFAULT_BUSY_REPLY_THRESHOLD_MS, BusyMixin, install
 from emqlab.backend.fidelity import RedisRepliesMixin
-from emqlab.backend.scripts import LUA_MAX_MEMORY, HostScriptsMixin
+from emqlab.backend.scripts import LUA_MAX_MEMORY, HostFunctionsEngine, HostScriptsMixin, call_function
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
 from emqlab.scripting.dialect import REDIS7
@@ -271,131 +272,9 @@ def _lookup(sock: Any, name: str, fallback: Callable[[str], Any]) -> Any:
 # -- the Lua sandbox ----------------------------------------------------------------------------------------------
 
 
-class _SandboxedLupa:
-    """``lupa.lua51`` as fakeredis's scripting module sees it while the runtime of an embedded server's functions
-    is made: the runtime comes from :func:`emqlab.scripting.sandbox.new_runtime` (Lua reaches no Python), and
-    :data:`_HARDEN_FUNCTIONS` runs in it before fakeredis sets it up; ``fresh`` is then the function that
-    starts a call on fresh limits."""
-
-    def __init__(self, harden: fakeredis.FakeServer) -> None:
-        #: the server whose functions' runtime this makes
-        self.harden = harden
-        self.fresh: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_sandbox.lua51, name)
-
-    def LuaRuntime(self, **options: Any) -> Any:  # noqa: N802 - lupa's name
-        options.pop("encoding", None)  # bytes, as new_runtime has it
-        runtime = _sandbox.new_runtime(max_memory=LUA_MAX_MEMORY, **options)
-        self.fresh = _harden_functions(runtime, self.harden)
-        return runtime
-
-
-_runtime_lock = threading.RLock()
-
-
-@contextlib.contextmanager
-def _lupa_swapped(shim: _SandboxedLupa) -> Iterator[None]:
-    # fakeredis makes its Lua runtimes with the lupa module held in its scripting module's LUA_MODULE: for the
-    # time it takes (the caller holds _runtime_lock), that is the sandbox's. (Another thread's plain fakeredis
-    # making a runtime in that instant gets a sandbox-made one too: its own Lua set up the same, minus Python.)
-    saved = _scripting.LUA_MODULE
-    _scripting.LUA_MODULE = shim  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        _scripting.LUA_MODULE = saved
-
-
-#: Lua run in the runtime of the server's functions as soon as it is made, before fakeredis sets it up (so that
-#: the functions' globals take these pcall, xpcall and coroutine): a count hook on every coroutine that ends a
-#: call past its limits, which no pcall, xpcall or coroutine.resume inside the call can catch; returns the
-#: function that starts a call on fresh limits
-_HARDEN_FUNCTIONS = b"""
-local limits, text, patterns, pattern_text, match_steps, tick, stopped_at = ...
-local sethook, getinfo, clock = debug.sethook, debug.getinfo, os.clock
-local co_create, co_resume = coroutine.create, coroutine.resume
--- (string.find/match/gmatch/gsub bounded: lua/lib/patterns.lua; the functions see this very string table)
-local bounded = loadstring(patterns)({string = string, error = error, type = type, select = select,
-                                      format = string.format, next = next, text = pattern_text,
-                                      max_steps = match_steps})
-for _, name in ipairs({'find', 'match', 'gmatch', 'gsub'}) do string[name] = bounded[name] end
-local unpack, error, select, real_pcall, real_xpcall = unpack, error, select, pcall, xpcall
-local function over()
-  return limits.stopped or limits.used > limits.max_instructions or clock() - limits.t0 > limits.max_seconds
-end
-local function line()
-  for level = 2, 40 do
-    local info = getinfo(level, 'Sl')
-    if info == nil then break end
-    if info.source == '@user_function' then return info.currentline end
-  end
-  return 0
-end
-local function hook()
-  limits.used = limits.used + 10000
-  if not limits.stopped and tick() then  -- a FUNCTION KILL, a Ctrl-C (emqlab/backend/busy.py)
-    limits.stopped = true
-    stopped_at(line())
-  end
-  if over() then error(text, 0) end
-end
--- past its limits a call ends: no pcall, xpcall or coroutine.resume inside it may catch that
-local function rethrow(ok, ...)
-  if not ok and over() then error(text, 0) end
-  return ok, ...
-end
-sethook(hook, '', 10000)
-pcall = function(...) return rethrow(real_pcall(...)) end
-xpcall = function(...) return rethrow(real_xpcall(...)) end
-coroutine.create = function(f) local co = co_create(f) sethook(co, hook, '', 10000) return co end
-coroutine.resume = function(...) return rethrow(co_resume(...)) end
-coroutine.wrap = function(f)
-  local co = coroutine.create(f)
-  local function pass(ok, ...)
-    if not ok then error((...), 0) end
-    return ...
-  end
-  return function(...) return pass(rethrow(co_resume(co, ...))) end
-end
-return function() limits.used, limits.t0, limits.stopped = 0, clock(), false end
-"""
-#: Lua run in it once fakeredis has set it up (its own code needs ``debug`` until then): the names a function
-#: must not reach removed from the runtime's real globals — fakeredis gives a function restricted globals,
-#: but a chunk that ``loadstring`` makes runs in the real ones, where ``os.execute`` was reachable
-_STRIP_FUNCTIONS = b"""
-for _, name in ipairs({'os', 'io', 'debug', 'package', 'require', 'dofile', 'loadfile', 'module', 'newproxy',
-                       'python', 'getfenv', 'setfenv'}) do
-  _G[name] = nil
-end
-"""
-
-
-def _max_seconds(server: fakeredis.FakeServer) -> float:
-    return float(getattr(server, "_emqlab_max_seconds", _sandbox.DEFAULT_MAX_SECONDS))
-
-
-def _harden_functions(runtime: Any, server: fakeredis.FakeServer) -> Any:
-    """Harden the runtime of ``server``'s functions (:data:`_HARDEN_FUNCTIONS`) with the server's limits of
-    one call (:func:`new_server`'s ``max_instructions``, 0: none, and ``max_seconds``); returns the function
-    that starts a call on fresh limits."""
-    max_instructions = getattr(server, "_emqlab_max_instructions", _sandbox.DEFAULT_MAX_INSTRUCTIONS)
-    max_seconds = _max_seconds(server)
-    limits = runtime.table_from({b"used": 0, b"t0": 0, b"max_instructions": max_instructions or float("inf"),
-                                 b"max_seconds": max_seconds or float("inf"), b"stopped": False})
-    text = messages.SERVER_ERROR + messages.FUNCTION_LIMIT % (max_instructions, max_seconds)
-    patterns = (lua_dir() / "lib" / f"{_sandbox.PATTERNS}.lua").read_bytes()
-    busy = getattr(server, "_emqlab_busy", None)
-    tick, stopped_at = (busy.tick, busy.stopped_at) if busy is not None else (lambda: False, lambda line: None)
-    return runtime.execute(_HARDEN_FUNCTIONS, limits, text.encode(), patterns,
-                           messages.PATTERN_TOO_COSTLY.encode(), _sandbox.MATCH_STEPS, tick, stopped_at)
-
-
 class _SandboxMixin:
-    """The runtime of the server's ``FUNCTION``/``FCALL`` (fakeredis's own restricted globals) is made, the first
-    time a socket needs it, without a way into Python and hardened (:data:`_HARDEN_FUNCTIONS`); its scripts
-    (``EVAL`` …) run on the server's host (:mod:`emqlab.backend.scripts`), never on fakeredis's own runtime."""
+    """The server's ``FUNCTION``/``FCALL`` and its scripts (``EVAL`` …) run on the server's host
+    (:mod:`emqlab.backend.scripts`): one sandbox (``lua/lib/sandbox.lua``), never fakeredis's own runtime."""
 
     load_lua_modules: set[str]
     _server: fakeredis.FakeServer
@@ -434,19 +313,33 @@ class _SandboxMixin:
         return super()._convert_lua_result(result, nested)  # type: ignore[misc]
 
     def _functions(self) -> Any:
-        # (FCALL and FUNCTION LOAD ask for the engine first thing: each call starts on fresh limits)
-        if getattr(self._server, "_lua_functions", None) is None:
-            shim = _SandboxedLupa(harden=self._server)
-            with _runtime_lock, _lupa_swapped(shim):
-                engine = super()._functions()  # type: ignore[misc]
-                engine.runtime.execute(_STRIP_FUNCTIONS)
-                self._server._emqlab_fresh_limits = shim.fresh  # type: ignore[attr-defined]
-        else:
-            engine = super()._functions()  # type: ignore[misc]
-        fresh = getattr(self._server, "_emqlab_fresh_limits", None)
-        if fresh is not None:
-            fresh()
-        return engine
+        # the server's libraries, loaded and called on its host: one Lua environment with EVAL's
+        found = getattr(self._server, "_lua_functions", None)
+        if found is None:
+            with _functions_lock:
+                found = getattr(self._server, "_lua_functions", None)
+                if found is None:
+                    found = self._server._lua_functions = HostFunctionsEngine(self._server)  # type: ignore[attr-defined]
+        return found
+
+    def _fcall(self, command_name: str, function_name: bytes, numkeys_arg: bytes, keys_and_args: tuple[bytes, ...],
+               read_only_command: bool) -> Any:
+        # fakeredis's checks, in its order, then the function run on the host (emqlab.backend.scripts)
+        self._require_functions(command_name)  # type: ignore[attr-defined]
+        function = self._functions().find(function_name)
+        if function is None:
+            raise SimpleError(fake_msgs.FUNCTION_NOT_FOUND_MSG)
+        numkeys = Int.decode(numkeys_arg, decode_error=fake_msgs.FUNCTION_BAD_NUMKEYS_MSG)
+        if numkeys > len(keys_and_args):
+            raise SimpleError(fake_msgs.TOO_MANY_KEYS_MSG)
+        if numkeys < 0:
+            raise SimpleError(fake_msgs.NEGATIVE_KEYS_MSG)
+        if read_only_command and b"no-writes" not in function.flags:
+            raise SimpleError(fake_msgs.FUNCTION_WRITE_FLAG_RO_MSG)
+        return call_function(self, function, numkeys, keys_and_args, read_only_command)
+
+
+_functions_lock = threading.Lock()
 
 
 class _EmbeddedSocket(HostScriptsMixin, RedisRepliesMixin, BusyMixin, _SandboxMixin, InfoCommandMixin, FakeSocket):

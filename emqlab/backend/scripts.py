@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 # isort: off
@@ -35,15 +36,17 @@ from fakeredis._command_args_parsing import Int
 from fakeredis._commands import command
 from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._socket._resp import extract_command
+from fakeredis.commands_mixins._lua_functions import FUNCTION_FLAGS, FunctionLibrary, FunctionsEngine, LuaFunction
 from fakeredis.commands_mixins.scripting_mixin import ScriptingCommandsMixin
 
 from emqlab.backend.fakereplies import fake_reply
 from emqlab.protocol import messages
 from emqlab.scripting import sandbox as _sandbox
-from emqlab.scripting.host import LuaHost, LuaScriptError, Serving, Status
+from emqlab.scripting.functions import Registered, load_library, start_function
+from emqlab.scripting.host import LuaHost, LuaScriptError, ScriptRun, Serving, Status
 from emqlab.scripting.replies import MapReply
 
-__all__ = ["LUA_MAX_MEMORY", "HostScriptsMixin", "run_script", "server_host"]
+__all__ = ["LUA_MAX_MEMORY", "HostFunctionsEngine", "HostScriptsMixin", "call_function", "run_script", "server_host"]
 
 LUA_MAX_MEMORY = _sandbox.MAX_MEMORY
 """Bytes of Lua heap an embedded server's scripts may use in all (past it a script fails with ``not enough
@@ -155,13 +158,19 @@ def run_script(sock: Any, script: bytes, numkeys: int, keys_and_args: tuple[byte
 
 
 def _run(sock: Any, script: bytes, numkeys: int, keys_and_args: tuple[bytes, ...], read_only: bool) -> Any:
-    host = server_host(sock._server)
     resp3 = int(getattr(sock, "_client_info", {}).get("resp", 2) or 2) == 3
     keys, args = keys_and_args[:numkeys], keys_and_args[numkeys:]
+    return _drive(sock, lambda host: host.start(script, keys, args, db=sock._db_num, read_only=read_only,
+                                                resp3=resp3))
+
+
+def _drive(sock: Any, start: Callable[[LuaHost], ScriptRun]) -> Any:
+    # a script's or a function's run on the server's host, its commands run at once on sock
+    host = server_host(sock._server)
     sock._script_resp = 2  # the script's commands answer in RESP2, whatever the client speaks
     try:
         try:
-            run = host.start(script, keys, args, db=sock._db_num, read_only=read_only, resp3=resp3)
+            run = start(host)
         except LuaScriptError as e:  # a compile error, a bad shebang, a writing script sent EVAL_RO
             raise SimpleError(_error_reply(e)) from None
         with run:
@@ -210,3 +219,41 @@ def _to_fake(v: Any) -> Any:
     if isinstance(v, Status):
         return SimpleString(v.value)
     return v
+
+
+# -- Redis Functions on the same host ---------------------------------------------------------------------------
+
+
+class HostFunctionsEngine(FunctionsEngine):
+    """fakeredis's bookkeeping of a server's function libraries (``FUNCTION LIST``/``DUMP``/``RESTORE``/
+    ``DELETE``/``FLUSH``), with each library loaded and each function called on :func:`server_host`'s host
+    (:mod:`emqlab.scripting.functions`): the sandbox, limits and command refusals of the server's ``EVAL``."""
+
+    def __init__(self, server: fakeredis.FakeServer) -> None:  # (no runtime of fakeredis's own)
+        self._server = server
+        self._server_type = server.server_type
+        self._version = server.version
+        self.libraries: dict[bytes, FunctionLibrary] = {}
+
+    def _create_library(self, name: bytes, code: bytes, body: bytes) -> FunctionLibrary:
+        try:
+            found = load_library(server_host(self._server), body)
+        except LuaScriptError as e:
+            raise SimpleError(_error_reply(e)) from None
+        if not found:
+            raise SimpleError(fake_msgs.FUNCTION_NO_FUNCTIONS_MSG)
+        functions = {f.name: LuaFunction(name=f.name, callback=f, description=f.description,
+                                         flags=[flag for flag in FUNCTION_FLAGS if flag.decode() in f.flags])
+                     for f in found}
+        return FunctionLibrary(name=name, code=code, functions=functions)
+
+
+def call_function(sock: Any, function: LuaFunction, numkeys: int, keys_and_args: tuple[bytes, ...],
+                  read_only: bool) -> Any:
+    """``FCALL`` (``FCALL_RO`` with ``read_only``) of ``function`` (a :class:`HostFunctionsEngine`'s) on
+    fakeredis socket ``sock``: the reply as fakeredis writes it, or a ``SimpleError`` with Redis's text."""
+    registered: Registered = function.callback
+    resp3 = int(getattr(sock, "_client_info", {}).get("resp", 2) or 2) == 3
+    keys, args = keys_and_args[:numkeys], keys_and_args[numkeys:]
+    return _drive(sock, lambda host: start_function(host, registered, keys, args, db=sock._db_num,
+                                                    read_only=read_only, resp3=resp3))

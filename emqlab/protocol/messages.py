@@ -148,9 +148,16 @@ BUDGET_SPENT = "the script ran more than %d Lua instructions in one run (an endl
 #: a script stopped by its limit of CPU seconds in one run (after HOST_ERROR or SERVER_ERROR): the limit, the
 #: setting (Redis has a time limit too, ``busy-reply-threshold``, past which only SCRIPT KILL stops a script)
 TOO_LONG = "the script ran more than %g s of CPU in one run (an endless loop?); %s sets the limit"
-#: a server function (FCALL, or a library's FUNCTION LOAD) stopped by its limits (after SERVER_ERROR): the
-#: instructions, the CPU seconds
-FUNCTION_LIMIT = "the function ran more than %d Lua instructions or %g s of CPU in one call (an endless loop?)"
+#: ``redis.register_function`` called outside a library's load (Redis 7.0's text)
+REGISTER_OUTSIDE_LOAD = "redis.register_function can only be called on FUNCTION LOAD command"
+#: ``redis.register_function`` given arguments it cannot take: what was wrong (Redis 7.0 has one text for each)
+REGISTER_BAD_ARGUMENTS = "redis.register_function takes (name, callback) or {function_name=, callback=, flags=}: %s"
+#: a function flag ``redis.register_function`` does not know (Redis 7.0's text)
+REGISTER_UNKNOWN_FLAG = "unknown flag given"
+#: a library's code that calls ``redis.register_function`` twice with one name (Redis 7.0's text)
+REGISTER_DUPLICATE = "Function already exists in the library"
+#: a library given as Lua bytecode (FUNCTION LOAD; EVAL refuses it as a text that does not compile)
+LIBRARY_BYTECODE = "a library is Lua source text; Lua bytecode is refused"
 #: a pattern match refused before it runs: the function, the subject's length, the bound on its
 #: matcher's steps, the limit (Lua's matcher backtracks inside one C call, where no limit can stop it)
 PATTERN_TOO_COSTLY = ("emqlab: string.%s of this pattern on %d bytes could take %.3g matcher steps (each "

@@ -190,6 +190,9 @@ class LuaHost:
                              msg=self.runtime.table_from(dialect.lua_texts()), error_prefix=prefix.encode(),
                              no_lines=serving is not None, acl_query=serving is None, **hints)
         self._start = api[b"start"]
+        #: Redis Functions' runs (emqlab.scripting.functions): a library's load, a function's call
+        self._start_library = api[b"start_library"]
+        self._start_function = api[b"start_function"]
         self._step_lua = api[b"step"]
         self._drop = api[b"drop"]
         self._live_runs = api[b"live_runs"]

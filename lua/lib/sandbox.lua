@@ -134,11 +134,13 @@ local spent = {instructions = {}, commands = {}, seconds = {}, current = nil, ma
 local yielded_in = {}
 local tick, stopped_at = py.tick, py.stopped_at
 -- the line of the user's script that is running (0 when none is on the stack)
+-- (a script's chunk is '@user_script', a function library's '@user_function')
+local USER_SOURCES = {['@user_script'] = true, ['@user_function'] = true}
 local function script_line()
   for level = 2, 40 do
     local info = getinfo(level, 'Sl')
     if info == nil then break end
-    if info.source == '@user_script' then return info.currentline end
+    if USER_SOURCES[info.source] then return info.currentline end
   end
   return 0
 end
@@ -195,7 +197,7 @@ local function where(co)
   for level = 0, 59 do
     local info = getinfo(co, level, 'Sl')
     if info == nil then break end
-    if info.source == '@user_script' then lines[#lines + 1] = info.currentline end
+    if USER_SOURCES[info.source] then lines[#lines + 1] = info.currentline end
   end
   return table.concat(lines, ',')
 end
@@ -675,21 +677,25 @@ local runs, envs, next_id, live = {}, {}, 0, 0
 local idle, idle_count, IDLE_MAX = {}, 0, 32
 local chunks, codes = {}, {}   -- by run id: the run's chunk and its bytecode
 local NO_ENV = {}
+local function_runs = {}       -- by run id: true for a library's load or a function's call
 local function release(id)
   if runs[id] ~= nil then
     runs[id] = nil
     envs[id] = nil
     local f, bytecode = chunks[id], codes[id]
     chunks[id], codes[id] = nil, nil
-    setfenv(f, NO_ENV)  -- (the run's globals are not kept alive by the cache)
-    if idle_count >= IDLE_MAX then idle, idle_count = {}, 0 end
-    local pool = idle[bytecode]
-    if pool == nil then pool = {} idle[bytecode] = pool end
-    pool[#pool + 1] = f
-    idle_count = idle_count + 1
+    if f ~= nil then  -- (a function's run has no chunk of its own to keep)
+      setfenv(f, NO_ENV)  -- (the run's globals are not kept alive by the cache)
+      if idle_count >= IDLE_MAX then idle, idle_count = {}, 0 end
+      local pool = idle[bytecode]
+      if pool == nil then pool = {} idle[bytecode] = pool end
+      pool[#pool + 1] = f
+      idle_count = idle_count + 1
+    end
     spent.instructions[id], spent.commands[id], spent.seconds[id] = nil, nil, nil
     yielded_in[id] = nil
     acl_asks[id] = nil
+    function_runs[id] = nil
     live = live - 1
   end
 end
@@ -713,6 +719,81 @@ local function start(bytecode, keys, argv, ask_acl)
   acl_asks[next_id] = ask_acl or nil
   live = live + 1
   return next_id
+end
+
+-- Redis Functions (the embedded server's FUNCTION LOAD and FCALL), in this same sandbox: a library's code
+-- runs once, as a run, in globals of its own (read-only, as a script's) whose redis table holds only what
+-- a library may use while it loads; its functions then run, as runs too, in those globals with the whole
+-- redis table. A library's functions come back as a list of {name=, callback=, flags=, description=, env=}.
+local FUNCTION_FLAGS = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+                        ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+local function register_error(what) real_error(fmt(MSG.register_bad_arguments, what), 2) end
+local function new_run(f, env)
+  next_id = next_id + 1
+  runs[next_id] = new_coroutine(f, true)
+  envs[next_id] = env
+  function_runs[next_id] = true
+  live = live + 1
+  return next_id
+end
+local function start_library(text)
+  -- (text only: bytecode would reach the undumper, which trusts what it reads)
+  if real_type(text) ~= 'string' or find(text, '^%s*\27') then return false, MSG.library_bytecode end
+  local f, err = real_loadstring(text, '@user_function')
+  if not f then return false, err end
+  local found, g = {}, {}
+  local env = fill_env(g, nil, nil)
+  local loading = true
+  local api = {}
+  for _, k in real_ipairs({'log', 'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING', 'REDIS_VERSION',
+                           'REDIS_VERSION_NUM', 'setresp'}) do api[k] = redis[k] end
+  api.register_function = function(...)
+    if not loading then real_error(MSG.register_outside_load, 2) end
+    local n = real_select('#', ...)
+    local name, callback, flags, description = ...
+    if n == 1 and real_type(name) == 'table' then
+      local t = name
+      name, callback, flags, description = t.function_name, t.callback, t.flags, t.description
+      for k in real_next, t do
+        if k ~= 'function_name' and k ~= 'callback' and k ~= 'flags' and k ~= 'description' then
+          register_error('unknown argument ' .. real_tostring(k))
+        end
+      end
+    elseif n ~= 2 then
+      register_error('wrong number of arguments')
+    end
+    if real_type(name) ~= 'string' or not find(name, '^[%w_]+$') then register_error('a name of letters, digits, _') end
+    if real_type(callback) ~= 'function' then register_error('the callback must be a function') end
+    local set = {}
+    if flags ~= nil then
+      if real_type(flags) ~= 'table' then register_error('flags must be a table') end
+      for _, flag in real_ipairs(flags) do
+        if not FUNCTION_FLAGS[flag] then real_error(MSG.register_unknown_flag, 2) end
+        set[#set + 1] = flag
+      end
+    end
+    for _, other in real_ipairs(found) do
+      if other.name == name then real_error(MSG.register_duplicate, 2) end
+    end
+    found[#found + 1] = {name = name, callback = callback, flags = set, env = env,
+                         description = real_type(description) == 'string' and description or nil}
+  end
+  real_rawset(g, 'redis', real_setmetatable({}, {__index = function(_, k)
+    local v = api[k]
+    if v == nil then real_error(fmt(MSG.nonexistent_global, real_tostring(k)), 2) end
+    return v
+  end, __newindex = ro_newindex, [RO] = true}))
+  setfenv(f, env)
+  return new_run(function()
+    f()
+    loading = false
+    real_rawset(g, 'redis', base.redis)
+    return found
+  end, env), nil
+end
+local function start_function(entry, keys, argv)
+  local callback = entry.callback
+  return new_run(function() return callback(keys, argv) end, entry.env)
 end
 
 -- where a dead run failed: the innermost Lua frame of the script (not of the host's own code)
@@ -758,6 +839,7 @@ local function step(id, tag, value, limit, max_commands)
   if aborted then reset_budget(0) end
   if not r[1] then
     local source, line = error_location(co)
+    if function_runs[id] and source == '@user_script' then source = '@user_function' end
     release(id)
     return 2, aborted or plain_error(r[2]), source, line
   end
@@ -845,6 +927,6 @@ local function to_reply(v, depth, resp3)
   return out
 end
 
-return {start = start, step = step, drop = drop, live_runs = live_runs, lines_of = lines_of,
+return {start = start, start_library = start_library, start_function = start_function, step = step, drop = drop, live_runs = live_runs, lines_of = lines_of,
         memory_kib = memory_kib, to_reply = function(v, resp3) return to_reply(v, 1, resp3) end, null = null}
 
