@@ -304,18 +304,11 @@ class BusyMixin:
 
     def _note_write(self, op: Any, args: tuple[Any, ...]) -> None:
         # Redis marks a script dirty when it calls a write command (src/script.c: scriptCall), whatever the
-        # command then does; from then on SCRIPT KILL answers UNKILLABLE
+        # command then does; from then on SCRIPT KILL answers UNKILLABLE (called for every command a script or
+        # function sends: emqlab/backend/scripts.py)
         busy: Busy | None = getattr(self._server, "_emqlab_busy", None)
         r = busy.running if busy is not None else None
         if r is not None and not r.wrote and isinstance(op, bytes):
             writes = _writes(op)
             r.wrote = writes if writes is not None else "write" in line_flags((op, *args[:1]))
 
-    def _lua_redis_call(self, lua_runtime: Any, expected_globals: set[Any], op: bytes, *args: Any) -> Any:
-        self._note_write(op, args)
-        return super()._lua_redis_call(lua_runtime, expected_globals, op, *args)  # type: ignore[misc]
-
-    def _function_redis_call(self, lua_runtime: Any, read_only: bool, *args: Any) -> Any:
-        if args:
-            self._note_write(args[0], args[1:])
-        return super()._function_redis_call(lua_runtime, read_only, *args)  # type: ignore[misc]

@@ -95,9 +95,8 @@ def new_runtime(**options: Any) -> Any:
 
 def stand_in_for_lupa() -> None:
     """Under Pyodide, make ``import lupa`` and ``import lupa.lua51`` give :mod:`emqlab.scripting.wasmlua`
-    (fakeredis's scripting module imports lupa as it loads; the embedded server's ``EVAL`` is the host's, and
-    the runtime fakeredis makes for ``FUNCTION`` comes from :func:`new_runtime`). Does nothing elsewhere, or
-    when a lupa is importable."""
+    (fakeredis's scripting module imports lupa as it loads; the embedded server's ``EVAL`` and ``FCALL`` are
+    the host's). Does nothing elsewhere, or when a lupa is importable."""
     if not WASM or "lupa" in sys.modules:
         return
     import contextlib

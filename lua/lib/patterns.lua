@@ -1,6 +1,6 @@
 --[[
   patterns.lua -- string.find, match, gmatch and gsub with a bound on the pattern matcher's work, for the
-  sandbox (lua/lib/sandbox.lua) and the embedded server's functions (emqlab/backend/fakeserver.py).
+  sandbox (lua/lib/sandbox.lua), which the embedded server's scripts and functions run in too.
 
   Lua 5.1's matcher backtracks inside one C call, where no count hook runs: a pattern with q repetitions
   ('.-', '%d*', '[%w]+', ...) costs up to n^(q+1)/(q+1)! steps on a subject of n bytes (n^q/q! when anchored
