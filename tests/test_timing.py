@@ -319,3 +319,41 @@ def test_a_sweep_in_two_processes_is_the_sweep_in_one() -> None:
             r.pop("wall_s", None)
         got[n] = data
     assert got["1"] == got["2"] and len(got["1"]["results"]) == 4
+
+
+def test_jobs_a_gave_up_finish_leaves_in_active_are_reported_unfinished() -> None:
+    """At 75 ms the sweep (every 30 ms) writes ``stalled`` inside every WATCH … EXEC of the transaction
+    finish: each attempt aborts, the finish gives up and its job stays in active. That is no anomaly kind
+    (its lock is still held, and the sweep would recover the job once the lock lapses), but the result must
+    not read as a clean run: it names the jobs left unfinished, in the JSON and in the table."""
+    import json
+
+    from click.testing import CliRunner
+
+    from emqlab.ui.cli import main
+
+    tx = simulate("transaction", rtt_ms=75, jobs=4, workers=2)
+    assert tx.history is not None
+    left = [j for j, p in tx.history.final.placements.items() if p == ["active"]]
+    assert tx.unfinished == {"active": len(left)} and len(left) == tx.jobs - tx.jobs_done > 0
+    assert tx.unfinished_total == len(left) and tx.to_dict()["unfinished_total"] == len(left)
+    # stuck-active's definition does not hold here: each such job keeps the lock of a worker that gave up
+    assert "stuck-active" not in tx.anomalies and all(tx.history.final.locks.get(j) for j in left)
+    assert f"{len(left)} of 4 jobs left unfinished: active {len(left)}" in tx.summary()
+    atomic = simulate("atomic", rtt_ms=75, jobs=4, workers=2)
+    assert atomic.unfinished == {} and atomic.jobs_done == 4 and "left unfinished" not in atomic.summary()
+
+    args = ["sweep-rtt", "--modes", "transaction,atomic", "--rtt", "75", "--jobs", "4", "--workers", "2"]
+    res = CliRunner().invoke(main, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {r["mode"]: r for r in json.loads(res.output)["results"]}
+    assert rows["transaction"]["unfinished"] == {"active": len(left)}
+    assert rows["atomic"]["unfinished"] == {} and rows["atomic"]["unfinished_total"] == 0
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    header = next(line for line in res.output.splitlines() if line.startswith("mode"))
+    assert header.split()[-1] == "left"
+    row = {line.split()[0]: line.split() for line in res.output.splitlines()
+           if line.startswith(("transaction", "atomic"))}
+    assert row["transaction"][-1] == str(len(left)) and row["atomic"][-1] == "0"
+    assert f"transaction @ 75 ms: {len(left)} of 4 jobs left unfinished (active {len(left)})" in res.output

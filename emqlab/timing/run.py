@@ -65,7 +65,12 @@ class TimedResult:
     ``finish-then-fetch``, the split script's command count for ``split``. ``jobs_per_s`` = distinct jobs
     finished per second of virtual time. ``anomalies`` counts :func:`emqlab.analysis.anomalies.check`'s findings per
     kind; ``gap_hits`` the sweeps that requeued a job while a split finish of it was running;
-    ``expected_per_1000`` the window exposure (see the module docstring)."""
+    ``expected_per_1000`` the window exposure (see the module docstring). ``unfinished`` counts the jobs
+    that ended in neither ``completed`` nor ``failed``, by where the run left them (``{"active": 29}``: the
+    structures holding the job, comma-joined; ``"nowhere"`` for a job in none). A job whose finish gave up
+    (every WATCH … EXEC of a transaction finish aborted) is left in ``active`` under its worker's lock: it is
+    not ``stuck-active`` (that needs no lock and no sweep, and here the lock lapses ``lock_ms`` after it was
+    set, after which the sweep recovers the job), but this run ended first, so the job was never done."""
 
     mode: str
     rtt_ms: float
@@ -98,11 +103,18 @@ class TimedResult:
     attempts: int = 0
     #: the first few anomalies with their "because" sentences
     examples: list[dict[str, Any]] = field(default_factory=list)
+    #: jobs in neither completed nor failed at the end, by the structures holding them → number of jobs
+    unfinished: dict[str, int] = field(default_factory=dict)
     history: History | None = field(default=None, repr=False)
 
     @property
     def anomaly_total(self) -> int:
         return sum(self.anomalies.values())
+
+    @property
+    def unfinished_total(self) -> int:
+        """Jobs the run left in neither completed nor failed (``jobs - jobs_done``)."""
+        return sum(self.unfinished.values())
 
     @property
     def aborts_per_job(self) -> float:
@@ -113,17 +125,23 @@ class TimedResult:
         d = asdict(self)
         d.pop("history")
         d["anomaly_total"] = self.anomaly_total
+        d["unfinished_total"] = self.unfinished_total
         for k in ("round_trips_per_job", "makespan_ms", "jobs_per_s", "anomalies_per_1000", "expected_per_1000",
                   "window_ms", "wall_s"):
             d[k] = round(d[k], 4)
         return d
 
     def summary(self) -> str:
-        """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``."""
+        """One line: ``split @ 1 ms: 21.6 round trips/job, 150 jobs/s, 35.0 anomalies per 1,000 jobs …``, and
+        the jobs left unfinished when there are any (``; 29 of 30 jobs left unfinished: active 29``)."""
         anomalies = ", ".join(f"{k} {n}" for k, n in sorted(self.anomalies.items())) or "none"
+        left = ""
+        if self.unfinished:
+            where = ", ".join(f"{k} {n}" for k, n in self.unfinished.items())
+            left = f"; {self.unfinished_total} of {self.jobs} jobs left unfinished: {where}"
         return (f"{self.mode} @ {_fmt_ms(self.rtt_ms)}: {self.round_trips_per_job:.2f} round trips/job, "
                 f"{sig3(self.jobs_per_s)} jobs/s, {self.anomalies_per_1000:.1f} anomalies per 1,000 jobs "
-                f"({anomalies}; expected from the window {self.expected_per_1000:.1f})")
+                f"({anomalies}; expected from the window {self.expected_per_1000:.1f}){left}")
 
 
 # -- the run ----------------------------------------------------------------------------------------------------
@@ -495,6 +513,11 @@ class TimedRun:
         per_job = (worker_rts - first_fetches) / self.finishes if self.finishes else 0.0
         placements = h.final["placements"]
         done = sum(1 for j, p in placements.items() if "completed" in p or "failed" in p)
+        # A job in neither is not an anomaly kind by itself (a gave-up finish leaves it in active under a lock
+        # that lapses later, for the sweep to recover), yet a run that leaves most jobs so must not read as a
+        # clean one: the result names them and where they are.
+        unfinished = Counter(", ".join(dict.fromkeys(p)) or "nowhere" for j, p in placements.items()
+                             if "completed" not in p and "failed" not in p)
         makespan = self.t_end or self.t
         cfg = self.config
         return TimedResult(
@@ -509,7 +532,8 @@ class TimedRun:
             finish_round_trips=dict(sorted(self.finish_commands.items())),
             aborts=sum(1 for s in h.steps if s.op == "EXEC" and s.reply is None),
             attempts=sum(1 for s in h.steps if s.op == "WATCH" and s.actor in self.worker_ids),
-            examples=h.anomalies[:3], history=h if self.keep_history else None)
+            examples=h.anomalies[:3], unfinished=dict(sorted(unfinished.items())),
+            history=h if self.keep_history else None)
 
     def close(self) -> None:
         self.runner.close()

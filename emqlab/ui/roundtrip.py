@@ -21,7 +21,8 @@ def preset_of(rtt: float) -> str | None:
 def summary(r: TimedResult, rtt: float) -> str:
     """One line for a timed run ``r`` at ``rtt`` ms: ``RTT 1 ms (cross-AZ) · atomic finish, fetch_next = 1
     [atomic]: 1.00 round trips/job · 149 jobs/s · 0.0 anomalies per 1,000 jobs``; a split run adds each
-    anomaly kind's count and the window model's expectation, a transaction its aborted EXECs per job."""
+    anomaly kind's count and the window model's expectation, a transaction its aborted EXECs per job, and a
+    run that left jobs in neither completed nor failed says how many (`` · 29 of 30 jobs left unfinished``)."""
     finish, fetch_next = parts_of(r.mode)
     preset = preset_of(rtt)
     where = f" ({preset})" if preset else ""
@@ -31,4 +32,5 @@ def summary(r: TimedResult, rtt: float) -> str:
         extra = f" ({r.aborts_per_job:.2f} aborted EXECs per job, each a retry of the whole transaction)"
     return (f"RTT {rtt:.3g} ms{where} · {finish} finish, fetch_next = {int(fetch_next)}"
             f" [{r.mode}]: {r.round_trips_per_job:.2f} round trips/job · {sig3(r.jobs_per_s)} jobs/s · "
-            f"{r.anomalies_per_1000:.1f} anomalies per 1,000 jobs{extra}")
+            f"{r.anomalies_per_1000:.1f} anomalies per 1,000 jobs{extra}"
+            + (f" · {r.unfinished_total} of {r.jobs} jobs left unfinished" if r.unfinished else ""))

@@ -157,7 +157,7 @@ def _print_sweep(sweep: Any) -> None:
     console.print(f"stalled interval {cfg['stalled_interval_ms']:g} ms · lock {cfg['lock_ms']:g} ms · jitter "
                   f"{cfg['jitter']:g} · seed {cfg['seed']}")
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 1, 0, 0))
-    for name in ("mode", "RTT ms", "trips/job", "aborts", "jobs/s", "anom/1k", "model/1k", "hits", "runs"):
+    for name in ("mode", "RTT ms", "trips/job", "aborts", "jobs/s", "anom/1k", "model/1k", "hits", "runs", "left"):
         t.add_column(name, justify="left" if name == "mode" else "right", no_wrap=True)
     for r in sweep.results:
         style = "red" if r.anomaly_total else "green"
@@ -165,17 +165,24 @@ def _print_sweep(sweep: Any) -> None:
                   f"{r.aborts_per_job:.2f}" if r.mode == "transaction" else "-", sig3(r.jobs_per_s),
                   f"[{style}]{r.anomalies_per_1000:.1f}[/]",
                   f"{r.expected_per_1000:.1f}" if r.mode.startswith("split") else "-", str(r.gap_hits),
-                  str(r.finishes) + ("*" if r.truncated else ""))
+                  str(r.finishes) + ("*" if r.truncated else ""),
+                  f"[red]{r.unfinished_total}[/]" if r.unfinished else "0")
     console.print(t)
     for r in sweep.results:
         if r.anomalies:
             kinds = ", ".join(f"{k} {n}" for k, n in r.anomalies.items())
             console.print(f"  [red]{r.mode} @ {r.rtt_ms:g} ms[/]: {kinds}")
+        if r.unfinished:  # (not an anomaly kind: a gave-up finish's job waits in active for its lock to lapse)
+            where = ", ".join(f"{k} {n}" for k, n in r.unfinished.items())
+            console.print(f"  [red]{r.mode} @ {r.rtt_ms:g} ms[/]: {r.unfinished_total} of {r.jobs} jobs left"
+                          f" unfinished ({where})")
     if any(r.truncated for r in sweep.results):
         console.print("  * stopped at the execution cap (5 x jobs): requeued jobs kept coming back")
     console.print("[dim]trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs (one"
                   " job can show several, so it can pass 1,000) · "
                   "model/1k = expected from the finish's DEL→SREM window, RTT/(interval + RTT) per marked job · "
                   "hits = sweeps that requeued a job while its split finish ran · aborts = EXECs per job"
-                  " that a watched key's change aborted, each one a new attempt · runs = job executions[/]",
+                  " that a watched key's change aborted, each one a new attempt · runs = job executions · left = jobs"
+                  " in neither completed nor failed when the run ended (a finish that gave up leaves its job in"
+                  " active until its lock lapses)[/]",
                   soft_wrap=False)
