@@ -119,7 +119,11 @@ def test_busy_and_kill_as_on_redis(sequence: Callable[..., list[Any]], embedded:
                                    redis7: str) -> None:
     ours = sequence(embedded)
     theirs = sequence(lambda: redis.Redis.from_url(redis7))
-    assert ours == theirs
+    # one difference on purpose: Redis's BUSY names SHUTDOWN NOSAVE too, which the embedded server does not
+    # answer (it said so, and then answered "unknown command 'shutdown'")
+    assert ours == [r.replace(" or SHUTDOWN NOSAVE.", ".") if isinstance(r, str) else r for r in theirs]
+    assert any(isinstance(r, str) and r.startswith("error: BUSY") for r in ours)
+    assert not any(isinstance(r, str) and "SHUTDOWN" in r for r in ours)
     assert any(isinstance(r, str) and r.startswith("error: Script killed by user") for r in ours)
 
 

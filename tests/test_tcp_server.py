@@ -277,3 +277,70 @@ def test_replies_keep_their_type_and_code_and_the_client_its_own_name() -> None:
             b"-ERR Unexpected flag in script shebang: bogus\r\n"
         sha = _raw(tcp.port, cmd(b"SCRIPT", b"LOAD", b"return 7")).split(b"\r\n")[1]
         assert _raw(tcp.port, cmd(b"SCRIPT", b"EXISTS", sha, sha.upper())) == b"*2\r\n:1\r\n:1\r\n"
+
+
+def _refused(port: int, payload: bytes) -> bytes:
+    """What the server answers ``payload`` (sent on a connection of its own) until it closes the connection."""
+    return _raw(port, payload, until_closed=True)
+
+
+@pytest.mark.parametrize("payload, error", [
+    (b"*1\r\n$999999999999\r\n", b"invalid bulk length"),
+    (b"*1\r\n$%d\r\n" % (512 * 1024 * 1024 + 1), b"invalid bulk length"),  # (one past proto-max-bulk-len)
+    (b"PING" * (16 * 1024) + b"X", b"too big inline request"),  # (64 KB + 1, no newline yet)
+    (b"*1\r\n$" + b"1" * (64 * 1024 + 1), b"too big bulk count string"),
+])
+def test_an_oversize_request_is_refused_as_redis_refuses_it(payload: bytes, error: bytes) -> None:
+    """Redis's limits (proto-max-bulk-len 512 MB, 64 KB inline): refused at once with Redis's text and the
+    connection closed — the server used to buffer whatever came; the server goes on serving others."""
+    with serve() as tcp:
+        assert _refused(tcp.port, payload) == b"-ERR Protocol error: " + error + b"\r\n<closed>"
+        assert _raw(tcp.port, b"*1\r\n$4\r\nPING\r\n") == b"+PONG\r\n"
+
+
+@pytest.mark.parametrize("payload, error", [
+    (b"*abc\r\n", b"invalid multibulk length"),
+    (b"*3000000000\r\n", b"invalid multibulk length"),
+    (b"*1\r\n$abc\r\n", b"invalid bulk length"),
+    (b"*1\r\n$+4\r\nPING\r\n", b"invalid bulk length"),
+    (b"*1\r\n$-1\r\n", b"invalid bulk length"),
+    (b"*1\r\nxyz\r\n", b"expected '$', got 'x'"),
+    (b'ECHO "a\r\n', b"unbalanced quotes in request"),
+    (b"*1\r\n$4\r\nPING\r\n*x\r\n", b"invalid multibulk length"),  # (the PING before it is answered first)
+])
+def test_a_malformed_request_gets_redis_protocol_error_before_the_close(payload: bytes, error: bytes) -> None:
+    """Each text as a Redis 7 server answers it (the connection used to close without a word)."""
+    with serve() as tcp:
+        first = b"+PONG\r\n" if payload.startswith(b"*1\r\n$4\r\nPING") else b""
+        assert _refused(tcp.port, payload) == first + b"-ERR Protocol error: " + error + b"\r\n<closed>"
+
+
+def test_requests_are_cut_into_commands_as_redis_cuts_them() -> None:
+    """An empty multibulk is skipped, an inline command runs (its quotes read), and a bulk length that does not
+    match its data leaves the rest to be read as the next command — as on Redis 7."""
+    with serve() as tcp:
+        assert _raw(tcp.port, b"*-5\r\n*0\r\n*1\r\n$4\r\nPING\r\n") == b"+PONG\r\n"
+        assert _raw(tcp.port, b'ECHO "a\\x41 b"\r\n') == b"$4\r\naA b\r\n"
+        assert _raw(tcp.port, b"*1\r\n$3\r\nPINGPONG\r\n", until_closed=False).startswith(
+            b"-ERR unknown command 'pin'")
+
+
+def test_a_fault_inside_a_command_is_answered_and_the_connection_goes_on() -> None:
+    """fakeredis raises TypeError in GEORADIUS_RO on a sorted set that is no geo set: an error reply naming
+    the command, and the same connection (and the server) still answers."""
+    def send(s: socket.socket, *args: bytes) -> bytes:
+        s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        out = b""
+        while not out.endswith(b"\r\n"):
+            chunk = s.recv(65536)
+            assert chunk, "the server closed the connection"
+            out += chunk
+        return out
+
+    with serve() as tcp, socket.create_connection(("127.0.0.1", tcp.port), timeout=5) as s:
+        assert send(s, b"ZADD", b"gz", b"1", b"a") == b":1\r\n"
+        reply = send(s, b"GEORADIUS_RO", b"gz", b"0", b"0", b"1", b"km")
+        assert reply.startswith(b"-ERR emqlab server: internal error in GEORADIUS_RO: TypeError")
+        assert reply.count(b"\r\n") == 1
+        assert send(s, b"PING") == b"+PONG\r\n"
+        assert send(s, b"ZSCORE", b"gz", b"a") == b"$1\r\n1\r\n"

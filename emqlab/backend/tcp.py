@@ -29,10 +29,13 @@ import socket
 import socketserver
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+import redis
 
 # isort: off
 from emqlab.backend._fakeredis import fakeredis  # (first: fakeredis without NumPy)
@@ -43,8 +46,12 @@ from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._typing import RaiseErrorTypes
 
 from emqlab.backend import fakeserver as _fs
+from emqlab.backend.respinput import ProtocolError, RequestReader
 
 __all__ = ["EmbeddedTcp", "serve"]
+
+#: the most bytes taken from a client's socket at a time
+_READ_SIZE = 64 * 1024
 
 
 class QuitCommandMixin:
@@ -112,6 +119,20 @@ class _TcpSocket(QuitCommandMixin, MonitorCommandMixin, _fs._EmbeddedSocket):
         if self._server.__dict__.get("_emqlab_monitors") and sig.name != "monitor":
             _publish(self, sig.name, args, from_script)
         return super()._run_command(func, sig, args, from_script)
+
+    def _process_command(self, fields: list[bytes]) -> None:
+        # A fault of fakeredis's inside a command (a TypeError in its GEO code, say) is answered as an error
+        # reply: raised, it ended the client's connection and left the others none the wiser
+        try:
+            super()._process_command(fields)
+        except (ConnectionError, redis.ConnectionError):
+            raise
+        except Exception as e:
+            name = fields[0].decode(errors="replace").upper() if fields else "?"
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            self.put_response(SimpleError(
+                f"ERR emqlab server: internal error in {name}: {type(e).__name__}: {e} "
+                f"({os.path.basename(where.filename)}:{where.lineno})"))
 
     def _decode_error(self, error: SimpleError) -> Any:
         # written to the client as it is, its code kept: parsed into redis-py's ResponseError, "-x y" and
@@ -204,11 +225,14 @@ class _Handler(TCPFakeRequestHandler):
         super().finish()
 
     def handle(self) -> None:
-        """Serve the connection: the client's bytes go to the embedded socket as they come, its replies back
-        as they are ready; the connection ends when the client closes it, after a QUIT's reply, or when the
-        server stops."""
+        """Serve the connection: the client's bytes are cut into commands as Redis does
+        (:class:`~emqlab.backend.respinput.RequestReader`, with Redis's limits), each run on the embedded socket
+        and its reply sent back as it is ready; the connection ends when the client closes it, after a QUIT's
+        reply, after a request Redis refuses (its ``-ERR Protocol error: …`` sent first), or when the server
+        stops."""
         conn = self.current_client
         stop = self.server._shutdown_event
+        reader = RequestReader()
         while not stop.is_set():
             try:
                 if conn.can_read():
@@ -220,17 +244,36 @@ class _Handler(TCPFakeRequestHandler):
                     if getattr(conn.get_socket(), "_emqlab_quit", False) and not conn.can_read():
                         return
                     continue
-                data = self.rfile.readline()
-                if not data:  # (a non-blocking socket: nothing yet, or the client closed it)
-                    ready, _, _ = select.select([self.connection], [], [], 0.01)
-                    if not ready:
+                try:
+                    command = reader.next_command()
+                    if command is None:  # (the next command is not whole yet: wait for the client's bytes)
+                        ready, _, _ = select.select([self.connection], [], [], 0.01)
+                        if not ready:
+                            continue
+                        data = self.connection.recv(_READ_SIZE)
+                        if not data:  # (the client closed it)
+                            return
+                        reader.feed(data)
                         continue
-                    data = self.rfile.readline()
-                    if not data:
-                        return
-                conn.get_socket().sendall(data)
-            except ConnectionError:
+                except ProtocolError as e:  # (as Redis: the error, then the connection is closed)
+                    self.writer.write(b"-" + str(e).encode() + b"\r\n")
+                    self.writer.writer.flush()
+                    return
+                if command and not self._run(command):
+                    return
+            except BlockingIOError:  # (select saw the socket ready, but nothing came)
+                continue
+            except (ConnectionError, redis.ConnectionError):
                 return
+
+    def _run(self, command: list[bytes]) -> bool:
+        """Run one command on the embedded socket (its reply queued); False if the connection has been killed
+        (CLIENT KILL) or the server has stopped."""
+        sock = self.current_client.get_socket()
+        if getattr(sock, "_killed", False) or sock._server is None or not sock._server.connected:
+            return False
+        sock._process_command(command)
+        return True
 
 
 def _peer_gone(conn: socket.socket) -> bool:

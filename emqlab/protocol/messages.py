@@ -106,10 +106,12 @@ EXEC_WITHOUT_MULTI = "ERR EXEC without MULTI"
 DISCARD_WITHOUT_MULTI = "ERR DISCARD without MULTI"
 
 # -- Redis 7.0: a script that runs long (src/script.c: scriptInterrupt, scriptKill) ------------------------
-#: any command but SCRIPT KILL while a script has run past the busy-reply threshold
-BUSY_SCRIPT = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+#: any command but SCRIPT KILL while a script has run past the busy-reply threshold, as the embedded server
+#: says it: Redis's text names SHUTDOWN NOSAVE too ("… SCRIPT KILL or SHUTDOWN NOSAVE."), which the embedded
+#: server does not answer (``emqlab server`` stops at Ctrl-C / SIGTERM)
+BUSY_SCRIPT = "BUSY Redis is busy running a script. You can only call SCRIPT KILL."
 #: the same while a function runs (FCALL): only FUNCTION KILL
-BUSY_FUNCTION = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+BUSY_FUNCTION = "BUSY Redis is busy running a script. You can only call FUNCTION KILL."
 #: SCRIPT KILL / FUNCTION KILL with no script running
 NOTBUSY = "NOTBUSY No scripts in execution right now."
 #: SCRIPT KILL / FUNCTION KILL of a script that has called a write command
