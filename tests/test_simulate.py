@@ -376,3 +376,17 @@ def test_a_sampled_report_never_says_it_covered_every_interleaving(strategy: str
     assert rep.complete and rep.to_dict()["interleavings"]["complete"] is False
     exhaustive = explore(load_scenario("stalled-finish"), "split")
     assert exhaustive.to_dict()["interleavings"]["complete"] is True
+
+
+@pytest.mark.live
+def test_the_text_says_why_a_live_run_keeps_more_runs() -> None:
+    """On a live server a shipped script's step is one EVALSHA whose footprint is every key it declares, so more
+    runs are kept than on fakeredis for the same interleavings and anomalies: the text says so there only."""
+    live = CliRunner().invoke(main, ["simulate", "--split", "--redis", "live", "--json"])
+    fake = CliRunner().invoke(main, ["simulate", "--split", "--json"])
+    a, b = json.loads(live.output), json.loads(fake.output)
+    assert a["interleavings"]["raw"] == b["interleavings"]["raw"] and a["interleavings_with"] == b["interleavings_with"]
+    assert a["interleavings"]["explored"] > b["interleavings"]["explored"]
+    note = "on a live server a shipped script's step is one EVALSHA"
+    assert note in CliRunner().invoke(main, ["simulate", "--split", "--redis", "live"]).output
+    assert note not in CliRunner().invoke(main, ["simulate", "--split"]).output

@@ -222,6 +222,10 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         notes.append("a trace = the interleavings that differ only in the order of steps on different keys (or\n"
                      "on different members of one key); they end in the same state, and one run stands for all\n"
                      "of them (partial-order reduction)")
+        if rep.backend != "fakeredis":
+            notes.append("on a live server a shipped script's step is one EVALSHA, so it counts as touching every\n"
+                         "key it declares (on fakeredis the Lua host sees each command): fewer steps commute, and\n"
+                         "more runs are kept than on fakeredis for the same interleavings and anomalies")
     if rep.blocked:
         notes.append("blocked = runs the reduction stopped before their end: they would repeat a trace")
     if rep.outside_bound:
