@@ -217,6 +217,10 @@ def stop_signals_as_they_were() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+#: how long the foreign keys of :func:`foreign_keys_untouched` live if a run dies before deleting them
+FOREIGN_TTL_S = 6 * 3600
+
+
 @pytest.fixture(scope="session", autouse=True)
 def foreign_keys_untouched() -> Iterator[None]:
     """Keys of other prefixes on the live server survive the whole test run untouched (issue 2); written and
@@ -234,14 +238,16 @@ def foreign_keys_untouched() -> Iterator[None]:
         f"foreign-{tag}:hash": ("hash", {b"a": b"1"}),
     }
     for k, (kind, value) in foreign.items():
+        # (a TTL in case the run is killed before it deletes them: longer than any run, which CI stops at 90
+        # minutes; an hour expired them under a run slowed to an hour, and the check took that for a touch)
         if kind == "string":
-            conn.set(k, value, ex=3600)
+            conn.set(k, value, ex=FOREIGN_TTL_S)
         elif kind == "list":
             conn.rpush(k, *value)
-            conn.expire(k, 3600)
+            conn.expire(k, FOREIGN_TTL_S)
         else:
             conn.hset(k, mapping=value)
-            conn.expire(k, 3600)
+            conn.expire(k, FOREIGN_TTL_S)
     yield
     problems = []
     for k, (kind, value) in foreign.items():

@@ -10,7 +10,6 @@ import importlib.util
 import json
 import re
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -109,7 +108,6 @@ def test_every_scenario_and_mode_runs_under_exactly_the_tables_commands() -> Non
     dangerous = {n for n in shipped_names() if gen.dangerous_needs(load(n))}
     assert dangerous == {n for n in shipped_names() if load(n).project == "dramatiq"}
     assert len(names) == len(shipped_names()) - 1 - len(dangerous)
-    started = time.perf_counter()
     with own_redis_server() as url:
         user = _user_url(url, acl.setuser_rules("s3cret"))
         rec = gen.record(url, items, user)
@@ -117,7 +115,6 @@ def test_every_scenario_and_mode_runs_under_exactly_the_tables_commands() -> Non
         denied = admin.acl_log(count=100)
         dangerous = {c.decode() if isinstance(c, bytes) else c for c in admin.acl_cat("dangerous")}
         admin.close()
-    took = time.perf_counter() - started
     assert rec.refused == {} and denied == [], (rec.refused, denied)
     explorations = [i for i in items if i.scenario]
     assert set(rec.reports) == {i.label for i in explorations}
@@ -138,7 +135,6 @@ def test_every_scenario_and_mode_runs_under_exactly_the_tables_commands() -> Non
         f"the server ran {sorted(set(rec.seen) - set(acl.commands()))} beyond the table and not"
         f" {sorted(set(acl.commands()) - set(rec.seen))}: run python scripts/gen_acl.py")
     assert not {c.lower() for c in rec.seen} & dangerous
-    assert took < 120, f"{took:.0f} s"
 
 
 def test_timed_runs_and_the_cli_run_under_the_restricted_user() -> None:

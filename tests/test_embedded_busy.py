@@ -154,7 +154,7 @@ def test_ctrl_c_ends_a_script_of_the_embedded_server(kind: str) -> None:
             client.eval(SPIN, 0) if kind == "script" else client.fcall("spin", 0)
     finally:
         timer.cancel()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # (ended by the Ctrl-C, not by its 30 s limit)
     assert client.ping() and client.eval("return 1", 0) == 1  # the server is free and its Lua usable
 
 

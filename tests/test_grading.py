@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +78,12 @@ def test_source_notebook_is_nbgrader_source_layout(aid: str) -> None:
 
 @pytest.mark.parametrize("aid", list(NOTEBOOKS))
 def test_solution_gets_full_marks(aid: str) -> None:
-    started = time.perf_counter()
-    report = G.grade_notebook(NOTEBOOKS[aid])
-    elapsed = time.perf_counter() - started
+    report = G.grade_notebook(NOTEBOOKS[aid])  # (its time: benchmarks/bench_grading.py)
     assert report.assignment == aid
     failed = {c.grade_id: c.feedback for c in report.cells if not c.passed}
     assert not failed, failed
     assert report.score == report.max_score == G.ASSIGNMENTS[aid].max_score
     assert not report.errors, report.errors
-    # isolated: the notebook runs in its own process and the grader recomputes every timed run itself
-    assert elapsed < 60, f"grading took {elapsed:.1f} s"
     # the grader's whole JSON (its feedback texts included) is held fixed: tests/test_golden.py
     d = report.to_dict()
     d.pop("elapsed_s")
