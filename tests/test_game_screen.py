@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -325,3 +326,28 @@ def test_a_pass_that_is_not_the_recovery_sweep_does_not_say_it_recovered() -> No
         assert "S1 done (1 step) · sweep recovered nothing" in screen, screen
     finally:
         sweep.close()
+
+
+def test_a_ctrl_c_in_the_game_leaves_the_screen_and_exits_130() -> None:
+    t = Terminal("play", "1")
+    try:
+        t.read_until(b"\n> ")
+        t.proc.send_signal(signal.SIGINT)  # (what the terminal sends on Ctrl-C: this pty is not the game's own)
+        t.read_until(b"interrupted")
+        assert t.close() == 130  # (emqlab --help: 130 = interrupted; a game not won exits 1)
+        assert b"\x1b[?1049l" in t.raw  # the alternate screen was left
+    finally:
+        if t.proc.poll() is None:
+            t.proc.kill()
+        t.close()
+
+
+def test_keys_from_a_pipe_get_lines_that_fit_and_a_repeated_refusal_once() -> None:
+    """From a pipe no prompt opens the line the answer goes on (it made 82 columns of an 80-column reply), and
+    W1*999 past W1's last step says its refusal once, with the count."""
+    run = subprocess.run([str(EMQLAB), "play", "9"], input="h\n1*999\nq\n", capture_output=True, text=True,
+                         timeout=120)
+    lines = run.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert sum("has no step left" in line for line in lines) == 1
+    assert any(re.fullmatch(r"\s+\(the same \d+ more times\)", line) for line in lines), run.stdout[-800:]

@@ -603,8 +603,18 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
                 line = read("> ")
             except EOFError:
                 return False
+            # (a one-line answer repeated by the next keys, W1*999 past W1's last step, is said once, counted)
+            last: list[str] = []
+            again = 0
             for key in tokens(line) or [""]:
-                for answer in session.handle(key):
+                answers = session.handle(key)
+                if len(answers) == 1 and answers == last:
+                    again += 1
+                    continue
+                if again:
+                    say(f"  (the same {again} more time{'s' if again > 1 else ''})")
+                again, last = 0, answers if len(answers) == 1 else []
+                for answer in answers:
                     say(f"  {answer}")
                 if session.quit:
                     return False
@@ -613,6 +623,8 @@ def play(level: Level, read: Callable[[str], str] = input, write: Callable[[str]
                     return True
                 if game.done:
                     break
+            if again:
+                say(f"  (the same {again} more time{'s' if again > 1 else ''})")
     finally:
         session.close()
 

@@ -250,8 +250,8 @@ def play_screen(level: Any, read: Callable[[str], str], out: TextIO,
             out.flush()
             try:
                 line = read("> ")
-            except (EOFError, KeyboardInterrupt):
-                return False
+            except EOFError:
+                return False  # (a Ctrl-C goes on up: the screen is left below, and the command exits 130)
             message, offset = [], 0
             for key in tokens(line):
                 answer = session.handle(key)

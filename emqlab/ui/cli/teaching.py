@@ -193,7 +193,8 @@ def play(level: str | None, list_levels: bool, plain: bool = False) -> None:
         sys.exit(ExitCode.HOLDS if play_screen(chosen, input, sys.stdout, color=color) else ExitCode.FAILS)
 
     def read(prompt: str) -> str:
-        return input(prompt)
+        # (no prompt for keys from a pipe: it would open the line the game's answer is printed on)
+        return input(prompt if sys.stdin.isatty() else "")
 
     def write(text: str) -> None:
         click.echo(text)
