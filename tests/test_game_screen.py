@@ -42,8 +42,11 @@ class Terminal:
         fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         env["TERM"] = "xterm"
+        # (Ctrl-C as a terminal's game gets it: a suite started in the background has SIGINT ignored, and a
+        # child keeps an ignored signal ignored)
         self.proc = subprocess.Popen([str(EMQLAB), *args], stdin=follower, stdout=follower, stderr=follower,
-                                     close_fds=True, env=env, start_new_session=True)
+                                     close_fds=True, env=env, start_new_session=True,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(follower)
         self.screen = pyte.Screen(COLUMNS, ROWS)
         self.stream = pyte.ByteStream(self.screen)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 
+from emqlab.protocol.messages import SERVER_ERROR
+
 __all__ = ["MAX_BULK_LEN", "MAX_INLINE", "MAX_MULTIBULK", "QUERY_BUFFER_LIMIT", "ProtocolError", "RequestReader",
            "split_inline"]
 
@@ -123,7 +125,7 @@ class RequestReader:
             self._pos = 0
         self._buf += data
         if self._held + len(self._buf) > QUERY_BUFFER_LIMIT:
-            raise ProtocolError("ERR emqlab server: the command passed 1 GB, Redis's client-query-buffer-limit;"
+            raise ProtocolError(f"{SERVER_ERROR}the command passed 1 GB, Redis's client-query-buffer-limit;"
                                 " closing the connection")
 
     def next_command(self) -> list[bytes] | None:

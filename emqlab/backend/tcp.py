@@ -47,6 +47,7 @@ from fakeredis._typing import RaiseErrorTypes
 
 from emqlab.backend import fakeserver as _fs
 from emqlab.backend.respinput import ProtocolError, RequestReader
+from emqlab.protocol.messages import SERVER_ERROR
 
 __all__ = ["EmbeddedTcp", "serve"]
 
@@ -131,7 +132,7 @@ class _TcpSocket(QuitCommandMixin, MonitorCommandMixin, _fs._EmbeddedSocket):
             name = fields[0].decode(errors="replace").upper() if fields else "?"
             where = traceback.extract_tb(e.__traceback__)[-1]
             self.put_response(SimpleError(
-                f"ERR emqlab server: internal error in {name}: {type(e).__name__}: {e} "
+                f"{SERVER_ERROR}internal error in {name}: {type(e).__name__}: {e} "
                 f"({os.path.basename(where.filename)}:{where.lineno})"))
 
     def _decode_error(self, error: SimpleError) -> Any:

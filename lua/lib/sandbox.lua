@@ -760,7 +760,7 @@ local function start_library(text)
         end
       end
     elseif n ~= 2 then
-      register_error('wrong number of arguments')
+      register_error(MSG.wrong_number_of_arguments)
     end
     if real_type(name) ~= 'string' or not find(name, '^[%w_]+$') then register_error('a name of letters, digits, _') end
     if real_type(callback) ~= 'function' then register_error('the callback must be a function') end
