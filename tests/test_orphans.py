@@ -6,6 +6,7 @@ run gives a key in the same transaction that creates it."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import redis
 
 from emqlab.backend.connect import (
     RUN_INDEX,
+    RUN_MARKS,
     SAFETY_TTL_MS,
     Namespace,
     clean,
@@ -26,6 +28,7 @@ from emqlab.backend.connect import (
     scan_keys,
     unique_queue,
 )
+from emqlab.backend.namespace import SECRET_ENV, run_mark
 from emqlab.engine.live import Safety
 from emqlab.protocol.keys import QueueKeys
 from tests.conftest import live_conn
@@ -65,9 +68,21 @@ def _alive(pids: set[int]) -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc (Linux)")
-def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_output_ends() -> None:
+def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_output_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     conn = live_conn()
-    before = {m for m in conn.zrange(RUN_INDEX, 0, -1)}
+    # The killed command marks its runs under a secret of its own: they are told from the runs another test
+    # worker registers meanwhile (alive, marked under this machine's secret), which nothing here may expire.
+    bystander = Namespace(conn, QueueKeys(unique_queue()))  # (such a run, alive all along)
+    bystander.claim()
+    conn.set(bystander.keys.key("wait"), "x")
+    monkeypatch.setenv(SECRET_ENV, secrets.token_hex(32))
+
+    def killed_runs() -> list[str]:
+        marks = conn.hgetall(RUN_MARKS)
+        return [m.decode() for m in conn.zrange(RUN_INDEX, 0, -1)
+                if marks.get(m, b"").decode() == run_mark(m.decode())]
+
     proc = subprocess.Popen(
         [sys.executable, "-c", "from emqlab.ui.entry import entry; entry()", "simulate", "--split", "-s",
          "two-workers", "--preemptions", "6", "--jobs", "2", "--redis", live_url()],
@@ -92,10 +107,8 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
         while _alive(helpers) and time.monotonic() < gone_by:
             time.sleep(0.1)
         assert _alive(helpers) == set()
-        # (the two-workers scenario's queue is q: its runs are q-<hex>; a test in another worker may register
-        # runs of its own meanwhile, a BullMQ client's bmq-<hex> whose keys carry no safety TTL)
-        runs = [m.decode() for m in conn.zrange(RUN_INDEX, 0, -1) if m not in before and m.startswith(b"q-")]
-        assert runs
+        runs = killed_runs()
+        assert runs and all(queue.startswith("q-") for queue in runs)  # (the two-workers scenario's queue is q)
         for queue in runs:
             for key in scan_keys(conn, QueueKeys.from_index_name(queue).pattern):
                 assert 0 < conn.pttl(key) <= SAFETY_TTL_MS, key
@@ -104,10 +117,12 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
             proc.kill()
         for p in _alive(_descendants(proc.pid)):
             os.kill(p, signal.SIGKILL)
-        for m in conn.zrange(RUN_INDEX, 0, -1):
-            if m not in before:
-                conn.zadd(RUN_INDEX, {m: 1})
-        clean(conn)
+        for queue in killed_runs():
+            conn.zadd(RUN_INDEX, {queue: 1})
+        clean(conn)  # (under the killed command's secret: its runs only)
+        alive = conn.exists(bystander.keys.key("wait")) and conn.zscore(RUN_INDEX, bystander.keys.name)
+        bystander.release()
+    assert alive, "the clean-up of the killed command's runs took another run's keys"
 
 
 def test_a_live_key_has_its_safety_ttl_from_the_command_that_creates_it() -> None:
