@@ -79,17 +79,29 @@ def test_divided_claims_what_the_undivided_search_finds_and_two_jobs_print_what_
     assert all(w["peak_rss_mb"] > 0 for w in stats.workers.values())
 
 
+def test_the_swarms_of_neighbouring_seeds_share_no_run() -> None:
+    """--seed 2 and --seed 3 printed the same report: their swarms shared 7 of 8 chunks (seeds s+i)."""
+    sc = scenario.load("two-workers")
+    reps = [explore(sc, "split", strategy="random", runs=200, seed=s, jobs=1) for s in (2, 3)]
+    ranges = [range(r.params["swarm"]["seeds"]["from"], r.params["swarm"]["seeds"]["to"] + 1,
+                    r.params["swarm"]["seeds"]["step"]) for r in reps]
+    assert [len(r) for r in ranges] == [8, 8] and not set(ranges[0]) & set(ranges[1])
+    same = [{k: v for k, v in _json(r).items() if k != "params"} for r in reps]
+    assert same[0] != same[1]
+
+
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
     sc = scenario.load("stalled-finish")
     swarm = explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)
-    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 4}, "runs_per_seed": SWARM_CHUNK,
-                                     "chunks_run": 2}
+    assert swarm.params["swarm"] == {"seeds": {"from": 3, "to": 3 + 2**32, "step": 2**32},
+                                     "runs_per_seed": SWARM_CHUNK, "chunks_run": 2}
     res = CliRunner().invoke(main, ["simulate", "--split", "--strategy", "random", "--runs", "30", "--seed",
-                                    str(2**63 - 1)])
-    assert res.exit_code == 2 and "--runs 30 takes 2 seeds from --seed on (one per 25 runs): the largest --seed" \
-        " for it is 9223372036854775806" in res.output
+                                    str(2**63 - 2**32)])
+    assert res.exit_code == 2 and "--runs 30 takes 2 seeds from --seed on (one per 25 runs, 4294967296 apart):" \
+        " the largest --seed for it is 9223372032559808511" in " ".join(res.output.split())
+    assert 2**63 - 1 - 2**32 == 9223372032559808511
     a = explore(sc, "split", strategy="random", runs=25, seed=3)
-    b = explore(sc, "split", strategy="random", runs=5, seed=4)
+    b = explore(sc, "split", strategy="random", runs=5, seed=3 + 2**32)
     assert swarm.explored == 30
     assert swarm.runs_with == dict(Counter(a.runs_with) + Counter(b.runs_with))
     assert swarm.outcomes == a.outcomes | b.outcomes

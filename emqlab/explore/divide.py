@@ -38,7 +38,8 @@ process searches the root part, then runs queued parts too, newest first, feedin
 runs. A pool worker's own hand-ons come back as it hands them on (a Dask worker's, when its part ends).
 
 **Sampled strategies** (random, PCT) are split by seed, a *swarm*: chunk ``i`` runs :data:`SWARM_CHUNK` runs
-with seed ``seed + i``, exactly as ``explore(..., runs=SWARM_CHUNK, seed=seed + i)`` in one process would.
+with seed ``seed + i·SWARM_STRIDE`` (:func:`chunk_seeds`), exactly as ``explore(..., runs=SWARM_CHUNK,
+seed=seed + i·SWARM_STRIDE)`` in one process would.
 
 **Executors** are :class:`concurrent.futures.Executor`: in this process for one job, a process pool
 (``forkserver``, emqlab and fakeredis imported once in the fork server) for more, or Dask's
@@ -97,6 +98,16 @@ PROBE_RUNS = 8
 
 #: runs per seed in a swarm (random, PCT)
 SWARM_CHUNK = 25
+#: the distance between a swarm's consecutive chunk seeds: the swarms of two seeds less than 2^32 apart share
+#: no chunk (with a distance of 1, ``--seed 0`` and ``--seed 1`` shared all chunks but one)
+SWARM_STRIDE = 2**32
+
+
+def chunk_seeds(seed: int, runs: int) -> range:
+    """The seeds of a swarm's chunks for ``runs`` runs from ``seed``: one per :data:`SWARM_CHUNK` runs (at least
+    one), ``seed``, ``seed + SWARM_STRIDE``, …; chunk ``i`` is reproduced alone with that seed and
+    ``runs=SWARM_CHUNK`` (the last chunk: the runs left)."""
+    return range(seed, seed + max(1, math.ceil(runs / SWARM_CHUNK)) * SWARM_STRIDE, SWARM_STRIDE)
 
 
 @dataclass
@@ -165,9 +176,8 @@ def explore_divided(scenario: Scenario, mode: str, config: ExploreConfig, *, con
             pool, close_pool = _executor(executor, jobs)
             try:
                 runs, seed = config.runs, config.seed
-                chunks = max(1, math.ceil(runs / SWARM_CHUNK))
-                tasks = [Task(i, seed=seed + i, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
-                         for i in range(chunks)]
+                tasks = [Task(i, seed=s, runs=min(SWARM_CHUNK, runs - i * SWARM_CHUNK))
+                         for i, s in enumerate(chunk_seeds(seed, runs))]
                 st.parts = len(tasks)
                 st.coordinator_s = time.perf_counter() - started
                 parts = _run(job, tasks, pool if len(tasks) > 1 else InlineExecutor(), progress, deadline, st)
@@ -431,9 +441,10 @@ def _merge(runner: Runner, job: Job, parts: list[Part], params: dict[str, Any] |
 def _swarm(runner: Runner, rep: Report, job: Job, runs: int, seed: int, parts: list[Part]) -> Report:
     """The merged report of a swarm of sampled parts with its params, its interleavings estimate and, for
     PCT, the depth check (:func:`emqlab.explore.pct.depth_check`, once for the swarm)."""
-    # the chunks' seeds are seed, seed + 1, …: a range, not a list (a long run has thousands)
+    # the chunks' seeds are a range, not a list (a long run has thousands)
+    seeds = chunk_seeds(seed, runs)
     params: dict[str, Any] = {"runs": runs, "seed": seed,
-                              "swarm": {"seeds": {"from": seed, "to": seed + len(parts) - 1},
+                              "swarm": {"seeds": {"from": seeds[0], "to": seeds[-1], "step": seeds.step},
                                         "runs_per_seed": SWARM_CHUNK, "chunks_run": sum(p.started for p in parts)}}
     runner.reset()
     counts = Counter(s.actor for s in runner.run().steps)

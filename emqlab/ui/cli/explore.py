@@ -5,7 +5,6 @@ reproduces it."""
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -125,13 +124,12 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
     if strategy != "exhaustive" and (preemptions is not None or no_reduce):
         _fail("--preemptions and --no-reduce only apply to --strategy exhaustive")
     if strategy != "exhaustive":
-        from emqlab.explore.divide import SWARM_CHUNK
+        from emqlab.explore.divide import SWARM_CHUNK, SWARM_STRIDE, chunk_seeds
 
-        last = seed + math.ceil(runs / SWARM_CHUNK) - 1  # chunk i is replayed with --seed seed+i: one
-        if last > SEED_RANGE[1]:
-            chunks = last - seed + 1
-            _fail(f"--runs {runs} takes {chunks} seeds from --seed on (one per {SWARM_CHUNK} runs): the largest"
-                  f" --seed for it is {SEED_RANGE[1] - chunks + 1}")
+        seeds = chunk_seeds(seed, runs)  # chunk i is replayed alone with --seed seeds[i]: one
+        if seeds[-1] > SEED_RANGE[1]:
+            _fail(f"--runs {runs} takes {len(seeds)} seeds from --seed on (one per {SWARM_CHUNK} runs, {SWARM_STRIDE}"
+                  f" apart): the largest --seed for it is {SEED_RANGE[1] - (len(seeds) - 1) * SWARM_STRIDE}")
     with _errors():
         sc, conn, scripts = _load(scenario_name, redis_url, script_set)
         _require_mode(sc, mode)
