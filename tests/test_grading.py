@@ -399,6 +399,15 @@ def test_a2_a_finish_that_reads_the_clock_is_graded_as_it_runs() -> None:
     assert not G.grade_a2_sweep(detect).passed
 
 
+@pytest.mark.parametrize("end", ["return nil", "return false", ""])
+def test_a2_a_finish_that_returns_nil_did_not_return_0(end: str) -> None:
+    """A finish that does the work but forgets its ``return 0`` answers nil: reported as nil, never as 0."""
+    lua = FIXED.replace('redis.call("DEL", lock)\nreturn 0\n', 'redis.call("DEL", lock)\n' + end + "\n")
+    assert lua != FIXED
+    v = G.grade_a2_sequential(lua)
+    assert not v.passed and "it returned nil instead of 0" in v.feedback, v.feedback
+
+
 def test_a2_forgetting_the_lock_is_reported() -> None:
     v = G.grade_a2_sequential(FORGETS_LOCK)
     assert not v.passed and "lock is still there" in v.feedback

@@ -60,15 +60,16 @@ class Outcome:
 
     @classmethod
     def of(cls, reply: Any) -> Outcome:
-        """Classify a raw reply (bytes, int, list, ``None`` or an exception instance)."""
+        """Classify a raw reply (bytes, int, list, ``None`` or an exception instance). A nil reply is no
+        code: it is shown as ``nil``, never as ``0`` (a finish that forgot its ``return 0`` did not say done)."""
         if isinstance(reply, BaseException):
             return cls(code=None, error=error_text(reply))
         if isinstance(reply, bool):
             return cls(code=int(reply))
         if isinstance(reply, int):
             return cls(code=reply)
-        if reply is None:
-            return cls(code=0)
+        if reply is None:  # (a script's ``return nil``, or ``return false``: Redis answers both with nil)
+            return cls(code=None, other="nil")
         if isinstance(reply, list):
             if reply and reply[0] not in (0, None):
                 nxt = None
