@@ -43,42 +43,54 @@ class NotebookRun:
         return next((e for e in self.errors if e.grade_id == gid), None)
 
 
-#: Seconds one cell may run before it is stopped (nbgrader's default cell timeout is 30 s).
+#: Seconds of CPU time one cell may use before it is stopped (nbgrader's default cell timeout is 30 s, of wall
+#: time: counting CPU time, a correct answer is not stopped because the machine grading it is busy).
 CELL_TIMEOUT_S = 30
+#: A cell is also stopped after this many times :data:`CELL_TIMEOUT_S` of wall time: one that waits (a sleep, a
+#: read that never returns) uses no CPU time.
+CELL_WALL_FACTOR = 4
 
 
 class CellTimeout(Exception):
-    """A cell ran longer than :data:`CELL_TIMEOUT_S`."""
+    """A cell used more than :data:`CELL_TIMEOUT_S` of CPU time, or ran :data:`CELL_WALL_FACTOR` times longer."""
 
 
 @contextlib.contextmanager
 def time_limit(seconds: int) -> Iterator[None]:
-    """Stop the block after ``seconds`` by raising :class:`CellTimeout` in it (SIGALRM; only in the main
-    thread of a POSIX process, else no limit)."""
+    """Stop the block by raising :class:`CellTimeout` in it once it has used ``seconds`` of the process's CPU
+    time (SIGPROF) or run ``CELL_WALL_FACTOR × seconds`` of wall time (SIGALRM); only in the main thread of a
+    POSIX process, else no limit."""
     import signal
     import threading
 
     if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         yield
         return
+    wall = seconds * CELL_WALL_FACTOR
 
-    def expired(_signum: int, _frame: Any) -> None:
-        raise CellTimeout(f"the cell ran longer than {seconds} s and was stopped")
+    def used_cpu(_signum: int, _frame: Any) -> None:
+        raise CellTimeout(f"the cell used more than {seconds} s of CPU time and was stopped")
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
+    def ran_long(_signum: int, _frame: Any) -> None:
+        raise CellTimeout(f"the cell ran longer than {wall} s and was stopped")
+
+    previous = signal.signal(signal.SIGPROF, used_cpu), signal.signal(signal.SIGALRM, ran_long)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.alarm(wall)
     try:
         yield
     finally:
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous[0])
+        signal.signal(signal.SIGALRM, previous[1])
 
 
 def run_notebook(nb: Mapping[str, Any], *, tests: bool = False) -> NotebookRun:
     """Run the notebook's code cells in order in one fresh namespace, as a kernel would, capturing their
     output. Test cells (graded, not solutions) run only with ``tests=True``. A cell that raises is recorded
-    and the run goes on (nbgrader autograde does the same); a cell that runs longer than
-    :data:`CELL_TIMEOUT_S` seconds is stopped and recorded as ``CellTimeout``."""
+    and the run goes on (nbgrader autograde does the same); a cell over its time (:func:`time_limit`,
+    :data:`CELL_TIMEOUT_S` seconds of CPU time) is stopped and recorded as ``CellTimeout``."""
     ns: dict[str, Any] = {"__name__": "__main__"}
     run = NotebookRun(ns)
     buf = io.StringIO()
