@@ -84,6 +84,8 @@ class Task:
 _local = threading.local()
 
 
+#: a pool worker runs a task a stop signal interrupts (a part, or any call :func:`emqlab.explore.pool.stoppable`
+#: runs); between tasks the signal is only noted (:data:`_stopping`)
 _running = threading.Event()
 #: a pool worker was sent a stop signal: the command is ending, and the parts still queued for it are
 #: not started (one run to its end after the stop streamed its hand-ons into a channel no one read any

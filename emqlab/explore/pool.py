@@ -1,8 +1,8 @@
 """The home of where a divided exploration's parts run: the executors (:func:`make_executor`: this process,
 a local process pool, a Dask cluster), the dispatch that feeds them the subtrees handed on
 (:class:`Dispatch`), the fork server and resource tracker started with the stop signals held back, the waits
-for the workers, and what a stop signal does to them. The stop signals themselves are
-:mod:`emqlab.explore.stops`'s.
+for the workers, and what a stop signal does to them; the same pool for a list of other calls
+(:func:`run_in_order`: sweep-rtt's grid). The stop signals themselves are :mod:`emqlab.explore.stops`'s.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from emqlab.backend.connect import BackendError, _redact, is_fake, url_secrets
 from emqlab.engine.runner import Runner
@@ -37,6 +37,7 @@ from emqlab.explore.tree import Branch
 from emqlab.protocol.schedules import format_schedule, parse_schedule
 
 Progress = Callable[[int, int | None], None]
+T = TypeVar("T")
 
 
 
@@ -55,10 +56,11 @@ class ExecutorUnreachable(BackendError):
 
 def _on_sigint(signum: int, frame: Any) -> None:
     """A stop signal in a worker (Ctrl-C, or SIGTERM / SIGHUP to the process group: a CI timeout, a closed
-    terminal): interrupt the part it is running, once; between parts it is ignored (the coordinator shuts
-    the pool down, and the worker's exit deletes its live keys). Every later one is ignored, so it cannot
-    cut short the clean-up the first one started (the terminal's process group and the coordinator both
-    send one). Either way the worker starts no part after it (:data:`~emqlab.explore.parts._stopping`)."""
+    terminal): interrupt the part (or :func:`stoppable` call) it is running, once; between them it is ignored
+    (the coordinator shuts the pool down, and the worker's exit deletes its live keys). Every later one is
+    ignored, so it cannot cut short the clean-up the first one started (the terminal's process group and the
+    coordinator both send one). Either way the worker starts no part after it
+    (:data:`~emqlab.explore.parts._stopping`)."""
     _stopping.set()
     if _running.is_set():
         for s in STOP_SIGNALS:
@@ -327,6 +329,52 @@ def _interrupt_pool(ex: cf.Executor) -> None:
             pass
 
 
+def stoppable(fn: Callable[..., T], /, *args: Any) -> T:
+    """``fn(*args)`` in a pool worker as a task a stop signal interrupts (:func:`_on_sigint` raises
+    KeyboardInterrupt inside it), like a part: a worker running a call not marked so counts as between two
+    tasks, where a stop signal is ignored, and the call runs to its end while the coordinator's shutdown
+    waits for it. None starts once the worker was sent one. (Marked before the check: a signal just before
+    the mark is seen by the check, one after it interrupts the call.)"""
+    _running.set()
+    try:
+        if _stopping.is_set():
+            raise KeyboardInterrupt
+        return fn(*args)
+    finally:
+        _running.clear()
+
+
+def run_in_order(fn: Callable[..., T], calls: Sequence[tuple[Any, ...]], jobs: int, *, live: bool,
+                 each: Callable[[int, T], None] | None = None) -> list[T]:
+    """``fn(*args)`` for every ``args`` of ``calls`` on a local pool of ``jobs`` workers (:func:`make_executor`;
+    ``live=False``: they use fakeredis only), each call :func:`stoppable`; the results in the order of
+    ``calls``, ``each(i, result)`` called as each comes in that order. A stop signal here (Ctrl-C, or SIGTERM
+    or SIGHUP as the CLI's SystemExit) is passed on to the workers (a signal to this process alone reaches
+    no worker), whose calls stop and clean up, and the pool is shut down before it is raised again."""
+    ex, close = make_executor(jobs, live=live, pool=True)
+    try:
+        # (held back while the workers start and the calls are queued: submit holds the pool's locks, which a
+        # KeyboardInterrupt raised inside it would leave held for the shutdown to wait on; a forked worker
+        # unblocks them first thing, _pool_init)
+        with stops_held():
+            futures = [ex.submit(stoppable, fn, *args) for args in calls]
+        results: list[T] = []
+        for f in futures:
+            while not f.done():
+                _wait({f}, None)  # (the signals held back inside, taken between two slices)
+            results.append(f.result())
+            if each is not None:
+                each(len(results) - 1, results[-1])
+        return results
+    except (KeyboardInterrupt, SystemExit):
+        with _quiet():
+            _interrupt_pool(ex)
+            close()
+        raise
+    finally:
+        close()
+
+
 #: how often (s) the coordinator, waiting for its workers, looks for the nodes their parts hand on
 HEAR_EVERY = 0.005
 
@@ -549,4 +597,4 @@ class Dispatch:
 
 
 __all__ = ["Dispatch", "ExecutorUnreachable", "FORKSERVER_PRELOAD", "InlineExecutor", "ParallelError",
-           "check_executor", "default_jobs", "make_executor", "start_method", "url_of"]
+           "check_executor", "default_jobs", "make_executor", "run_in_order", "start_method", "stoppable", "url_of"]

@@ -75,9 +75,11 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
               **overrides: Any) -> Sweep:
     """Every mode at every RTT. ``progress(done, total)`` counts jobs finished over the whole grid (total =
     runs x jobs). One backend connection is reused (each run claims and deletes its own queue). With
-    ``processes`` > 1 the runs of the grid go to a local pool (:func:`emqlab.explore.pool.make_executor`), each
+    ``processes`` > 1 the runs of the grid go to a local pool (:func:`emqlab.explore.pool.run_in_order`), each
     on a fakeredis of its worker's or, on a live server, under its own queue; every run is a pure function
-    of the mode and the configuration (virtual time, seeded draws), so the sweep is the same."""
+    of the mode and the configuration (virtual time, seeded draws), so the sweep is the same. A stop signal
+    (Ctrl-C; SIGTERM or SIGHUP under the CLI) stops the runs in flight there too, each deleting its keys,
+    before it is raised here, whether the workers were sent it or this process alone."""
     from emqlab.backend.connect import connect
 
     started = time.perf_counter()
@@ -90,18 +92,16 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
     total = len(rtt_list) * len(mode_list) * cfg.jobs
     results: list[TimedResult] = []
     if processes > 1:
-        from emqlab.explore.pool import make_executor, url_of
+        from emqlab.explore.pool import run_in_order, url_of
 
         url = url_of(conn)
-        pool, close = make_executor(processes, live=url is not None)
-        try:
-            futures = [pool.submit(_cell, m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
-            for f in futures:
-                results.append(f.result())
-                if progress:
-                    progress(len(results) * cfg.jobs, total)
-        finally:
-            close()
+
+        def done(i: int, _result: TimedResult) -> None:
+            if progress:
+                progress((i + 1) * cfg.jobs, total)
+
+        calls = [(m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
+        results = run_in_order(_cell, calls, processes, live=url is not None, each=done)
         return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
     for m in mode_list:
         for x in rtt_list:
