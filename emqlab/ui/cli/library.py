@@ -99,36 +99,42 @@ def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False,
 
 
 def _check_scenarios(lib: Any, jobs: int | None) -> None:
-    from emqlab.explore.pool import make_executor
+    from emqlab.explore.pool import default_jobs, run_in_order
     from emqlab.explore.run import check_case
 
     cases = [(s, mode) for s in lib for mode in s.modes]
     width = max((len(s.name) for s, _mode in cases), default=0)
-    pool, close = make_executor(jobs, live=False)
-    try:  # each case explored whole in one worker; printed in library order as they come
-        futures = [pool.submit(check_case, s, mode) for s, mode in cases]
-        bad = 0
-        for (s, mode), fut in zip(cases, futures, strict=True):
-            got, seen_codes = fut.result()
-            exp = s.expect.get(mode)
-            ok = exp is None or sorted(exp.anomalies) == got
-            missing_codes = []
-            if exp is not None:
-                for actor, codes in exp.codes.items():
-                    seen = seen_codes.get(actor, set())
-                    missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
-            ok = ok and not missing_codes
-            bad += not ok
-            mark = "[green]ok      [/]" if ok else "[red]MISMATCH[/]"  # (one width: the names line up)
-            detail = ""
-            if not ok and exp is not None:
-                detail = f"; expected {', '.join(sorted(exp.anomalies)) or '-'}"
-                if missing_codes:
-                    detail += f"; return codes never seen: {', '.join(missing_codes)}"
-            console.print(f"{mark} {s.name:<{width}} {mode:<17} found {', '.join(got) or '-'}{detail}",
-                          markup=True, highlight=False)
-    finally:
-        close()
+    bad = 0
+
+    def show(i: int, result: tuple[list[str], dict[str, set[Any]]]) -> None:
+        nonlocal bad
+        (s, mode), (got, seen_codes) = cases[i], result
+        exp = s.expect.get(mode)
+        ok = exp is None or sorted(exp.anomalies) == got
+        missing_codes = []
+        if exp is not None:
+            for actor, codes in exp.codes.items():
+                seen = seen_codes.get(actor, set())
+                missing_codes += [f"{actor} {c}" for c in codes if c not in seen]
+        ok = ok and not missing_codes
+        bad += not ok
+        mark = "[green]ok      [/]" if ok else "[red]MISMATCH[/]"  # (one width: the names line up)
+        detail = ""
+        if not ok and exp is not None:
+            detail = f"; expected {', '.join(sorted(exp.anomalies)) or '-'}"
+            if missing_codes:
+                detail += f"; return codes never seen: {', '.join(missing_codes)}"
+        console.print(f"{mark} {s.name:<{width}} {mode:<17} found {', '.join(got) or '-'}{detail}",
+                      markup=True, highlight=False)
+
+    # each case explored whole in one worker (a stop signal to this process alone stops them too); printed in
+    # library order as they come
+    n = jobs if jobs is not None else default_jobs()
+    if n > 1:
+        run_in_order(check_case, cases, n, live=False, each=show)
+    else:
+        for i, (s, mode) in enumerate(cases):
+            show(i, check_case(s, mode))
     console.print(f"{len(cases) - bad} of {len(cases)} scenario × mode cases as expected"
                   + (f", {bad} MISMATCH" if bad else ""), markup=False, highlight=False)
     sys.exit(ExitCode.FAILS if bad else ExitCode.HOLDS)
