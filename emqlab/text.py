@@ -22,6 +22,16 @@ DEFAULT_WIDTH = 100
 # -- numbers ------------------------------------------------------------------------------------------------
 
 
+def share_text(x: float) -> str:
+    """A share as a percentage with one decimal that never rounds to a whole it is not: ``>99.9%`` for a
+    share under 1 that would print as ``100.0%``, ``<0.1%`` for one above 0 that would print as ``0.0%``."""
+    if 0 < x < 0.0005:
+        return "<0.1%"
+    if 0.9995 <= x < 1:
+        return ">99.9%"
+    return f"{x:.1%}"
+
+
 def sig3(x: float) -> str:
     """``x`` to three significant digits, no exponent, thousands separated: 0, 152, 39.4, 0.384, 0.0000100,
     12,346 (a number of 1,000 or more keeps all its integer digits). Raises OverflowError for an infinite
@@ -188,7 +198,7 @@ def command_lines(label: str, words: Sequence[str], width: int | None) -> list[s
 
 
 __all__ = ["DEFAULT_WIDTH", "command_lines", "elide_end", "elide_middle", "elide_words", "line_breaks", "progress_bar",
-           "sig3", "wrap"]
+           "share_text", "sig3", "wrap"]
 
 
 # -- a page as data: one set of blocks, written as Markdown and drawn on a PDF page --------------------------

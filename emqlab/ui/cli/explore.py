@@ -15,7 +15,7 @@ from rich.text import Text
 
 from emqlab.explore.checked import ScheduleError
 from emqlab.protocol.verdict import judge
-from emqlab.text import DEFAULT_WIDTH, progress_bar
+from emqlab.text import DEFAULT_WIDTH, progress_bar, share_text
 from emqlab.ui.cli.common import (
     MAX_DEPTH,
     MAX_PREEMPTIONS,
@@ -274,7 +274,7 @@ def _print_report(rep: Any, sc: Any, mode: str, scenario_name: str, redis_url: s
         a.add_column("min preemptions", justify="right")
         for kind in rep.anomaly_kinds:
             n = rep.interleavings_with[kind] if rep.raw_exact else rep.runs_with[kind]
-            a.add_row(f"[red]{kind}[/]", f"{n:,}", f"{rep.share(kind):.1%}", str(rep.min_preemptions[kind]))
+            a.add_row(f"[red]{kind}[/]", f"{n:,}", share_text(rep.share(kind)), str(rep.min_preemptions[kind]))
         console.print(a, width=width)
     if rep.codes:
         console.print()
