@@ -330,6 +330,27 @@ def test_a_pool_workers_hand_ons_stream_back_as_its_part_goes_on(monkeypatch: py
     assert stats.streamed > 0 and len({w.split(":")[1] for w in stats.workers}) == 2  # two processes
 
 
+@pytest.mark.parametrize("how", ["one job", "a pool of ours", "an executor given"])
+def test_a_divided_searchs_progress_is_full_only_when_every_part_has_ended(
+        how: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``progress(done, total)`` of a divided search counts parts finished of parts known: the total grows
+    as parts are handed on, done stays below it while any part (the search here included) is open, and the
+    last update is every part of the report, done. (Told None, or done == total whenever nothing was queued
+    for a moment, a bar stood full, and rich kept that total, while the search here or a part still ran.)"""
+    monkeypatch.setattr(explore_pool, "WARM_AFTER_S", 0.0)  # (the pool at the first hand-on)
+    where: dict[str, Any] = ({"jobs": 1} if how == "one job" else {"jobs": 2} if how == "a pool of ours"
+                             else {"executor": request.getfixturevalue("pool")})
+    told: list[tuple[int, int]] = []  # (a total of None is told as -1)
+    stats = Stats()
+    explore(scenario.load("crash-mid-finish"), "split", divide=True, donate_every=1, stats=stats,
+            progress=lambda done, total: told.append((done, -1 if total is None else total)), **where)
+    assert stats.parts > 2 and told
+    *going, last = told
+    assert all(0 <= done < total for done, total in going), going
+    assert last == (stats.parts, stats.parts)
+    assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(told, told[1:], strict=False)), told
+
+
 def test_a_pool_forked_from_a_process_with_no_other_thread_prints_what_one_job_does() -> None:
     """``emqlab simulate`` in a process of its own has no other thread, so its pool's worker is forked from
     it (explore_pool.start_method): the report is the same as one job's, and a worker really ran parts."""

@@ -147,9 +147,10 @@ def explore_divided(scenario: Scenario, mode: str, config: ExploreConfig, *, con
     ``divide=True``; never with ``divide=False``) it hands subtrees on after gaps of ``donate_every`` runs,
     doubling (:class:`Donor`), and so does every subtree handed on, so an exploration within :data:`PROBE_RUNS` runs
     is exactly the undivided one and starts no pool. ``max_seconds`` stops it: the report is then incomplete
-    and says what was covered. ``progress(done, total)`` counts parts (``total`` None while parts may still
-    be handed on); ``stats`` (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers
-    connect to ``url`` (default: ``conn``'s; fakeredis: one server per worker). Raises
+    and says what was covered. ``progress(done, total)`` counts parts: those finished, of those known so
+    far (the total grows as parts are handed on; done equals it only once every part has ended); ``stats``
+    (a :class:`Stats`) is filled in. ``conn`` is the coordinator's backend; workers connect to ``url``
+    (default: ``conn``'s; fakeredis: one server per worker). Raises
     :class:`~emqlab.explore.pool.ParallelError` for a bad executor."""
     from emqlab.backend.connect import connect
 
@@ -226,6 +227,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
         finally:
             root.donate = None
         if donor is None or not donor.donated:
+            dispatch.root_done()
             undivided = ("no" if divide is False else
                          "no: --no-reduce runs every schedule here" if not reduce else
                          f"no: finished within {first} runs" if rep.complete else
@@ -238,6 +240,7 @@ def _donating(runner: Runner, job: Job, config: ExploreConfig, executor: str | c
         here = root.part(0)
         here.requests = list(root.requests)
         asked.ask_more(root.requests)
+        dispatch.root_done()  # (after what it asked for is handed on: the total has grown by then)
         here.worker, here.queue = f"coordinator:{os.getpid()}", runner.keys.base
         here.seconds, here.cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
         here.peak_rss_kb = _peak_rss_kb()

@@ -409,6 +409,10 @@ class Dispatch:
         self._heard: Counter[int] = Counter()
         #: called with each part's index and the part as it comes in (what it asked for may start new parts)
         self.on_part: Callable[[int, Part], None] | None = None
+        #: the search here (part 0) still runs: it may hand on more, and it counts as open
+        self._root_open = True
+        #: the last (done, total) told to ``progress``
+        self._told: tuple[int, int] | None = None
         n = jobs if jobs is not None else default_jobs()
         local = not isinstance(executor, cf.Executor) and executor in (None, "local", "process")
         #: a local pool, started only once the search has run :data:`WARM_AFTER_S` (until then, and if the
@@ -421,6 +425,7 @@ class Dispatch:
             self.workers = max(1, getattr(executor, "_max_workers", 1) or 1)
         else:  # a local pool's (this process is the n-th), or a Dask cluster's, learnt when it is reached
             self.workers = n - 1 if local else 0
+        self._tell()  # (0 of 1: the search here, before it hands anything on)
 
     def rank(self, i: int) -> list[int]:
         pre, branch = self.prefixes[i]
@@ -434,7 +439,26 @@ class Dispatch:
         """A node handed on (called by the :class:`~emqlab.explore.parts.Donor` between two runs of the search here)."""
         self.prefixes.append((prefix, branch))
         self._queued.append(len(self.prefixes) - 1)
+        self._tell()
         self.pump()
+
+    def root_done(self) -> None:
+        """The search here has ended, and what it asked for is handed on."""
+        self._root_open = False
+        self._tell()
+
+    def _tell(self) -> None:
+        """``progress(done, total)``: the parts finished, of the parts known so far (the search here and every
+        node handed on). A part counts as finished only once what it handed on is counted too, so done equals
+        total only when nothing is left open, and the total grows as parts are handed on: a bar keeps the
+        last total it was given (rich ignores None), and one given done == total while a part still runs
+        stands full, with no sign of the work left."""
+        if not self.progress:
+            return
+        told = (len(self._done) + (not self._root_open), len(self.prefixes))
+        if told != self._told:
+            self._told = told
+            self.progress(*told)
 
     def _start(self) -> None:
         if self._pool is not None or self._starting is not None:
@@ -523,6 +547,7 @@ class Dispatch:
             self._heard[i] += 1
             self.prefixes.append((parse_schedule(prefix, self.order), branch))
             self._queued.append(len(self.prefixes) - 1)
+            self._tell()
 
     def _got(self, i: int, part: Part) -> None:
         if part.refused is not None:  # back to the queue, to run here
@@ -537,8 +562,7 @@ class Dispatch:
             self._queued.append(len(self.prefixes) - 1)
         if self.on_part is not None:
             self.on_part(i, part)
-        if self.progress:
-            self.progress(len(self._done), None if self._running or self._queued else len(self._done))
+        self._tell()
 
     def finish(self) -> list[Part]:
         """Every part handed on, run to the end (or to the job's deadline), in the order they were handed on."""

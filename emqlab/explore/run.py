@@ -34,7 +34,8 @@ def explore(scenario: Scenario, mode: str, config: ExploreConfig | None = None, 
     afterwards), unless the config asks for a division (``jobs``, ``max_seconds`` or ``divide`` set) or an
     ``executor`` is given: then an exhaustive, random or PCT exploration is divided over processes
     (:func:`emqlab.explore.divide.explore_divided`: workers connect to ``url``, default ``conn``'s; ``stats``
-    is filled in). ``progress(done, total_or_None)`` is called as it goes (runs here, parts divided).
+    is filled in). ``progress(done, total_or_None)`` is called as it goes: runs here (total None); divided,
+    parts finished of parts known so far (the total grows as parts are handed on).
 
     Raises TypeError for an option that is no :class:`ExploreConfig` field, ValueError for a bad config or
     a ``mode`` that is none of :data:`emqlab.engine.context.MODES`,
