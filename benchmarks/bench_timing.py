@@ -39,13 +39,14 @@ def measured_table(sweep: Sweep, command: str, wall_s: float, backend: str) -> s
     lines = [f"`{command}` ({backend}, {r0.jobs} jobs, {r0.workers} workers, seed {r0.seed}; "
              f"measured {time.strftime('%Y-%m-%d')}, the grid took {wall_s:.0f} s on {platform.machine()}):", "",
              "| mode | RTT (ms) | round trips / job | aborted EXECs / job | jobs / s | anomalies / 1,000 jobs "
-             "| window model / 1,000 | job executions |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| window model / 1,000 | job executions | jobs left |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sweep.results:
         window = "–" if r.mode != "split" else _num(r.expected_per_1000)
         aborts = f"{r.aborts_per_job:.2f}" if r.mode == "transaction" else "–"
         lines.append(f"| {r.mode} | {r.rtt_ms:g} | {r.round_trips_per_job:.2f} | {aborts} | {_num(r.jobs_per_s)} | "
-                     f"{_num(r.anomalies_per_1000)} | {window} | {r.finishes} |")
+                     f"{_num(r.anomalies_per_1000)} | {window} | {r.finishes}{' *' if r.truncated else ''} | "
+                     f"{r.unfinished_total} |")
     return "\n".join(lines)
 
 

@@ -424,6 +424,23 @@ def test_a_sigint_to_the_coordinator_alone_stops_a_sweep_in_two_processes_at_onc
                 proc.communicate()
 
 
+def test_the_lock_a_gave_up_finish_leaves_lapses_and_the_sweep_recovers_its_job() -> None:
+    """A transaction finish that gave up (every EXEC aborted) leaves its job in active under its lock, which
+    nobody renews: it lapses lock_ms after it was set and the sweep recovers the job, which runs again. (The
+    lease clock forgot such a lock when the worker moved on: it never lapsed, and the job stayed in active
+    however long the run.)"""
+    r = simulate("transaction", rtt_ms=75, jobs=4, workers=2, lock_ms=1500)
+    h = r.history
+    assert h is not None
+    gave_up = [(x.job, str(x.outcome)) for x in h.results["W1"] + h.results["W2"]
+               if x.kind == "finish" and x.outcome is not None and x.outcome.error is not None]
+    assert gave_up and all(o == "ERR transaction aborted 3 times: a watched key kept changing" for _, o in gave_up)
+    first = min(s.time for s in h.steps if s.actor.startswith("W"))
+    lapses = [s for s in h.steps if s.kind == "clock" and s.reply == 1]
+    assert lapses and min(s.time for s in lapses) >= first + 1500  # (a fetch sets the lock: none lapses sooner)
+    assert r.anomalies.get("duplicate-execution", 0) > 0  # recovered, and run again
+
+
 def test_jobs_a_gave_up_finish_leaves_in_active_are_reported_unfinished() -> None:
     """At 75 ms the sweep (every 30 ms) writes ``stalled`` inside every WATCH … EXEC of the transaction
     finish: each attempt aborts, the finish gives up and its job stays in active. That is no anomaly kind

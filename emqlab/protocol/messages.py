@@ -176,8 +176,9 @@ RUN_RELEASED = "emqlab host: this script run was released"
 #: a command of a script emqlab runs that reaches beyond the run's keys (``%s``: the run's prefix, then what
 #: the command reached: a key, every key, another database or server); the code is Redis's for an ACL refusal
 OUTSIDE_RUN = "NOPERM emqlab runs a script on its run's keys only (%s*): the script's %s"
-#: an optimistic transaction (WATCH … EXEC) of a Python block that kept losing (``%d``: its attempts)
-TRANSACTION_ABORTED = "ERR transaction aborted %d times: a watched key kept changing"
+#: an optimistic transaction (WATCH … EXEC) of a Python block that kept losing (``%d``: its attempts); without
+#: the ``ERR`` code, as redis-py gives a server's error (an outcome shows it as ``ERR …``)
+TRANSACTION_ABORTED = "transaction aborted %d times: a watched key kept changing"
 
 
 def texts() -> dict[str, str]:

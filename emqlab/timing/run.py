@@ -70,7 +70,8 @@ class TimedResult:
     structures holding the job, comma-joined; ``"nowhere"`` for a job in none). A job whose finish gave up
     (every WATCH … EXEC of a transaction finish aborted) is left in ``active`` under its worker's lock: it is
     not ``stuck-active`` (that needs no lock and no sweep, and here the lock lapses ``lock_ms`` after it was
-    set, after which the sweep recovers the job), but this run ended first, so the job was never done."""
+    set, after which the sweep recovers the job and a worker runs it again); a run that ends first leaves the
+    job never done."""
 
     mode: str
     rtt_ms: float
@@ -188,9 +189,7 @@ class _Exposure:
             if annotate and step.reply == 1 and step.command is not None:  # the lapse deleted the lock
                 job = runner.keys.relative(step.command[3])[: -len(":lock")]
                 step.effects.append(LockChanged(job, step.command[4].decode(), None))
-            lease = run.leases.get(run._owner(actor))
-            if lease is not None and lease.expiry <= run.t:
-                del run.leases[run._owner(actor)]
+            run._lapsed(run._owner(actor))
             return
         # a finish's window: from its DEL of the lock to its next command
         gap = next(((j, g) for j, g in run._open_gap.items() if g[0] == actor), None)
@@ -302,6 +301,9 @@ class TimedRun:
         self._order: dict[str, int] = {a.id: i for i, a in enumerate(self.scenario.actors)}
         # the lock each worker holds, as the lease clocks see it
         self.leases: dict[str, _Lease] = {}
+        # the locks of finishes that gave up (the job still in active under the worker's token), by worker:
+        # nobody renews them, and each lapses at its expiry for the sweep to recover the job
+        self._left: dict[str, list[_Lease]] = {}
         self._next_lease: dict[str, _Lease] = {}
         self.finishes = 0
         self._done_jobs: set[str] = set()
@@ -350,9 +352,24 @@ class TimedRun:
         if op is None:
             return INF
         if op.kind == "clock":
-            lease = self.leases.get(self._owner(actor))
+            lease = self._due(self._owner(actor))
             return lease.expiry if lease else INF
         return self._arrive[actor]
+
+    def _due(self, worker: str) -> _Lease | None:
+        """The lease of ``worker``'s that lapses first: its current lock's, or one its gave-up finishes left."""
+        held = [*self._left.get(worker, ()), *([self.leases[worker]] if worker in self.leases else [])]
+        return min(held, key=lambda lease: lease.expiry, default=None)
+
+    def _lapsed(self, worker: str) -> None:
+        """After a lapse event of ``worker``'s lease clock: forget the lease it ended."""
+        lease = self._due(worker)
+        if lease is None or lease.expiry > self.t:
+            return
+        if self.leases.get(worker) is lease:
+            del self.leases[worker]
+        else:
+            self._left[worker].remove(lease)
 
     def _owner(self, lease_actor: str) -> str:
         return "W" + lease_actor[1:]
@@ -416,7 +433,10 @@ class TimedRun:
         self.finish_commands[self._ops_in_finish.pop(worker, 0)] += 1
         if self._finishing.get(job) == worker:
             del self._finishing[job]
-        self.leases.pop(worker, None)
+        lease = self.leases.pop(worker, None)
+        if lease is not None and self.runner.exec(b"GET", self.runner.keys.lock(lease.job).encode()) \
+                == lease.token.encode():
+            self._left.setdefault(worker, []).append(lease)  # (the finish gave up: its lock lives on)
         nxt = self._next_lease.pop(worker, None)
         if nxt is not None:  # the lock a split fetch-next set, at the server time it ran
             self.leases[worker] = nxt
@@ -496,7 +516,7 @@ class TimedRun:
         owner = spec.of or "W1"
 
         def lock() -> tuple[str, str | None]:
-            held = self.leases.get(owner) or _Lease("", "", 0.0, 0.0)
+            held = self._due(owner) or _Lease("", "", 0.0, 0.0)
             return held.job, held.token
 
         while True:
