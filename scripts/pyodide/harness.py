@@ -107,6 +107,17 @@ def _node_modules(cache: Path) -> Path:
     return npm / "node_modules"
 
 
+#: the files of the Lua on WebAssembly a browser build ships beside emqlab (``emqlab/scripting/wasmoon/``, which
+#: :mod:`emqlab.scripting.wasmlua` loads): name → path under ``node_modules/``
+WASMOON_FILES = {"index.js": "wasmoon-lua5.1/dist/index.js", "liblua5.1.wasm": "wasmoon-lua5.1/dist/liblua5.1.wasm",
+                 "lodash.min.js": "lodash/lodash.min.js"}
+
+
+def wasmoon_files(modules: Path) -> dict[str, Path]:
+    """:data:`WASMOON_FILES` in ``modules`` (the ``node_modules/`` of :func:`prepare`): name → file."""
+    return {name: modules / rel for name, rel in WASMOON_FILES.items()}
+
+
 def prepare() -> tuple[Path, Path]:
     """The ``site/`` and ``node_modules/`` folders, built if missing or stale. Raises ``CalledProcessError``
     when npm or pip fails."""

@@ -120,9 +120,8 @@ def build(out: Path, rtts: tuple[float, ...] = SWEEP_RTTS, *, with_bytecode: boo
     for name in PYODIDE_FILES:
         shutil.copyfile(modules / "pyodide" / name, out / "pyodide" / name)
     wasmoon = modules / "wasmoon-lua5.1"
-    shutil.copyfile(wasmoon / "dist" / "index.js", out / "wasmoon" / "index.js")
-    shutil.copyfile(wasmoon / "dist" / "liblua5.1.wasm", out / "wasmoon" / "liblua5.1.wasm")
-    shutil.copyfile(modules / "lodash" / "lodash.min.js", out / "wasmoon" / "lodash.min.js")
+    for name, path in harness.wasmoon_files(modules).items():
+        shutil.copyfile(path, out / "wasmoon" / name)
     for package, folder in ((wasmoon, "wasmoon"), (modules / "lodash", "wasmoon"), (modules / "pyodide", "pyodide")):
         for licence in sorted(package.glob("LICEN[CS]E*")):
             shutil.copyfile(licence, out / folder / f"{package.name}-{licence.name}")

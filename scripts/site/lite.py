@@ -37,6 +37,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from archive import write_zip  # type: ignore[import-not-found]  # (scripts/site/archive.py)
 
@@ -145,6 +146,13 @@ def _tree(root: Path, prefix: str) -> dict[str, bytes]:
             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
 
 
+def _harness() -> Any:
+    """``scripts/pyodide/harness.py``, imported as the site's build imports it."""
+    from build import _harness  # type: ignore[import-not-found]  # (scripts/site/build.py)
+
+    return _harness()
+
+
 def made_wheels(out_dir: Path, site_packages: Path, modules: Path) -> list[Path]:
     """Write the two wheels no registry has into ``out_dir``: ``emqlab`` (the checkout's ``emqlab/`` with
     ``lua/`` and wasmoon-lua5.1's files in ``emqlab/scripting/wasmoon/``) and ``PyYAML`` (the pure ``yaml``
@@ -152,10 +160,8 @@ def made_wheels(out_dir: Path, site_packages: Path, modules: Path) -> list[Path]
     from emqlab import __version__
 
     files = _tree(CHECKOUT / "emqlab", "emqlab/") | _tree(CHECKOUT / "lua", "emqlab/lua/")
-    wasmoon = "emqlab/scripting/wasmoon/"
-    files[wasmoon + "index.js"] = (modules / "wasmoon-lua5.1" / "dist" / "index.js").read_bytes()
-    files[wasmoon + "liblua5.1.wasm"] = (modules / "wasmoon-lua5.1" / "dist" / "liblua5.1.wasm").read_bytes()
-    files[wasmoon + "lodash.min.js"] = (modules / "lodash" / "lodash.min.js").read_bytes()
+    for name, path in _harness().wasmoon_files(modules).items():
+        files[f"emqlab/scripting/wasmoon/{name}"] = path.read_bytes()
     yaml = _tree(site_packages / "yaml", "yaml/")
     return [_made_wheel(out_dir, "emqlab", __version__, files),
             _made_wheel(out_dir, "pyyaml", importlib.metadata.version("PyYAML"), yaml)]
@@ -225,11 +231,7 @@ def build_lite(out: Path, site_packages: Path, modules: Path, cache: Path, platf
 def prepare() -> list[Path]:
     """Fill the harness's caches, this module's wheels and its virtual environment (CI: ``.ci/run``, before
     the tests): the wheels' paths."""
-    sys.path.insert(0, str(CHECKOUT / "scripts" / "pyodide"))
-    try:
-        import harness  # type: ignore[import-not-found]
-    finally:
-        sys.path.pop(0)
+    harness = _harness()
     _, modules = harness.prepare()
     cache, platform = harness.cache_dir(), harness.PYODIDE_PLATFORM
     lite_python(cache)
