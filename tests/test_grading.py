@@ -408,6 +408,18 @@ def test_a2_a_finish_that_returns_nil_did_not_return_0(end: str) -> None:
     assert not v.passed and "it returned nil instead of 0" in v.feedback, v.feedback
 
 
+@pytest.mark.parametrize(("harm", "says"), [
+    ('redis.call("DEL", (active:gsub("active$", "wait")))', "job 2, waiting in the same queue, ended in no list"),
+    ('redis.call("DEL", (job:gsub("1$", "2")))', "job 2, waiting in the same queue, is gone")])
+def test_a2_a_finish_that_harms_another_job_fails_the_sequential_test(harm: str, says: str) -> None:
+    """The sequential test's queue has a second job waiting: a finish that empties the wait list or deletes
+    another job's hash did its own job right and passed while the queue held one job."""
+    lua = FIXED.replace("return 0\n", harm + "\nreturn 0\n")
+    v = G.grade_a2_sequential(lua)
+    assert not v.passed and says in v.feedback, v.feedback
+    assert G.grade_a2_sequential(FIXED).passed
+
+
 def test_a2_forgetting_the_lock_is_reported() -> None:
     v = G.grade_a2_sequential(FORGETS_LOCK)
     assert not v.passed and "lock is still there" in v.feedback

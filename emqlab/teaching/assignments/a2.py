@@ -56,11 +56,23 @@ def _lua_problem(lua: Any) -> str | None:
     return None
 
 
-def _a2_runner(scenario: str, lua: str, violations: list[str]) -> Any:
+#: a job waiting in the sequential test's queue that no actor touches: a finish must leave it where it is
+BYSTANDER = "2"
+
+
+def _a2_runner(scenario: str, lua: str, violations: list[str], *, bystander: bool = False) -> Any:
+    """A Runner of ``scenario`` in which W1 finishes by ``lua``; with ``bystander``, job :data:`BYSTANDER`
+    waits in ``wait`` too (a finish that empties the wait list, or deletes more than its own job's keys, is
+    seen)."""
+    import dataclasses
+
     from emqlab.engine.scenario import load
     from emqlab.explore.checked import Runner
 
     sc = load(scenario)
+    if bystander:
+        sc.jobs = {**sc.jobs, BYSTANDER: dataclasses.replace(sc.jobs["1"], id=BYSTANDER)}
+        sc.state = {**sc.state, "wait": [*sc.state.get("wait", []), BYSTANDER]}
     return Runner(sc, "split", conn(), factories={"worker": _student_finish_factory(lua, violations)})
 
 
@@ -159,17 +171,18 @@ def _violation(violations: Iterable[str]) -> Verdict | None:
 
 def grade_a2_sequential(FINISH_LUA: Any) -> Verdict:  # noqa: N803
     """With nothing running beside it, the finish must complete the job: 0, job 1 in completed only, lock and
-    mark gone, returnvalue stored."""
+    mark gone, returnvalue stored; and job :data:`BYSTANDER`, waiting in the same queue, left alone."""
     problem = _lua_problem(FINISH_LUA)
     if problem:
         return Verdict(False, problem)
     violations: list[str] = []
-    with _a2_runner(A1_SCENARIO, FINISH_LUA, violations) as r:
+    with _a2_runner(A1_SCENARIO, FINISH_LUA, violations, bystander=True) as r:
         h = r.run()  # W1 to its end, then the sweep
         k = r.keys
         stalled = {m.decode() for m in r.conn.smembers(k.stalled)}
         returnvalue = r.conn.hget(k.job("1"), "returnvalue")
         lock = r.conn.get(k.lock("1"))
+        other = r.conn.exists(k.job(BYSTANDER))
     bad = _violation(violations)
     if bad:
         return bad
@@ -187,11 +200,15 @@ def grade_a2_sequential(FINISH_LUA: Any) -> Verdict:  # noqa: N803
         problems.append("job 1 is still marked in stalled")
     if returnvalue is None:
         problems.append("the job's returnvalue was not stored (HSET <job> returnvalue …)")
+    elsewhere = h.final["placements"].get(BYSTANDER, [])
+    if elsewhere != ["wait"] or not other:
+        where = "is gone" if not other else f"ended in {', '.join(elsewhere) or 'no list'}"
+        problems.append(f"job {BYSTANDER}, waiting in the same queue, {where}: a finish touches its own job only")
     if problems:
-        return Verdict(False, "Run on its own (W1 to its end, then the sweep), your finish does not finish the job: "
-                              + "; ".join(problems) + f". {A2_KEYS_DOC}.\n{short(h)}")
+        return Verdict(False, "Run on its own (W1 to its end, then the sweep), your finish does not do what a finish "
+                              "must: " + "; ".join(problems) + f". {A2_KEYS_DOC}.\n{short(h)}")
     return Verdict(True, f"On its own your finish completes job 1 in {sum(1 for s in h.steps if s.actor == 'W1')} "
-                         "commands: job 1 in completed, lock and mark gone, returnvalue stored.")
+                         "commands: job 1 in completed, lock and mark gone, returnvalue stored, job 2 still waiting.")
 
 
 def grade_a2_sweep(FINISH_LUA: Any) -> Verdict:  # noqa: N803
