@@ -32,39 +32,9 @@ from emqlab.backend.namespace import SECRET_ENV, run_mark
 from emqlab.engine.live import Safety
 from emqlab.protocol.keys import QueueKeys
 from tests.conftest import live_conn
+from tests.procs import alive, descendants
 
 pytestmark = pytest.mark.live
-
-
-def _children() -> dict[int, int]:
-    """pid -> parent pid, of every process this machine shows."""
-    out = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if fields[0] != "Z":
-                out[int(d.name)] = int(fields[1])
-    return out
-
-
-def _descendants(root: int) -> set[int]:
-    tree = _children()
-    found, todo = set(), [root]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, parent in tree.items() if parent == p]
-        found.update(kids)
-        todo.extend(kids)
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    now = _children()
-    return {p for p in pids if p in now}
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc (Linux)")
@@ -92,7 +62,7 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
         deadline = time.monotonic() + 60
         while len(helpers) < 3 and time.monotonic() < deadline:  # the fork server and two workers at least
             time.sleep(0.2)
-            helpers = _descendants(proc.pid)
+            helpers = descendants(proc.pid)
         assert len(helpers) >= 3, "the run did not start its pool"
         time.sleep(1.0)  # the workers are exploring now
         proc.send_signal(signal.SIGKILL)
@@ -102,11 +72,11 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
                                   daemon=True)
         reader.start()
         reader.join(timeout=5)
-        assert not reader.is_alive(), f"the dead command's output stays open: {_alive(helpers)} still run"
+        assert not reader.is_alive(), f"the dead command's output stays open: {alive(helpers)} still run"
         gone_by = time.monotonic() + 5
-        while _alive(helpers) and time.monotonic() < gone_by:
+        while alive(helpers) and time.monotonic() < gone_by:
             time.sleep(0.1)
-        assert _alive(helpers) == set()
+        assert alive(helpers) == set()
         runs = killed_runs()
         assert runs and all(queue.startswith("q-") for queue in runs)  # (the two-workers scenario's queue is q)
         for queue in runs:
@@ -115,14 +85,14 @@ def test_after_kill_9_of_a_divided_live_run_nothing_of_it_lives_on_and_its_outpu
     finally:
         if proc.poll() is None:
             proc.kill()
-        for p in _alive(_descendants(proc.pid)):
+        for p in alive(descendants(proc.pid)):
             os.kill(p, signal.SIGKILL)
         for queue in killed_runs():
             conn.zadd(RUN_INDEX, {queue: 1})
         clean(conn)  # (under the killed command's secret: its runs only)
-        alive = conn.exists(bystander.keys.key("wait")) and conn.zscore(RUN_INDEX, bystander.keys.name)
+        kept = conn.exists(bystander.keys.key("wait")) and conn.zscore(RUN_INDEX, bystander.keys.name)
         bystander.release()
-    assert alive, "the clean-up of the killed command's runs took another run's keys"
+    assert kept, "the clean-up of the killed command's runs took another run's keys"
 
 
 def test_a_live_key_has_its_safety_ttl_from_the_command_that_creates_it() -> None:

@@ -321,51 +321,6 @@ def test_a_sweep_in_two_processes_is_the_sweep_in_one() -> None:
     assert got["1"] == got["2"] and len(got["1"]["results"]) == 4
 
 
-def _process_tree() -> dict[int, int]:
-    """pid -> parent pid of every process that has not ended (a zombie, an orphan no one reaps yet, has)."""
-    from pathlib import Path
-
-    tree = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if fields[0] != "Z":
-                tree[int(d.name)] = int(fields[1])
-    return tree
-
-
-def _descendants(root: int) -> set[int]:
-    tree = _process_tree()
-    found, todo = set(), [root]
-    while todo:
-        parent = todo.pop()
-        kids = [c for c, p in tree.items() if p == parent]
-        found.update(kids)
-        todo.extend(kids)
-    return found
-
-
-def _pool_workers(root: int) -> set[int]:
-    """The pool workers below ``root``: its descendants with none of their own (a fork server has its
-    workers), bar multiprocessing's resource tracker."""
-    from pathlib import Path
-
-    below = _descendants(root)
-    parents = {p for c, p in _process_tree().items() if c in below}
-    workers = set()
-    for pid in below - parents:
-        try:
-            if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                workers.add(pid)
-        except OSError:
-            continue
-    return workers
-
-
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="reads the process table from /proc (Linux)")
 @pytest.mark.parametrize("backend", ["fakeredis", pytest.param("live", marks=pytest.mark.live)])
 def test_a_sigint_to_the_coordinator_alone_stops_a_sweep_in_two_processes_at_once(backend: str) -> None:
@@ -384,6 +339,7 @@ def test_a_sigint_to_the_coordinator_alone_stops_a_sweep_in_two_processes_at_onc
     import redis as redis_py
 
     from tests.conftest import own_redis_server, stops_by_default
+    from tests.procs import descendants, pool_workers, process_tree
 
     with ExitStack() as stack:
         url = stack.enter_context(own_redis_server()) if backend == "live" else None
@@ -401,11 +357,11 @@ def test_a_sigint_to_the_coordinator_alone_stops_a_sweep_in_two_processes_at_onc
         try:
             end = time.monotonic() + 60
             while proc.poll() is None and time.monotonic() < end and not (
-                    len(_pool_workers(proc.pid)) >= 2 and (live is None or keys())):
+                    len(pool_workers(proc.pid)) >= 2 and (live is None or keys())):
                 time.sleep(0.1)
-            assert proc.poll() is None and len(_pool_workers(proc.pid)) >= 2, "the sweep's pool did not start"
+            assert proc.poll() is None and len(pool_workers(proc.pid)) >= 2, "the sweep's pool did not start"
             time.sleep(1.0)  # (both runs under way)
-            helpers = _descendants(proc.pid)
+            helpers = descendants(proc.pid)
             proc.send_signal(signal.SIGINT)  # the coordinator alone
             sent = time.monotonic()
             while proc.poll() is None and time.monotonic() < sent + 5:
@@ -413,9 +369,9 @@ def test_a_sigint_to_the_coordinator_alone_stops_a_sweep_in_two_processes_at_onc
             assert proc.poll() is not None, f"still running 5 s after the SIGINT (its workers {helpers})"
             out, err = proc.communicate(timeout=10)
             assert (proc.returncode, err, out) == (130, b"interrupted\n", b"")
-            while helpers & set(_process_tree()) and time.monotonic() < sent + 8:  # (orphans now, if alive)
+            while helpers & set(process_tree()) and time.monotonic() < sent + 8:  # (orphans now, if alive)
                 time.sleep(0.05)
-            assert not helpers & set(_process_tree()), "a process of the sweep outlived it"
+            assert not helpers & set(process_tree()), "a process of the sweep outlived it"
             if live is not None:
                 assert keys() == []
         finally:
