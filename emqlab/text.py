@@ -178,8 +178,6 @@ def progress_bar(console: Any, label: str, *, eta: bool = False,
         yield update
 
 
-
-
 def command_lines(label: str, words: Sequence[str], width: int | None) -> list[str]:
     """``label`` and a shell command (its ``words``: pieces it may be broken between, an option with its
     value) on one line, or, too long for ``width``, broken between them with `` \\`` so that it still

@@ -146,7 +146,9 @@ def simulate(mode: str, scenario_name: str, redis_url: str | None, script_set: _
         if as_json or not err_console.is_terminal:
             rep = run(None)
         else:
-            with progress_bar(err_console, "exploring parts", eta=True, threadless=True) as progress:
+            # (no time remaining for an exhaustive search: its parts' total grows as they are handed on)
+            eta = strategy != "exhaustive"
+            with progress_bar(err_console, "exploring parts", eta=eta, threadless=True) as progress:
                 rep = run(progress)
     v = judge(rep, expect, witnesses='in "witnesses"' if as_json else "above")
     width = _columns(wide)
