@@ -89,10 +89,11 @@ def test_a_ctrl_c_the_kernel_hands_to_a_serving_thread_still_stops_the_command()
     the command slept on (an hour at a time) and went on serving. Here it is handed to the serving thread
     on purpose: the command still stops, within a second."""
     code = ("import signal, sys, threading, time\n"
-            "def kick():\n"
-            "    time.sleep(2)\n"
-            "    serving = next(t for t in threading.enumerate() if t.name == 'emqlab-server')\n"
-            "    signal.pthread_kill(serving.ident, signal.SIGINT)\n"
+            "def kick():\n"  # (once the serving thread is up: a loaded machine starts it late)
+            "    while not (serving := [t for t in threading.enumerate() if t.name == 'emqlab-server']):\n"
+            "        time.sleep(0.1)\n"
+            "    time.sleep(1)\n"
+            "    signal.pthread_kill(serving[0].ident, signal.SIGINT)\n"
             "threading.Thread(target=kick, daemon=True).start()\n"
             "sys.argv = ['emqlab', 'server', '--port', '0']\n"
             "from emqlab.ui.entry import entry\n"
