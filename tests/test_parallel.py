@@ -90,6 +90,27 @@ def test_the_swarms_of_neighbouring_seeds_share_no_run() -> None:
     assert same[0] != same[1]
 
 
+@pytest.mark.parametrize("strategy", ["random", "pct"])
+@pytest.mark.parametrize("name", ["cancel-active", "two-workers", "stalled-finish", "lease-lapse"])
+def test_a_sampled_witness_has_the_preemptions_the_report_gives_it(name: str, strategy: str) -> None:
+    """The witness is shrunk before it is reported: min preemptions is its own count (replayed), not the
+    count of the longer run it was shrunk from (a report said 13 beside a schedule of 1); and more runs from
+    the same seed never give a worse witness (parts are ranked by their shrunk witnesses)."""
+    from emqlab.explore.checked import Runner, parse_schedule
+
+    sc = scenario.load(name)
+    reps = [explore(sc, "split", strategy=strategy, runs=n, seed=5, jobs=1) for n in (25, 50)]
+    order = [a.id for a in sc.actors]
+    with Runner(sc, "split") as runner:
+        for rep in reps:
+            assert rep.witnesses.keys() == rep.min_preemptions.keys()
+            for kind, h in rep.witnesses.items():
+                runner.reset()
+                again = runner.run(parse_schedule(h.schedule, order))
+                assert kind in again.kinds and runner.preemptions == rep.min_preemptions[kind], (kind, h.schedule)
+    assert all(reps[1].min_preemptions[k] <= p for k, p in reps[0].min_preemptions.items())
+
+
 def test_a_swarm_splits_by_seed_and_gives_what_one_process_gives_for_those_seeds() -> None:
     sc = scenario.load("stalled-finish")
     swarm = explore(sc, "split", strategy="random", runs=30, seed=3, jobs=1)

@@ -87,7 +87,6 @@ from emqlab.explore.pool import (
     url_of,
 )
 from emqlab.explore.report import Part, Report, multinomial
-from emqlab.explore.shrink import shrink
 from emqlab.explore.tree import Branch, Request
 from emqlab.protocol.schedules import parse_schedule
 from emqlab.scripting.registry import ScriptSet
@@ -422,7 +421,7 @@ def _tally(st: Stats, part: Part) -> None:
 
 def _merge(runner: Runner, job: Job, parts: list[Part], params: dict[str, Any] | None = None) -> Report:
     """One report from the parts, in part order (so the same whatever ran them, wherever): each witness
-    replayed on ``runner`` (shrunk, for a sampled strategy)."""
+    replayed on ``runner``."""
     from emqlab.backend.connect import describe
 
     order = [a.id for a in runner.scenario.actors]
@@ -433,7 +432,7 @@ def _merge(runner: Runner, job: Job, parts: list[Part], params: dict[str, Any] |
         if kind not in h.kinds:  # as the undivided search does: keep the run that showed it
             runner.reset()
             h = runner.run(parse_schedule(ran, order))
-        return h if job.strategy == "exhaustive" else shrink(runner, h, kind)
+        return h  # (a sampled part's witness is shrunk already: Strategy._shrink_witnesses)
 
     off = runner.same_server.off  # (said once, in the report: restart detection is off on this server)
     return Report.merge(parts, scenario=runner.scenario.name, mode=runner.mode, strategy=job.strategy,

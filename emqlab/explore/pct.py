@@ -113,6 +113,7 @@ class PCT(Strategy):
             found = [kind for kind, runs_with in t.runs_with.items() if runs_with]
             more, warnings = depth_check(self.runner, found, depth)
             params.update(more)
+        self._shrink_witnesses()
         # the estimate from the longest each actor ran
         return self._report(started, params, raw=multinomial(list(t.steps_per_actor.values())), warnings=warnings)
 

@@ -32,6 +32,7 @@ class RandomWalk(Strategy):
                 break
             t.steps_executed += len(h.steps)
             self._record(h, r.preemptions, r.choices)
+        self._shrink_witnesses()
         return self._report(started, {"runs": runs, "seed": seed},
                             raw=multinomial(list(t.steps_per_actor.values())))
 

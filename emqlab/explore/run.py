@@ -17,7 +17,6 @@ from emqlab.explore.config import ExploreConfig
 from emqlab.explore.divide import Stats, explore_divided
 from emqlab.explore.explorer import Explorer
 from emqlab.explore.report import Report
-from emqlab.explore.shrink import shrink
 from emqlab.explore.stops import interrupts_kept
 from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
@@ -74,9 +73,8 @@ def _explore_here(scenario: Scenario, mode: str, config: ExploreConfig, *, conn:
         if strategy == "replay":
             assert config.schedule is not None
             return ex.replay(config.schedule)
-        rep = ex.random(config.runs, config.seed) if strategy == "random" else ex.pct(config.runs, config.seed,
-                                                                                        config.depth)
-        return replace(rep, witnesses={kind: shrink(runner, h, kind) for kind, h in rep.witnesses.items()})
+        return ex.random(config.runs, config.seed) if strategy == "random" else ex.pct(config.runs, config.seed,
+                                                                                         config.depth)
 
 
 def check_case(scenario: Scenario, mode: str) -> tuple[list[str], dict[str, set[Any]]]:

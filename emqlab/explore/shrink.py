@@ -8,11 +8,12 @@ from emqlab.explore.report import INFRASTRUCTURE
 from emqlab.protocol.schedules import ScheduleError, parse_schedule
 
 
-def shrink(runner: Runner, history: History, kind: str) -> History:
+def shrink(runner: Runner, history: History, kind: str) -> tuple[History, int | None]:
     """A smaller witness for anomaly ``kind``: the shortest prefix of the schedule that, continued without
-    further preemption, still shows the anomaly (fewer preemptions, same anomaly)."""
+    further preemption, still shows the anomaly (fewer preemptions, same anomaly). Returns the witness and
+    its preemptions; ``None`` when no shorter one was found (``history`` is returned: its count is the
+    caller's)."""
     choices = parse_schedule(history.schedule)
-    best = history
     boundaries = [i for i in range(1, len(choices)) if choices[i] != choices[i - 1]]
     for cut in boundaries:
         try:
@@ -21,10 +22,9 @@ def shrink(runner: Runner, history: History, kind: str) -> History:
         except (ScheduleError, *INFRASTRUCTURE):  # (a server fault: the witness found stands)
             continue
         if kind in h.kinds:
-            if (runner.preemptions, len(h.steps)) <= (len(boundaries) + 1, len(best.steps)):
-                best = h
-                break
-    return best
+            if (runner.preemptions, len(h.steps)) <= (len(boundaries) + 1, len(history.steps)):
+                return h, runner.preemptions
+    return history, None
 
 
 __all__ = ["shrink"]

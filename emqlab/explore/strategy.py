@@ -146,6 +146,19 @@ class Strategy:
                             warnings=[*([off] if off else []), *warnings],
                             elapsed_s=time.perf_counter() - started)
 
+    def _shrink_witnesses(self) -> None:
+        """Shrink each anomaly's witness (:func:`emqlab.explore.shrink.shrink`; a sampled strategy's, before it
+        is reported) and key it by the shrunk run, so that its preemptions and steps are the witness's own and
+        parts compare their shrunk witnesses."""
+        from emqlab.explore.shrink import shrink
+        from emqlab.protocol.schedules import parse_schedule
+
+        for kind, (*_key, h) in list(self._best.items()):
+            shrunk, pre = shrink(self.runner, h, kind)
+            if pre is not None:
+                choices = parse_schedule(shrunk.schedule)
+                self._best[kind] = (pre, len(shrunk.steps), self._rank(choices), choices, shrunk)
+
     def _shown(self, kind: str, _schedule: str, _ran: str) -> History:
         return self._best[kind][4]
 
