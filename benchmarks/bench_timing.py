@@ -45,7 +45,7 @@ def measured_table(sweep: Sweep, command: str, wall_s: float, backend: str) -> s
         window = "–" if r.mode != "split" else _num(r.expected_per_1000)
         aborts = f"{r.aborts_per_job:.2f}" if r.mode == "transaction" else "–"
         lines.append(f"| {r.mode} | {r.rtt_ms:g} | {r.round_trips_per_job:.2f} | {aborts} | {_num(r.jobs_per_s)} | "
-                     f"{_num(r.anomalies_per_1000)} | {window} | {r.finishes}{' *' if r.truncated else ''} | "
+                     f"{_num(r.anomalies_per_1000)} | {window} | {r.executions}{' *' if r.truncated else ''} | "
                      f"{r.unfinished_total} |")
     return "\n".join(lines)
 
@@ -74,7 +74,7 @@ def main() -> None:
     print(f"emqlab timed runs · {describe(conn)} · Python {platform.python_version()} · {platform.machine()}")
     print(f"{'mode':<18} {'RTT ms':>7} {'steps':>7} {'sweeps':>7} {'runs':>5} {'wall s':>7}")
     for r in sweep.results:
-        print(f"{r.mode:<18} {r.rtt_ms:>7g} {r.steps:>7} {r.sweep_runs:>7} {r.finishes:>5} {r.wall_s:>7.2f}")
+        print(f"{r.mode:<18} {r.rtt_ms:>7g} {r.steps:>7} {r.sweep_runs:>7} {r.executions:>5} {r.wall_s:>7.2f}")
     steps = sum(r.steps for r in sweep.results)
     print(f"grid: {len(sweep.results)} runs x {a.jobs} jobs, {steps} steps: {wall:.1f} s wall, {cpu:.1f} s CPU "
           f"({steps / wall:,.0f} steps/s)")

@@ -106,6 +106,9 @@ class TimedResult:
     examples: list[dict[str, Any]] = field(default_factory=list)
     #: jobs in neither completed nor failed at the end, by the structures holding them → number of jobs
     unfinished: dict[str, int] = field(default_factory=dict)
+    #: job executions begun (a worker's run of a job, from its fetch), finished or not: ``finishes`` plus the
+    #: ones still running when the run stopped (at the execution cap, :attr:`truncated`)
+    executions: int = 0
     history: History | None = field(default=None, repr=False)
 
     @property
@@ -542,7 +545,8 @@ class TimedRun:
         cfg = self.config
         return TimedResult(
             mode=self.mode, rtt_ms=cfg.rtt_ms, seed=cfg.seed, jobs=cfg.jobs, workers=cfg.workers,
-            finishes=self.finishes, jobs_done=done, round_trips=worker_rts, round_trips_per_job=per_job,
+            finishes=self.finishes, executions=len(r.executions), jobs_done=done, round_trips=worker_rts,
+            round_trips_per_job=per_job,
             sweep_runs=self.sweep_runs, clock_events=self.clock_events, makespan_ms=makespan,
             jobs_per_s=done / (makespan / 1000) if makespan > 0 else 0.0,
             anomalies=dict(sorted(kinds.items())), anomalies_per_1000=1000 * sum(kinds.values()) / cfg.jobs,

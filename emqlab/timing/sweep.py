@@ -44,7 +44,7 @@ class Sweep:
                    "aborts_per_job": round(r.aborts_per_job, 3),
                    "jobs_per_s": round(r.jobs_per_s, 2), "anomalies_per_1000": round(r.anomalies_per_1000, 2),
                    "expected_per_1000": round(r.expected_per_1000, 2), "anomalies": r.anomaly_total,
-                   "gap_hits": r.gap_hits, "finishes": r.finishes, "jobs": r.jobs,
+                   "gap_hits": r.gap_hits, "finishes": r.finishes, "executions": r.executions, "jobs": r.jobs,
                    "unfinished": r.unfinished_total, "workers": r.workers,
                    "sweep_runs": r.sweep_runs, "makespan_ms": round(r.makespan_ms, 2), "seed": r.seed,
                    "truncated": r.truncated}

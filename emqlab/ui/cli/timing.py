@@ -165,7 +165,7 @@ def _print_sweep(sweep: Any) -> None:
                   f"{r.aborts_per_job:.2f}" if r.mode == "transaction" else "-", sig3(r.jobs_per_s),
                   f"[{style}]{r.anomalies_per_1000:.1f}[/]",
                   f"{r.expected_per_1000:.1f}" if r.mode.startswith("split") else "-", str(r.gap_hits),
-                  str(r.finishes) + ("*" if r.truncated else ""),
+                  str(r.executions) + ("*" if r.truncated else ""),
                   f"[red]{r.unfinished_total}[/]" if r.unfinished else "0")
     console.print(t)
     for r in sweep.results:
