@@ -395,6 +395,8 @@ def test_the_lock_a_gave_up_finish_leaves_lapses_and_the_sweep_recovers_its_job(
     lapses = [s for s in h.steps if s.kind == "clock" and s.reply == 1]
     assert lapses and min(s.time for s in lapses) >= first + 1500  # (a fetch sets the lock: none lapses sooner)
     assert r.anomalies.get("duplicate-execution", 0) > 0  # recovered, and run again
+    # ... until the execution cap stops the run: executions begun, one still running (not a finish)
+    assert r.truncated and r.executions == TimingConfig(jobs=4).execution_cap == r.finishes + 1
 
 
 def test_jobs_a_gave_up_finish_leaves_in_active_are_reported_unfinished() -> None:
