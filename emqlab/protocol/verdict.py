@@ -155,7 +155,7 @@ def _pct_bound(params: dict[str, Any]) -> dict[str, Any]:
 def judge(rep: Any, expect: Iterable[str] | None = None, *, witnesses: str = "above") -> Verdict:
     """The verdict of an :class:`emqlab.explore.Report` (``expect``: the expected anomaly kinds, ``[]`` for
     none, ``None`` for no expectation); ``witnesses`` says where the reader finds them (``above`` in the
-    text report, ``in "witnesses"`` in its JSON)."""
+    text report, ``in "witnesses"`` in its JSON, ``is this history`` in a replay's JSON)."""
     kinds = list(rep.anomaly_kinds)
     strategy = rep.strategy
     bound: dict[str, Any] = {}

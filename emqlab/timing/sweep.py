@@ -102,7 +102,7 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
 
         calls = [(m, replace(cfg, rtt_ms=x), url) for m in mode_list for x in rtt_list]
         results = run_in_order(_cell, calls, processes, live=url is not None, each=done)
-        return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
+        return Sweep(mode_list, rtt_list, _shared(cfg), results, time.perf_counter() - started)
     for m in mode_list:
         for x in rtt_list:
             base = len(results) * cfg.jobs
@@ -114,7 +114,12 @@ def sweep_rtt(rtts: Iterable[float] = DEFAULT_RTTS, modes: Sequence[str] = MODES
             results.append(simulate(m, replace(cfg, rtt_ms=x), conn, keep_history=False, progress=each))
             if progress:
                 progress(len(results) * cfg.jobs, total)
-    return Sweep(mode_list, rtt_list, asdict(cfg), results, time.perf_counter() - started)
+    return Sweep(mode_list, rtt_list, _shared(cfg), results, time.perf_counter() - started)
+
+
+def _shared(cfg: TimingConfig) -> dict[str, Any]:
+    """The configuration every run of a grid shares: all but the RTT, which is each run's own (``rtts``)."""
+    return {k: v for k, v in asdict(cfg).items() if k != "rtt_ms"}
 
 
 __all__ = ["Sweep", "sweep_rtt"]

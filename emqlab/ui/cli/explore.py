@@ -69,7 +69,8 @@ def _load(scenario_name: str, redis_url: str | None, script_set: _Scripts) -> tu
 @click.option("--runs", type=click.IntRange(1, MAX_RUNS), default=200, show_default=True,
               help="Runs for the random and pct strategies.")
 @click.option("--seed", type=SEED, default=0, show_default=True,
-              help="Seed for random and pct: a 64-bit signed integer (the runs use it and the seeds after it).")
+              help="Seed for random and pct: a 64-bit signed integer (each 25 runs use one seed: it, then"
+                   " it + 2^32, it + 2·2^32, …).")
 @click.option("--depth", type=click.IntRange(1, MAX_DEPTH), default=2, show_default=True,
               help="PCT bug depth (number of priority-change points + 1).")
 @click.option("--preemptions", type=click.IntRange(0, MAX_PREEMPTIONS), default=None,
@@ -362,7 +363,7 @@ def replay(schedule: str, mode: str, scenario_name: str, redis_url: str | None, 
 
         with _errors(), Runner(sc, mode, conn, scripts=scripts) as r:
             h = r.run(parse_schedule(schedule, [a.id for a in sc.actors], empty=False))
-    v = judge(rep, expect)
+    v = judge(rep, expect, witnesses="is this history" if as_json else "above")
     if as_json:
         d = json.loads(h.to_json())
         d["verdict"] = v.kind

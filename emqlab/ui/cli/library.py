@@ -94,8 +94,9 @@ def scenarios(as_json: bool, check: bool, jobs: int | None, long_: bool = False,
         for src in s.source:
             _say(Text(f"  source: {src}", style="dim"), width, 4)
         console.print()
-    _say(f"{len(lib)} scenarios · run one: emqlab simulate --split -s NAME"
-         + ("" if long_ else " · lessons and sources: --long"), width, 4)
+    # (not every scenario has split mode, simulate's default: the hint names the mode as the scenario's to give)
+    _say(f"{len(lib)} scenarios · run one: emqlab simulate -s NAME --MODE"
+         + (", a mode in its brackets" if long_ else " (its modes, lessons and sources: --long)"), width, 4)
 
 
 def _check_scenarios(lib: Any, jobs: int | None) -> None:

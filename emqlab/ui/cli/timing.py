@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from emqlab.text import progress_bar, sig3
 from emqlab.timing.model import TimingConfig as _TimingConfig  # (the command's defaults are the model's)
-from emqlab.ui.cli.common import SEED, _errors, _fail, _mask, _remember_url, console, err_console
+from emqlab.ui.cli.common import SEED, _columns, _errors, _fail, _mask, _remember_url, _say, console, err_console
 
 _TIMING_DEFAULTS = _TimingConfig()
 
@@ -178,11 +179,10 @@ def _print_sweep(sweep: Any) -> None:
                           f" unfinished ({where})")
     if any(r.truncated for r in sweep.results):
         console.print("  * stopped at the execution cap (5 x jobs): requeued jobs kept coming back")
-    console.print("[dim]trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs (one"
-                  " job can show several, so it can pass 1,000) · "
-                  "model/1k = expected from the finish's DEL→SREM window, RTT/(interval + RTT) per marked job · "
-                  "hits = sweeps that requeued a job while its split finish ran · aborts = EXECs per job"
-                  " that a watched key's change aborted, each one a new attempt · runs = job executions · left = jobs"
-                  " in neither completed nor failed when the run ended (a finish that gave up leaves its job in"
-                  " active until its lock lapses)[/]",
-                  soft_wrap=False)
+    _say(Text("trips/job leaves out each worker's first fetch · anom/1k = anomalies per 1,000 jobs (one"
+              " job can show several, so it can pass 1,000) · "
+              "model/1k = expected from the finish's DEL→SREM window, RTT/(interval + RTT) per marked job · "
+              "hits = sweeps that requeued a job while its split finish ran · aborts = EXECs per job"
+              " that a watched key's change aborted, each one a new attempt · runs = job executions begun · left ="
+              " jobs in neither completed nor failed when the run ended (a finish that gave up leaves its job in"
+              " active until its lock lapses)", style="dim"), _columns(False))
