@@ -430,16 +430,18 @@ class TimedRun:
     def _acquired(self, worker: str, job: str, token: str, at: float) -> None:
         self.leases[worker] = _Lease(job, token, at, at + self.config.lock_ms)
 
-    def _finished(self, worker: str, job: str) -> None:
+    def _finished(self, worker: str, job: str, reply: Any) -> None:
         self.finishes += 1
         self._done_jobs.add(job)
         self.finish_commands[self._ops_in_finish.pop(worker, 0)] += 1
         if self._finishing.get(job) == worker:
             del self._finishing[job]
         lease = self.leases.pop(worker, None)
-        if lease is not None and self.runner.exec(b"GET", self.runner.keys.lock(lease.job).encode()) \
-                == lease.token.encode():
-            self._left.setdefault(worker, []).append(lease)  # (the finish gave up: its lock lives on)
+        # A finish that ended in an error left its lock as it was: of the timed model's finishes only the
+        # transaction's gives up so (its EXEC never ran), while a success or a refusal (-2, -3, -6) leaves no
+        # lock of this token. (Read from the outcome: a GET here would be a command the model never sent.)
+        if lease is not None and Outcome.of(reply).error is not None:
+            self._left.setdefault(worker, []).append(lease)
         nxt = self._next_lease.pop(worker, None)
         if nxt is not None:  # the lock a split fetch-next set, at the server time it ran
             self.leases[worker] = nxt
@@ -504,7 +506,7 @@ class TimedRun:
             else:
                 sub = finish(runner, wid, self.finish_mode, job, target, value, opts, self.fetch_next)
             reply = yield from self._tracked(wid, token, sub, delay)
-            self._finished(wid, job)
+            self._finished(wid, job, reply)
             if not (Outcome.of(reply).ok and self.fetch_next):  # fetch separately: finish-then-fetch, or refused
                 reply = yield from fetch(runner, wid, token, lock_duration=SERVER_LOCK_PX)
 
