@@ -208,7 +208,8 @@ def grade_a2_sequential(FINISH_LUA: Any) -> Verdict:  # noqa: N803
         return Verdict(False, "Run on its own (W1 to its end, then the sweep), your finish does not do what a finish "
                               "must: " + "; ".join(problems) + f". {A2_KEYS_DOC}.\n{short(h)}")
     return Verdict(True, f"On its own your finish completes job 1 in {sum(1 for s in h.steps if s.actor == 'W1')} "
-                         "commands: job 1 in completed, lock and mark gone, returnvalue stored, job 2 still waiting.")
+                         "commands: job 1 in completed, lock and mark gone, returnvalue stored, "
+                         f"job {BYSTANDER} still waiting.")
 
 
 def grade_a2_sweep(FINISH_LUA: Any) -> Verdict:  # noqa: N803
